@@ -1,0 +1,5 @@
+"""``python -m benchd`` runs the command line."""
+
+from benchd.cli import main
+
+raise SystemExit(main())

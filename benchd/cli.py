@@ -1,0 +1,96 @@
+"""benchd's command line: argparse subcommands, and the only place that exits.
+
+Each subcommand lives in ``benchd/commands/<name>.py`` and exposes
+``register(subparsers)``, which adds its parser and sets ``handler`` — a
+function ``(args) -> int`` (sync or async). Errors are mapped to exit codes
+here, and only here:
+
+====  =====================================================================
+code  meaning
+====  =====================================================================
+0     success
+1     a ``--fail-under`` threshold was breached
+2     bad input: flag, config, fixture, qrels/run file
+3     the target is unreachable, refused the key, or broke its contract
+4     internal error (a bug: please report it)
+130   interrupted (Ctrl-C)
+====  =====================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from benchd import __version__
+from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+# One list, in help order; each name is a module under benchd.commands.
+COMMANDS: tuple[str, ...] = ()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line with exit code 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="benchd",
+        description=(
+            "Continuously seed a labeled corpus into a retrieval store, query it, "
+            "score the rankings and latency, and export Prometheus metrics."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"benchd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        module = importlib.import_module(f"benchd.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    handler = args.handler
+    if inspect.iscoroutinefunction(handler):
+        result: int = anyio.run(handler, args)
+        return result
+    result = handler(args)
+    return int(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return _invoke(args)
+    except BenchdError as exc:
+        print(f"benchd: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("benchd: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # last-resort boundary: one line, no traceback
+        print(
+            f"benchd: internal error: {type(exc).__name__}: {exc} "
+            "(this is a bug; rerun with BENCHD_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        if __import__("os").environ.get("BENCHD_DEBUG"):
+            raise
+        return EXIT_INTERNAL

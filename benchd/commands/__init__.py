@@ -1,0 +1,1 @@
+"""Subcommands: one module each, registered in benchd.cli.COMMANDS."""

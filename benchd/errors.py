@@ -1,0 +1,167 @@
+"""benchd's exception tree and the exit codes that ``cli.py`` maps them to.
+
+Every error a user can cause or meet carries a one-line, actionable message
+(what is wrong, where, what to do). Nothing below prints or exits: only
+``benchd.cli`` turns an error into an exit code.
+
+::
+
+    BenchdError                      exit 4  (internal / unexpected)
+    ├── InputError                   exit 2  bad input the user owns
+    │   ├── UsageError                       bad command-line flag or argument
+    │   ├── ConfigError                      bad TOML config (file + key path)
+    │   ├── FixtureError                     bad fixture (file + JSON path), may hold many problems
+    │   └── RunFileError                     bad qrels / run / result file (FILE:LINE)
+    ├── TargetError                  exit 3  the store could not be used
+    │   ├── TargetUnreachable                connection refused / DNS / TLS
+    │   ├── TargetAuthError                  401 / 403: key refused (never retried)
+    │   ├── TargetTimeout                    no answer in time
+    │   ├── TargetHTTPError                  unexpected status (.status; kind http_4xx|429|5xx)
+    │   ├── TargetProtocolError              a 2xx whose body breaks the contract (kind "decode")
+    │   └── OwnershipError                   namespace holds records benchd did not write
+    └── ThresholdBreached            exit 1  a --fail-under threshold was not met
+
+Each :class:`TargetError` has a ``kind`` — one of ``timeout``, ``connect``,
+``auth``, ``http_4xx``, ``http_429``, ``http_5xx``, ``decode``, ``ownership`` —
+the bounded label value used for error counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ERROR_KINDS",
+    "EXIT_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_TARGET",
+    "EXIT_THRESHOLD",
+    "BenchdError",
+    "ConfigError",
+    "FixtureError",
+    "InputError",
+    "OwnershipError",
+    "RunFileError",
+    "TargetAuthError",
+    "TargetError",
+    "TargetHTTPError",
+    "TargetProtocolError",
+    "TargetTimeout",
+    "TargetUnreachable",
+    "ThresholdBreached",
+    "UsageError",
+]
+
+EXIT_OK = 0
+EXIT_THRESHOLD = 1
+EXIT_INPUT = 2
+EXIT_TARGET = 3
+EXIT_INTERNAL = 4
+
+ERROR_KINDS = (
+    "timeout",
+    "connect",
+    "auth",
+    "http_4xx",
+    "http_429",
+    "http_5xx",
+    "decode",
+    "ownership",
+)
+
+
+class BenchdError(Exception):
+    """Base of every error benchd raises on purpose."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(BenchdError):
+    """Something the user owns (flag, config, fixture, file) is wrong."""
+
+    exit_code = EXIT_INPUT
+
+
+class UsageError(InputError):
+    """A bad command-line flag or argument."""
+
+
+class ConfigError(InputError):
+    """A bad config file; the message names the file and the key path."""
+
+
+class RunFileError(InputError):
+    """A malformed qrels, run or result file; the message is ``FILE:LINE: what``."""
+
+
+class FixtureError(InputError):
+    """A fixture with one or more problems, each a full one-line message."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        first = self.problems[0] if self.problems else "invalid fixture"
+        more = len(self.problems) - 1
+        summary = first if more <= 0 else f"{first} (and {more} more problem(s))"
+        super().__init__(summary)
+
+
+class TargetError(BenchdError):
+    """The store could not be used; ``kind`` is a bounded label value."""
+
+    exit_code = EXIT_TARGET
+    kind = "connect"
+
+
+class TargetUnreachable(TargetError):
+    kind = "connect"
+
+
+class TargetAuthError(TargetError):
+    kind = "auth"
+
+
+class TargetTimeout(TargetError):
+    kind = "timeout"
+
+
+class TargetHTTPError(TargetError):
+    """An unexpected HTTP status from the store."""
+
+    def __init__(self, message: str, status: int, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        if self.status == 429:
+            return "http_429"
+        if self.status >= 500:
+            return "http_5xx"
+        return "http_4xx"
+
+
+class TargetProtocolError(TargetError):
+    """A successful status whose body does not follow the store's contract."""
+
+    kind = "decode"
+
+
+class OwnershipError(TargetError):
+    """The reserved namespace holds records benchd did not write."""
+
+    kind = "ownership"
+
+
+class ThresholdBreached(BenchdError):
+    """A ``--fail-under`` threshold was not met."""
+
+    exit_code = EXIT_THRESHOLD

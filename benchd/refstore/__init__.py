@@ -1,0 +1,1 @@
+"""The reference store: a small Zengram-compatible memory API."""

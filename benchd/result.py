@@ -1,0 +1,140 @@
+"""Frozen results of one probe cycle: the only link between probing and surfacing.
+
+A cycle produces a :class:`CycleResult`; the Prometheus collector, the status
+API, the log line and the drift detector only read it. Nothing here does I/O.
+Metric keys are ``"<name>@<k>"`` for cut-off measures (``hit``, ``recall``,
+``recall_all``, ``precision``, ``mrr``, ``ndcg``, ``map``) and bare names for
+uncut ones (``rr``, ``ap``, ``r_precision``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "CycleOutcome",
+    "CycleResult",
+    "LatencySummary",
+    "LoadResult",
+    "QueryResult",
+    "SeedReport",
+    "TargetInfo",
+]
+
+CycleOutcome = Literal["success", "failed", "timeout"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """What a store says about itself (``/health`` or the adapter's config)."""
+
+    kind: str
+    endpoint: str
+    model: str = ""
+    version: str = ""
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SeedReport:
+    """How seeding went: the store's own counts plus benchd's verification."""
+
+    requested: int
+    imported: int
+    skipped: int
+    errors: int
+    verified: int = 0
+    missing: tuple[str, ...] = ()
+    retries: int = 0
+    duration_s: float = 0.0
+    searchable_after_s: float | None = None
+    adopted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """One labeled query's answer and its per-query metric values."""
+
+    id: str
+    q: str
+    category: str | None
+    expected_ids: tuple[str, ...]
+    ranked_ids: tuple[str, ...]
+    metrics: Mapping[str, float]
+    latency_s: float | None = None
+    error: str | None = None  # an error kind from benchd.errors.ERROR_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Exact percentiles (seconds) over raw samples of one cycle."""
+
+    count: int
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    mean: float
+
+    @classmethod
+    def empty(cls) -> LatencySummary:
+        return cls(count=0, p50=0.0, p90=0.0, p95=0.0, p99=0.0, max=0.0, mean=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """A load run: timings, outcomes and the quality scored on its answers."""
+
+    mode: str
+    duration_s: float
+    requests: Mapping[str, int]  # outcome -> count ("ok" or an error kind)
+    service: LatencySummary
+    corrected: LatencySummary | None  # open loop only
+    service_samples: tuple[float, ...]
+    corrected_samples: tuple[float, ...]
+    achieved_rate: float
+    target_rate: float | None = None
+    late: int = 0
+    dropped: int = 0
+    aggregate: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """Everything one cycle of one probe produced, ready to be surfaced."""
+
+    probe: str
+    target: str  # target kind, a bounded label
+    corpus: str  # fixture name, a bounded label
+    cycle: int
+    started_at: float  # unix seconds
+    finished_at: float
+    outcome: CycleOutcome
+    phases: Mapping[str, float]  # phase -> seconds (seed, verify, serial, load, cleanup)
+    ks: tuple[int, ...]
+    info: TargetInfo | None = None
+    seed: SeedReport | None = None
+    queries: tuple[QueryResult, ...] = ()
+    aggregate: Mapping[str, float] = field(default_factory=dict)
+    by_category: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    relevant_found: Mapping[int, int] = field(default_factory=dict)  # k -> found in top k
+    relevant_expected: int = 0
+    serial_latency: LatencySummary = field(default_factory=LatencySummary.empty)
+    load: LoadResult | None = None
+    errors: Mapping[str, int] = field(default_factory=dict)  # error kind -> count
+    error_kind: str | None = None
+    error_message: str | None = None
+    fixture_hash: str = ""
+    drift: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "success"
+
+    @property
+    def duration_s(self) -> float:
+        return self.finished_at - self.started_at

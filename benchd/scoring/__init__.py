@@ -1,0 +1,1 @@
+"""Scoring: pure functions over rankings and judgments (no I/O, no clocks)."""

@@ -1,0 +1,1 @@
+"""Surfacers read CycleResults and export them (Prometheus, status JSON, logs)."""

@@ -1,0 +1,55 @@
+"""The one small protocol every store adapter implements.
+
+Adapters know HTTP (or in-process) details; nothing else does. Each method
+translates transport failures and bad payloads into :mod:`benchd.errors`
+``TargetError`` subclasses, so callers see a bounded ``kind``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from benchd.result import SeedReport, TargetInfo
+
+__all__ = ["Progress", "SearchQuery", "Target"]
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` while long work advances."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """What a target needs to run one labeled query."""
+
+    q: str
+    limit: int
+    reference_date: str | None = None
+
+
+@runtime_checkable
+class Target(Protocol):
+    """A retrieval store as benchd sees it."""
+
+    async def info(self) -> TargetInfo:
+        """Describe the store (kind, endpoint, model label); cheap, no auth side effects."""
+        ...
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        """Write the corpus into the reserved namespace and verify it is there."""
+        ...
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        """Return fixture ids in the store's rank order (at most ``query.limit``)."""
+        ...
+
+    async def cleanup(self, ids: Sequence[str]) -> int:
+        """Delete these fixture ids from the reserved namespace; return how many went."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up ./.venv with the dev extras, install what the tests need from apt
+# (promtool + prometheus from Debian's `prometheus` package), then run the
+# linters and the test suite. Extra arguments go to pytest.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev]"
+cd "$ROOT"
+if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "scripts/test.sh: installing Debian's prometheus package (promtool)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+        # the package starts a system prometheus on :9090; the tests run their own.
+        (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || pkill -x prometheus || true) >/dev/null 2>&1
+    else
+        echo "scripts/test.sh: promtool not found; run 'sudo apt-get install prometheus' (promtool tests will fail)" >&2
+    fi
+fi
+"$VENV/bin/ruff" check benchd tests bench
+"$VENV/bin/mypy"
+# pytest exits 5 when it collects nothing: that is a failure here, not a pass.
+set +e
+"$VENV/bin/python" -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
+exit "$rc"
