@@ -1,0 +1,118 @@
+"""``benchd validate FIXTURE...``: check fixture files and report every problem.
+
+Each problem is printed on its own line (``FILE: JSON-PATH: what is wrong; how to
+fix``); each valid file gets a one-line summary. The exit code is 2 when any file
+has a problem, 0 otherwise. A directory stands for the fixture files in it.
+
+``validate_paths`` is the reusable core (``--config`` validation feeds it the
+fixtures a config names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from benchd.errors import EXIT_INPUT, EXIT_OK
+from benchd.fixture_reader import JSONL_SUFFIXES
+from benchd.fixtures import FixtureCheck, check_fixture
+
+__all__ = ["check_paths", "expand_paths", "register", "validate_paths"]
+
+_FIXTURE_SUFFIXES = (".json", *sorted(JSONL_SUFFIXES))
+
+
+def register(sub: Any) -> None:
+    """Add the ``validate`` subcommand to ``benchd``'s subparsers."""
+    p = sub.add_parser(
+        "validate",
+        help="check fixture files and report every problem",
+        description=(
+            "Check fixture files (JSON or JSON Lines) and print every problem, one per "
+            "line, as FILE: JSON-PATH: what is wrong; how to fix. Exit 2 if any file "
+            "has a problem, 0 if all are valid. A directory means the .json/.jsonl "
+            "files in it."
+        ),
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: one line per problem or valid file (default); json: a list of results",
+    )
+    p.add_argument("fixtures", nargs="+", metavar="FIXTURE", help="fixture file or directory")
+    p.set_defaults(handler=run)
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path | FixtureCheck]:
+    """Paths to check: files as given, directories as their fixture files (sorted).
+
+    A directory without fixture files becomes a ready-made failed check.
+    """
+    out: list[Path | FixtureCheck] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in _FIXTURE_SUFFIXES)
+        if found:
+            out.extend(found)
+        else:
+            problem = f"{path}: no .json or .jsonl files in this directory; name a fixture file"
+            out.append(FixtureCheck(str(path), (problem,), 0, 0, 0))
+    return out
+
+
+def check_paths(paths: Iterable[str | Path]) -> list[FixtureCheck]:
+    """Validate every fixture named (directories expanded), in order."""
+    return [
+        item if isinstance(item, FixtureCheck) else check_fixture(item)
+        for item in expand_paths(paths)
+    ]
+
+
+def validate_paths(paths: Iterable[str | Path]) -> tuple[list[str], list[str]]:
+    """Validate fixtures; return (every problem line, one ok line per valid file)."""
+    problems: list[str] = []
+    ok_lines: list[str] = []
+    for check in check_paths(paths):
+        if check.ok:
+            ok_lines.append(check.summary())
+        else:
+            problems.extend(check.problems)
+    return problems, ok_lines
+
+
+def _as_json(check: FixtureCheck) -> dict[str, Any]:
+    return {
+        "path": check.path,
+        "ok": check.ok,
+        "memories": check.memories,
+        "queries": check.queries,
+        "categories": check.categories,
+        "problems": list(check.problems),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the results for ``args.fixtures``; 2 if any problem, else 0."""
+    checks = check_paths(args.fixtures)
+    if args.format == "json":
+        print(json.dumps([_as_json(c) for c in checks], indent=2, ensure_ascii=False))
+    else:
+        for check in checks:
+            print("\n".join(check.problems) if check.problems else check.summary())
+    failed = [c for c in checks if not c.ok]
+    if not failed:
+        return EXIT_OK
+    count = sum(len(c.problems) for c in failed)
+    print(
+        f"benchd validate: {count} problem(s) in {len(failed)} of {len(checks)} file(s)",
+        file=sys.stderr,
+    )
+    return EXIT_INPUT
