@@ -1,0 +1,346 @@
+"""Load engine: serial, closed-loop and open-loop request scheduling with raw timings.
+
+The engine knows nothing of HTTP or relevance: it calls a :data:`Fire`
+(``query index -> ranked ids``) and records, per request, the query index, the
+scheduled send time, the actual send time, the completion time, the outcome
+(``"ok"`` or a :class:`~benchd.errors.TargetError` kind) and the ranked ids.
+
+Modes (see docs/load.md):
+
+- ``serial`` — one request at a time, one pass over the queries (or
+  ``requests``): the exact ranking baseline.
+- ``closed`` — ``concurrency`` workers, each sending its next request as soon
+  as the previous one is answered, for ``duration_s`` (or ``requests`` in all).
+- ``open`` — arrivals at a constant ``rate`` (request *j* is scheduled at
+  ``j / rate``), at most ``concurrency`` in flight. *Corrected* latency counts
+  from the scheduled time, *service* latency from the actual send (wrk2).
+  A request sent more than ``late_tolerance_s`` after its schedule is *late*;
+  a request still waiting for a free slot when the arrival window closes is
+  *dropped* — never sent (k6's ``dropped_iterations``).
+
+All times come from :func:`time.perf_counter`; a :class:`LoadRun` stores them
+in seconds since the start of the measured window.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from benchd.errors import ERROR_KINDS, ConfigError, TargetError
+from benchd.result import LoadResult
+from benchd.scoring.latency import summarize
+
+__all__ = [
+    "OUTCOMES",
+    "Fire",
+    "LoadMode",
+    "LoadProfile",
+    "LoadRun",
+    "run_load",
+    "sleep_until",
+]
+
+Fire = Callable[[int], Awaitable[tuple[str, ...]]]
+"""Send the search for one query index; return ranked ids or raise a TargetError."""
+
+LoadMode = Literal["serial", "closed", "open"]
+
+OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
+"""Every outcome a request can have; a :class:`LoadRun` stores indexes into it."""
+
+_OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
+
+# asyncio timers fire up to ~1 ms late (epoll rounds its timeout up to whole
+# milliseconds), so the engine sleeps until this long before a deadline and
+# then yields to the loop until the deadline has passed.
+_SPIN_S = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProfile:
+    """How to load a target; see the module docstring for the modes."""
+
+    mode: LoadMode = "serial"
+    concurrency: int = 8
+    rate: float = 50.0
+    duration_s: float = 30.0
+    requests: int | None = None
+    late_tolerance_s: float = 0.010
+    request_timeout_s: float = 10.0
+    warmup_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("serial", "closed", "open"):
+            raise ConfigError(f"load.mode: unknown mode {self.mode!r}; use serial, closed or open")
+        _require(self.concurrency >= 1, "concurrency", self.concurrency, "an integer >= 1")
+        _require(self.rate > 0, "rate", self.rate, "requests per second > 0")
+        _require(self.duration_s > 0, "duration_s", self.duration_s, "seconds > 0")
+        if self.requests is not None:
+            _require(self.requests >= 1, "requests", self.requests, "an integer >= 1")
+        _require(self.late_tolerance_s >= 0, "late_tolerance_s", self.late_tolerance_s, ">= 0")
+        _require(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s, "> 0")
+        _require(self.warmup_s >= 0, "warmup_s", self.warmup_s, "seconds >= 0")
+
+
+def _require(ok: bool, name: str, value: object, fix: str) -> None:
+    if not ok:
+        raise ConfigError(f"load.{name} = {value!r} is out of range; set it to {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRun:
+    """Raw per-request records of one measured window, in request order.
+
+    Parallel arrays, one entry per request that was sent after warm-up:
+    ``query`` (query index), ``scheduled``/``start``/``end`` (seconds since the
+    window opened) and ``outcome`` (indexes into :data:`OUTCOMES`); ``ranked``
+    holds the ids of each answer (empty on error).
+    """
+
+    mode: LoadMode
+    target_rate: float | None
+    late_tolerance_s: float
+    query: array[int]
+    scheduled: array[float]
+    start: array[float]
+    end: array[float]
+    outcome: bytes
+    ranked: tuple[tuple[str, ...], ...]
+    dropped: int = 0
+    warmup_requests: int = 0
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+    def outcome_of(self, i: int) -> str:
+        """The outcome of request ``i``: ``"ok"`` or an error kind."""
+        return OUTCOMES[self.outcome[i]]
+
+    def counts(self) -> dict[str, int]:
+        """Requests by outcome (only outcomes that occurred)."""
+        counts: dict[str, int] = {}
+        for code in self.outcome:
+            name = OUTCOMES[code]
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def _ok(self) -> Iterator[int]:
+        return (i for i, code in enumerate(self.outcome) if code == 0)
+
+    def service_samples(self) -> tuple[float, ...]:
+        """Seconds from actual send to answer, successful requests only."""
+        return tuple(self.end[i] - self.start[i] for i in self._ok())
+
+    def corrected_samples(self) -> tuple[float, ...]:
+        """Seconds from *scheduled* send to answer, successful requests only."""
+        return tuple(self.end[i] - self.scheduled[i] for i in self._ok())
+
+    def dispatch_lags(self) -> tuple[float, ...]:
+        """Seconds each request was sent after its schedule (every outcome)."""
+        return tuple(s - t for s, t in zip(self.start, self.scheduled, strict=True))
+
+    @property
+    def late(self) -> int:
+        """Requests sent more than ``late_tolerance_s`` after their schedule."""
+        return sum(1 for lag in self.dispatch_lags() if lag > self.late_tolerance_s)
+
+    @property
+    def elapsed_s(self) -> float:
+        """From the window's opening to the last answer (0 when nothing was sent)."""
+        return max(self.end, default=0.0)
+
+    @property
+    def achieved_rate(self) -> float:
+        """Answered requests (any outcome) per second over :attr:`elapsed_s`."""
+        elapsed = self.elapsed_s
+        return len(self) / elapsed if elapsed > 0 else 0.0
+
+    def answers(self) -> Iterator[tuple[int, tuple[str, ...]]]:
+        """``(query index, ranked ids)`` of every successful request, in order."""
+        return ((self.query[i], self.ranked[i]) for i in self._ok())
+
+    def to_result(self, aggregate: Mapping[str, float] | None = None) -> LoadResult:
+        """The frozen :class:`LoadResult` for a cycle; ``aggregate`` is its scored quality."""
+        service = self.service_samples()
+        is_open = self.mode == "open"
+        corrected = self.corrected_samples() if is_open else ()
+        return LoadResult(
+            mode=self.mode,
+            duration_s=self.elapsed_s,
+            requests=self.counts(),
+            service=summarize(service),
+            corrected=summarize(corrected) if is_open else None,
+            service_samples=service,
+            corrected_samples=corrected,
+            achieved_rate=self.achieved_rate,
+            target_rate=self.target_rate,
+            late=self.late if is_open else 0,
+            dropped=self.dropped,
+            aggregate=dict(aggregate or {}),
+        )
+
+
+async def sleep_until(deadline: float) -> None:
+    """Wait until ``time.perf_counter() >= deadline``, within tens of microseconds.
+
+    Sleeps on the loop's timer until shortly before the deadline, then yields
+    to the loop (so in-flight requests keep progressing) until it has passed.
+    """
+    remaining = deadline - time.perf_counter()
+    if remaining > _SPIN_S:
+        await anyio.sleep(remaining - _SPIN_S)
+    while time.perf_counter() < deadline:
+        await anyio.sleep(0)
+
+
+_Outcome = tuple[int, tuple[str, ...]]  # (code into OUTCOMES, ranked ids)
+
+
+@dataclass(slots=True)
+class _Recorder:
+    """Mutable raw records while a run is in progress; frozen by :meth:`freeze`."""
+
+    origin: float = 0.0  # perf_counter() at which the measured window opens
+    rows: list[tuple[int, int, float, float, float, int, tuple[str, ...]]] = field(
+        default_factory=list
+    )
+    warmup: int = 0
+    dropped: int = 0
+
+    def record(
+        self, seq: int, query: int, times: tuple[float, float, float], result: _Outcome
+    ) -> None:
+        scheduled, start, end = times
+        if scheduled < self.origin:
+            self.warmup += 1
+            return
+        o = self.origin
+        code, ids = result
+        self.rows.append((seq, query, scheduled - o, start - o, end - o, code, ids))
+
+    def freeze(self, profile: LoadProfile) -> LoadRun:
+        self.rows.sort(key=lambda row: row[0])
+        rows = self.rows
+        return LoadRun(
+            mode=profile.mode,
+            target_rate=profile.rate if profile.mode == "open" else None,
+            late_tolerance_s=profile.late_tolerance_s,
+            query=array("q", (r[1] for r in rows)),
+            scheduled=array("d", (r[2] for r in rows)),
+            start=array("d", (r[3] for r in rows)),
+            end=array("d", (r[4] for r in rows)),
+            outcome=bytes(r[5] for r in rows),
+            ranked=tuple(r[6] for r in rows),
+            dropped=self.dropped,
+            warmup_requests=self.warmup,
+        )
+
+
+async def _attempt(fire: Fire, query: int, timeout_s: float) -> _Outcome:
+    """Fire one request under a timeout; classify its outcome."""
+    try:
+        with anyio.fail_after(timeout_s):
+            ids = await fire(query)
+    except TimeoutError:
+        return _OUTCOME_CODE["timeout"], ()
+    except TargetError as exc:
+        return _OUTCOME_CODE.get(exc.kind, _OUTCOME_CODE["connect"]), ()
+    return 0, tuple(ids)
+
+
+async def run_load(fire: Fire, n_queries: int, profile: LoadProfile) -> LoadRun:
+    """Load a target through ``fire`` as ``profile`` says; return the raw records.
+
+    Request *j* asks query ``j % n_queries``. Requests that fail are recorded
+    with their error kind and kept out of the latency samples; a request that
+    takes longer than ``profile.request_timeout_s`` is cancelled and recorded
+    as ``"timeout"``. Requests sent during ``warmup_s`` are not recorded.
+    """
+    if n_queries < 1:
+        raise ConfigError("load: the fixture has no queries to send; add at least one query")
+    if profile.mode == "open":
+        recorder = await _run_open(fire, n_queries, profile)
+    else:
+        recorder = await _run_closed(fire, n_queries, profile)
+    return recorder.freeze(profile)
+
+
+async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:
+    """Serial (one worker) or closed loop: each worker sends, waits, sends again."""
+    serial = profile.mode == "serial"
+    workers = 1 if serial else profile.concurrency
+    budget = profile.requests if profile.requests is not None else (n_queries if serial else None)
+    recorder = _Recorder(origin=time.perf_counter() + profile.warmup_s)
+    stop_at = math.inf if budget is not None else recorder.origin + profile.duration_s
+    next_seq = 0
+    measured = 0
+
+    async def worker() -> None:
+        nonlocal next_seq, measured
+        while True:
+            now = time.perf_counter()
+            if now >= stop_at:
+                return
+            if now >= recorder.origin:
+                if budget is not None and measured >= budget:
+                    return
+                measured += 1
+            seq, next_seq = next_seq, next_seq + 1
+            start = now
+            result = await _attempt(fire, seq % n_queries, profile.request_timeout_s)
+            recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), result)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(workers):
+            tg.start_soon(worker)
+    return recorder
+
+
+async def _run_open(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:
+    """Open loop: one dispatcher sends request *j* at ``j / rate``, capped in flight."""
+    period = 1.0 / profile.rate
+    n_warmup = math.floor(profile.warmup_s * profile.rate)
+    n_measured = profile.requests or max(1, math.floor(profile.duration_s * profile.rate))
+    n_total = n_warmup + n_measured
+    t0 = time.perf_counter() + period  # leave the loop one period to settle
+    recorder = _Recorder(origin=t0 + n_warmup * period)
+    window_end = t0 + n_total * period
+    slots = anyio.Semaphore(profile.concurrency)
+
+    async def send(seq: int, scheduled: float) -> None:
+        try:
+            start = time.perf_counter()
+            result = await _attempt(fire, seq % n_queries, profile.request_timeout_s)
+            recorder.record(seq, seq % n_queries, (scheduled, start, time.perf_counter()), result)
+        finally:
+            slots.release()
+
+    async with anyio.create_task_group() as tg:
+        for seq in range(n_total):
+            scheduled = t0 + seq * period
+            await sleep_until(scheduled)
+            if not await _acquire_before(slots, window_end):
+                recorder.dropped = n_total - max(seq, n_warmup)
+                break
+            tg.start_soon(send, seq, scheduled)
+    return recorder
+
+
+async def _acquire_before(slots: anyio.Semaphore, deadline: float) -> bool:
+    """Take an in-flight slot, waiting at most until ``deadline``; False if none came."""
+    try:
+        slots.acquire_nowait()
+        return True
+    except anyio.WouldBlock:
+        pass
+    with anyio.move_on_after(deadline - time.perf_counter()):
+        await slots.acquire()
+        return True
+    return False

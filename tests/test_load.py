@@ -1,0 +1,181 @@
+"""The load engine against a real keep-alive HTTP server on loopback."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from loopback_target import LoopbackTarget, httpx_fire, serve_target
+
+from benchd.errors import ConfigError
+from benchd.load import LoadProfile, LoadRun, run_load
+from benchd.scoring.latency import summarize
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def target() -> AsyncIterator[LoopbackTarget]:
+    async with serve_target(LoopbackTarget()) as served:
+        yield served
+
+
+async def _run(target: LoopbackTarget, n_queries: int, profile: LoadProfile) -> LoadRun:
+    limits = httpx.Limits(max_connections=profile.concurrency)
+    async with httpx.AsyncClient(base_url=target.base_url, limits=limits) as client:
+        return await run_load(httpx_fire(client), n_queries, profile)
+
+
+def _max_in_flight(run: LoadRun) -> int:
+    events = sorted([(s, 1) for s in run.start] + [(e, -1) for e in run.end])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+async def test_serial_sends_one_pass_of_the_queries_one_at_a_time(
+    target: LoopbackTarget,
+) -> None:
+    run = await _run(target, 5, LoadProfile(mode="serial"))
+    assert list(run.query) == [0, 1, 2, 3, 4]
+    assert [ids for _, ids in run.answers()] == [(f"doc-{i}",) for i in range(5)]
+    assert all(run.start[i + 1] >= run.end[i] for i in range(4))
+    assert run.to_result().corrected is None
+
+
+async def test_serial_with_a_request_count_cycles_through_the_queries(
+    target: LoopbackTarget,
+) -> None:
+    run = await _run(target, 3, LoadProfile(mode="serial", requests=7))
+    assert list(run.query) == [0, 1, 2, 0, 1, 2, 0]
+
+
+async def test_closed_loop_sends_exactly_the_requested_count_with_bounded_concurrency(
+    target: LoopbackTarget,
+) -> None:
+    target.delay_s = 0.005
+    run = await _run(target, 4, LoadProfile(mode="closed", concurrency=3, requests=30))
+    assert len(run) == 30
+    assert sorted(run.query) == sorted(i % 4 for i in range(30))
+    assert _max_in_flight(run) == 3
+    assert run.counts() == {"ok": 30}
+
+
+async def test_closed_loop_for_a_duration_stops_sending_when_it_ends(
+    target: LoopbackTarget,
+) -> None:
+    target.delay_s = 0.01
+    run = await _run(target, 4, LoadProfile(mode="closed", concurrency=2, duration_s=0.3))
+    assert max(run.start) < 0.3
+    assert 0.3 <= run.elapsed_s < 0.3 + 0.1
+    assert len(run) >= 20  # 2 workers x ~30 round trips of ~10 ms
+    assert run.achieved_rate == pytest.approx(len(run) / run.elapsed_s)
+
+
+async def test_open_loop_sends_at_the_rate_on_schedule(target: LoopbackTarget) -> None:
+    profile = LoadProfile(mode="open", rate=200.0, duration_s=0.5, concurrency=8)
+    run = await _run(target, 3, profile)
+    assert len(run) == 100
+    gaps = {round(b - a, 6) for a, b in zip(run.scheduled, run.scheduled[1:], strict=False)}
+    assert gaps == {0.005}
+    lags = summarize(run.dispatch_lags())  # loose: CI machines are shared
+    assert lags.p50 < 0.001 and lags.p90 < 0.002
+    result = run.to_result()
+    assert result.late == 0 and result.dropped == 0
+    assert result.target_rate == 200.0
+    assert result.corrected is not None and result.corrected.count == 100
+
+
+async def test_open_loop_counts_late_and_dropped_requests_when_the_cap_is_saturated(
+    target: LoopbackTarget,
+) -> None:
+    target.delay_s = 0.05  # one slot, 50 ms each: ~10 of 50 arrivals can be sent
+    profile = LoadProfile(mode="open", rate=100.0, duration_s=0.5, concurrency=1)
+    run = await _run(target, 3, profile)
+    sent_late = sum(1 for lag in run.dispatch_lags() if lag > profile.late_tolerance_s)
+    assert len(run) + run.dropped == 50
+    assert 5 <= len(run) <= 12
+    assert run.late == sent_late >= len(run) - 1  # only the first is on time
+    assert run.to_result().dropped == run.dropped
+
+
+async def test_errors_are_classified_and_kept_out_of_latency(target: LoopbackTarget) -> None:
+    target.statuses = {1: 503, 2: 429, 3: 404}
+    target.garbage = {4}
+    run = await _run(target, 6, LoadProfile(mode="serial"))
+    assert run.counts() == {"ok": 2, "http_5xx": 1, "http_429": 1, "http_4xx": 1, "decode": 1}
+    assert [run.outcome_of(i) for i in range(6)][1:5] == [
+        "http_5xx",
+        "http_429",
+        "http_4xx",
+        "decode",
+    ]
+    result = run.to_result()
+    assert result.service.count == len(result.service_samples) == 2
+    assert result.requests == run.counts()
+
+
+async def test_a_request_past_its_timeout_is_cancelled_and_counted_as_timeout(
+    target: LoopbackTarget,
+) -> None:
+    target.hang = {1}
+    began = time.perf_counter()
+    run = await _run(target, 3, LoadProfile(mode="serial", request_timeout_s=0.2))
+    assert time.perf_counter() - began < 2.0
+    assert [run.outcome_of(i) for i in range(3)] == ["ok", "timeout", "ok"]
+    assert run.end[1] - run.start[1] == pytest.approx(0.2, abs=0.05)
+    assert len(run.service_samples()) == 2
+
+
+async def test_an_unreachable_target_is_counted_as_connect_errors() -> None:
+    async with serve_target(LoopbackTarget()) as gone:
+        port = gone.port
+    dead = LoopbackTarget(port=port)
+    run = await _run(dead, 2, LoadProfile(mode="serial"))
+    assert run.counts() == {"connect": 2}
+    assert run.to_result().service.count == 0
+
+
+async def test_warmup_requests_are_sent_but_not_recorded(target: LoopbackTarget) -> None:
+    profile = LoadProfile(mode="open", rate=100.0, duration_s=0.2, warmup_s=0.1)
+    run = await _run(target, 2, profile)
+    assert run.warmup_requests == 10
+    assert len(run) == 20
+    assert min(run.scheduled) >= 0.0
+    assert target.served == 30
+
+
+async def test_corrected_latency_shows_a_stall_that_service_latency_hides(
+    target: LoopbackTarget,
+) -> None:
+    """Coordinated omission: 0.5 s stall, 4 in flight, 200 req/s for 3 s."""
+    stall = 0.5
+    target.stall_from = time.perf_counter() + 1.0
+    target.stall_until = target.stall_from + stall
+    profile = LoadProfile(mode="open", rate=200.0, duration_s=3.0, concurrency=4)
+    result = (await _run(target, 5, profile)).to_result()
+    assert result.corrected is not None
+    assert result.corrected.p99 >= 0.8 * stall
+    assert result.service.p99 < 0.1 * stall
+    assert result.service.max >= 0.8 * stall  # the requests caught in the stall
+    assert result.late > 0.1 * 200 * stall
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("concurrency", 0), ("rate", 0.0), ("duration_s", -1.0), ("requests", 0)],
+)
+def test_an_out_of_range_profile_is_a_config_error_naming_the_field(
+    field: str, value: float
+) -> None:
+    with pytest.raises(ConfigError, match=f"load.{field}"):
+        LoadProfile(**{field: value})  # type: ignore[arg-type]
