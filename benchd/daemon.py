@@ -1,0 +1,155 @@
+"""The long-running exporter: startup → main loop → shutdown.
+
+``Daemon(config).run()`` serves benchd's endpoints, runs every probe on its
+own schedule, applies reloads atomically (SIGHUP or ``POST /-/reload``: a bad
+config keeps the old one and is reported through
+``benchd_config_last_reload_successful``), and on SIGTERM/SIGINT cancels
+in-flight work, runs each probe's configured cleanup and returns.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+
+from benchd.config import Config, ProbeConfig, load_config, parse_listen
+from benchd.errors import BenchdError
+from benchd.logging import get_logger
+from benchd.probe import ProbeRunner
+from benchd.result import CycleResult
+from benchd.scheduler import ProbeLoop
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.log import log_cycle
+from benchd.web import build_app, serve_web
+
+__all__ = ["Daemon"]
+
+log = get_logger("benchd.daemon")
+
+
+@dataclass(slots=True)
+class _Running:
+    probe: ProbeConfig
+    loop: ProbeLoop
+
+
+@dataclass(slots=True)
+class Daemon:
+    """benchd's main process; ``config_path`` (if any) is what reloads re-read."""
+
+    config: Config
+    config_path: str | None = None
+    listen: str | None = None
+    grace_s: float = 10.0
+    book: ResultBook = field(init=False)
+    started: anyio.Event = field(default_factory=anyio.Event)
+    url: str = ""
+    _probes: dict[str, _Running] = field(default_factory=dict)
+    _tg: anyio.abc.TaskGroup | None = None
+    _reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _stop: anyio.Event = field(default_factory=anyio.Event)
+
+    def __post_init__(self) -> None:
+        self.book = ResultBook(history=self.config.server.history)
+
+    async def run(self) -> None:
+        """Serve until SIGTERM/SIGINT or :meth:`stop`; then shut down cleanly."""
+        host, port = parse_listen(self.listen or self.config.server.listen)
+        app = build_app(self.book, reload=self.reload)
+        async with serve_web(app, host, port) as bound, anyio.create_task_group() as tg:
+            self.url = bound.url
+            self._tg = tg
+            tg.start_soon(self._signals)
+            self.book.set_probes([p.name for p in self.config.probes])
+            self.book.config_reload(True, time.time())
+            for runner in self._prepare(self.config.probes):
+                await self._start(runner)
+            log.info("started", url=self.url, probes=[p.name for p in self.config.probes])
+            self.started.set()
+            await self._stop.wait()
+            await self._shutdown()
+            tg.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+            async for signum in sigs:
+                if signum == signal.SIGHUP:
+                    await self.reload()
+                else:
+                    log.info("stopping", signal=signal.Signals(signum).name)
+                    self.stop()
+
+    @staticmethod
+    def _prepare(probes: Sequence[ProbeConfig]) -> list[ProbeRunner]:
+        """Load every fixture first, so a bad one fails before anything changes."""
+        return [ProbeRunner(probe) for probe in probes]
+
+    async def _start(self, runner: ProbeRunner) -> None:
+        assert self._tg is not None
+        loop = ProbeLoop(runner, self._sink)
+        await self._tg.start(loop.run)
+        self._probes[runner.probe.name] = _Running(runner.probe, loop)
+
+    def _sink(self, result: CycleResult) -> None:
+        self.book.record(result)
+        log_cycle(result)
+
+    async def _stop_probe(self, name: str, *, cleanup: bool) -> None:
+        running = self._probes.pop(name)
+        running.loop.cancel()
+        with anyio.move_on_after(self.grace_s, shield=True):
+            await running.loop.stopped.wait()
+            if cleanup:
+                try:
+                    await running.loop.runner.cleanup()
+                except BenchdError as exc:
+                    log.warning("cleanup failed", probe=name, error=str(exc))
+            await running.loop.runner.aclose()
+
+    async def reload(self) -> bool:
+        """Re-read the config file and apply it atomically; False keeps the old one."""
+        async with self._reload_lock:
+            if self.config_path is None:
+                log.warning("reload ignored", reason="running the embedded default (no --config)")
+                self.book.config_reload(False, time.time())
+                return False
+            try:
+                new = load_config(self.config_path)
+                changed = [p for p in new.probes if self._changed(p)]
+                runners = self._prepare(changed)
+            except BenchdError as exc:
+                log.error("reload failed", error=str(exc))
+                self.book.config_reload(False, time.time())
+                return False
+            await self._apply(new, runners)
+            self.book.config_reload(True, time.time())
+            log.info("reloaded", probes=[p.name for p in new.probes])
+            return True
+
+    def _changed(self, probe: ProbeConfig) -> bool:
+        running = self._probes.get(probe.name)
+        return running is None or running.probe != probe
+
+    async def _apply(self, new: Config, runners: Sequence[ProbeRunner]) -> None:
+        wanted = {p.name for p in new.probes}
+        replaced = {r.probe.name for r in runners}
+        for name in list(self._probes):
+            if name not in wanted or name in replaced:
+                await self._stop_probe(name, cleanup=False)
+        self.book.set_probes(sorted(wanted))
+        for runner in runners:
+            await self._start(runner)
+        self.config = new
+
+    async def _shutdown(self) -> None:
+        for name in list(self._probes):
+            await self._stop_probe(name, cleanup=True)
+        log.info("stopped")

@@ -1,0 +1,87 @@
+"""A probe's long-lived state: its fixture, its adapter, its drift tracker.
+
+:class:`ProbeRunner` is what ``benchd once`` and the scheduler drive: it runs
+one cycle under the probe's timeout and returns the frozen result, with the
+drift comparison attached. It never raises for a store failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import anyio
+
+from benchd.config import ProbeConfig
+from benchd.baseline import load_baseline
+from benchd.cycle import run_cycle
+from benchd.drift import DriftTracker
+from benchd.fixtures import Fixture, load_fixture
+from benchd.result import CycleResult
+from benchd.targets import build_target
+from benchd.targets.base import Progress, Target
+
+__all__ = ["ProbeRunner"]
+
+
+class ProbeRunner:
+    """Runs cycles of one probe; owns its adapter and drift state."""
+
+    def __init__(self, probe: ProbeConfig, *, fixture: Fixture | None = None) -> None:
+        self.probe = probe
+        self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
+        self.cycles = 0
+        baseline = load_baseline(probe.baseline) if probe.baseline else None
+        self.tracker = DriftTracker(probe.name, probe.drift, baseline)
+        self._target: Target | None = None
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            self._target = build_target(
+                self.probe.target.kind, self.probe.target.settings, self.probe.target.secret
+            )
+        return self._target
+
+    async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
+        """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
+        self.cycles += 1
+        started = time.time()
+        result: CycleResult | None = None
+        with anyio.move_on_after(self.probe.timeout_s):
+            result = await run_cycle(
+                self.probe, self.fixture, self.target, cycle=self.cycles, progress=progress
+            )
+        if result is None:
+            result = self._timed_out(started)
+        drift = self.tracker.observe(result)
+        return dataclasses.replace(result, drift=drift)
+
+    def _timed_out(self, started: float) -> CycleResult:
+        return CycleResult(
+            probe=self.probe.name,
+            target=self.probe.target.kind,
+            corpus=self.fixture.name,
+            cycle=self.cycles,
+            started_at=started,
+            finished_at=time.time(),
+            outcome="timeout",
+            phases={},
+            ks=self.probe.k,
+            errors={"timeout": 1},
+            error_kind="timeout",
+            error_message=f"cycle did not finish within timeout_s={self.probe.timeout_s:g}",
+            fixture_hash=self.fixture.content_hash,
+        )
+
+    async def cleanup(self) -> None:
+        """Run the configured ``after`` cleanup (used on shutdown)."""
+        if getattr(self.probe.target.settings, "cleanup", "never") == "after":
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self.target.cleanup([str(m["id"]) for m in self.fixture.memories])
+
+    async def aclose(self) -> None:
+        if self._target is not None:
+            with anyio.CancelScope(shield=True):
+                await self._target.aclose()
+            self._target = None

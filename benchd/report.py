@@ -1,0 +1,130 @@
+"""Human-readable rendering of cycle results for the terminal (``benchd once``).
+
+The per-query table follows the target API's own eval script — one row per
+query with hit/recall/reciprocal-rank at each k, then an AGGREGATE line —
+and adds P@k, nDCG@k and MAP@k, seeding counts and latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchd.result import CycleResult, LatencySummary
+
+__all__ = ["render_cycle", "render_progress"]
+
+_ROW_METRICS = ("hit", "recall", "mrr")
+_ROW_NAMES = {"hit": "hit", "recall": "rec", "mrr": "rr"}
+_AGG_METRICS = ("hit", "recall", "recall_all", "precision", "mrr", "ndcg", "map")
+
+
+def _fmt(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.3f}"
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1000:.1f}ms"
+
+
+def _latency_line(label: str, s: LatencySummary) -> str:
+    return (
+        f"  {label:<10} n={s.count} p50={_ms(s.p50)} p90={_ms(s.p90)} p95={_ms(s.p95)} "
+        f"p99={_ms(s.p99)} max={_ms(s.max)}"
+    )
+
+
+def _query_rows(result: CycleResult) -> list[str]:
+    cols = [f"{_ROW_NAMES[m]}@{k}" for k in result.ks for m in _ROW_METRICS]
+    width = 44
+    lines = [f"  {'query':<{width}} " + " ".join(f"{c:>7}" for c in cols)]
+    for q in result.queries:
+        text = q.q if len(q.q) <= width else q.q[: width - 1] + "…"
+        if q.error:
+            lines.append(f"  {text:<{width}} error: {q.error}")
+            continue
+        vals = [q.metrics.get(f"{m}@{k}") for k in result.ks for m in _ROW_METRICS]
+        lines.append(f"  {text:<{width}} " + " ".join(f"{_fmt(v):>7}" for v in vals))
+    agg = [result.aggregate.get(f"{m}@{k}") for k in result.ks for m in _ROW_METRICS]
+    lines.append(f"  {'AGGREGATE':<{width}} " + " ".join(f"{_fmt(v):>7}" for v in agg))
+    return lines
+
+
+def _aggregate_block(result: CycleResult) -> list[str]:
+    lines = ["  " + f"{'metric':<12}" + "".join(f"{'@' + str(k):>16}" for k in result.ks)]
+    for m in _AGG_METRICS:
+        cells = []
+        for k in result.ks:
+            key = f"{m}@{k}"
+            value = result.aggregate.get(key)
+            lo, hi = result.ci.get(key, (None, None))
+            ci = f"[{lo:.2f},{hi:.2f}]" if lo is not None and hi is not None else ""
+            cells.append(f"{_fmt(value)} {ci:>10}")
+        lines.append(f"  {m:<12}" + "".join(f"{c:>16}" for c in cells))
+    return lines
+
+
+def _header(result: CycleResult) -> list[str]:
+    model = result.info.model if result.info and result.info.model else "unknown"
+    lines = [
+        f"probe {result.probe}  target={result.target} corpus={result.corpus} model={model}  "
+        f"outcome={result.outcome}  {result.duration_s:.2f}s"
+    ]
+    if result.error_message:
+        lines.append(f"  error ({result.error_kind}): {result.error_message}")
+    if result.seed is not None:
+        s = result.seed
+        searchable = "-" if s.searchable_after_s is None else f"{s.searchable_after_s:.3f}s"
+        lines.append(
+            f"  seed: requested={s.requested} imported={s.imported} skipped={s.skipped} "
+            f"errors={s.errors} verified={s.verified} missing={len(s.missing)} "
+            f"retries={s.retries} searchable_after={searchable}"
+        )
+    return lines
+
+
+def _load_lines(result: CycleResult) -> list[str]:
+    lines = ["latency (serial):", _latency_line("service", result.serial_latency)]
+    load = result.load
+    if load is None:
+        return lines
+    rate = f"{load.achieved_rate:.1f} req/s"
+    if load.target_rate:
+        rate += f" (target {load.target_rate:.1f})"
+    requests = " ".join(f"{k}={v}" for k, v in sorted(load.requests.items()))
+    lines += [
+        f"load ({load.mode}, {load.duration_s:.1f}s): {rate}  {requests}  "
+        f"late={load.late} dropped={load.dropped}",
+        _latency_line("service", load.service),
+    ]
+    if load.corrected is not None:
+        lines.append(_latency_line("corrected", load.corrected))
+    if load.aggregate:
+        parts = [
+            f"{m}@{k}={load.aggregate.get(f'{m}@{k}', 0.0):.3f}"
+            for k in result.ks
+            for m in ("recall", "ndcg")
+        ]
+        lines.append("  quality under load: " + " ".join(parts))
+    return lines
+
+
+def render_cycle(result: CycleResult) -> str:
+    """The full terminal report for one cycle."""
+    lines = _header(result)
+    if result.queries:
+        lines += _query_rows(result)
+        lines.append("")
+        lines += _aggregate_block(result)
+        lines += _load_lines(result)
+    if result.errors:
+        lines.append("errors: " + " ".join(f"{k}={v}" for k, v in sorted(result.errors.items())))
+    return "\n".join(lines)
+
+
+def render_progress(label: str, done: int, total: int) -> str:
+    pct = 100.0 * done / total if total else 100.0
+    return f"\r{label}: {done}/{total} ({pct:5.1f}%)"
+
+
+def render_many(results: Sequence[CycleResult]) -> str:
+    return "\n\n".join(render_cycle(r) for r in results)

@@ -1,0 +1,61 @@
+"""API keys: read from the environment or a file, never from config text.
+
+A :class:`Secret` never shows its value in ``repr``/``str``; every secret
+read is registered with the log redactor so it cannot leak into a log line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchd.errors import ConfigError
+from benchd.logging import register_secret
+
+__all__ = ["Secret", "read_secret"]
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A credential whose value is only reachable through :meth:`reveal`."""
+
+    _value: str = field(repr=False)
+    source: str = ""  # "env:NAME" or "file:PATH" — safe to show
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __str__(self) -> str:
+        return f"<secret from {self.source}>"
+
+    def __repr__(self) -> str:
+        return f"Secret(source={self.source!r})"
+
+
+def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | None:
+    """Read a key from ``$env`` or ``file``; ``where`` names the config location."""
+    if env and file:
+        raise ConfigError(f"{where}: set api_key_env or api_key_file, not both")
+    if env:
+        value = os.environ.get(env)
+        if not value:
+            raise ConfigError(
+                f"{where}: environment variable {env} is not set or empty; "
+                f"export {env}=<api key> before starting benchd"
+            )
+        secret = Secret(value.strip(), f"env:{env}")
+    elif file:
+        try:
+            value = Path(file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{where}: cannot read api_key_file {file}: {exc.strerror or exc}"
+            ) from None
+        if not value:
+            raise ConfigError(f"{where}: api_key_file {file} is empty")
+        secret = Secret(value, f"file:{file}")
+    else:
+        return None
+    register_secret(secret.reveal())
+    return secret

@@ -1,0 +1,35 @@
+"""Store adapters: one protocol, one file per kind, one registry.
+
+``TARGET_KINDS`` is the only list of kinds: config validation uses it to
+decode ``[probe.target]`` and the cycle uses it to build the adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchd.secrets import Secret
+from benchd.targets.base import SearchQuery, Target
+from benchd.targets.zengram import ZengramConfig, ZengramTarget
+
+__all__ = ["TARGET_KINDS", "SearchQuery", "Target", "TargetKind", "build_target"]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetKind:
+    """How to decode a kind's config table and build its adapter."""
+
+    name: str
+    config_type: type[Any]
+    factory: Callable[[Any, Secret | None], Target]
+
+
+TARGET_KINDS: dict[str, TargetKind] = {
+    kind.name: kind for kind in (TargetKind("zengram", ZengramConfig, ZengramTarget),)
+}
+
+
+def build_target(kind: str, config: Any, secret: Secret | None) -> Target:
+    return TARGET_KINDS[kind].factory(config, secret)

@@ -1,0 +1,181 @@
+"""Shared HTTP plumbing for adapters: error translation and bounded retries.
+
+This is the one place where httpx exceptions and unexpected statuses become
+:mod:`benchd.errors`. Retries are bounded and counted: 429 waits for
+``Retry-After`` (capped), 5xx and connection errors back off with full
+jitter, 401/403 are never retried (the real store locks an IP out after ten
+failed authentications).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from benchd.errors import (
+    TargetAuthError,
+    TargetError,
+    TargetHTTPError,
+    TargetProtocolError,
+    TargetTimeout,
+    TargetUnreachable,
+)
+
+__all__ = [
+    "RetryPolicy",
+    "RetryingClient",
+    "decode_json",
+    "raise_for_status",
+    "retry_after_s",
+    "run_bounded",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_retries: int = 3
+    backoff_s: float = 0.25
+    max_backoff_s: float = 5.0
+    max_retry_after_s: float = 30.0
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """Seconds from a numeric ``Retry-After`` header, if any."""
+    raw = response.headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        return None
+
+
+def raise_for_status(response: httpx.Response, what: str) -> None:
+    """Translate a non-2xx answer into a TargetError naming ``what`` (an endpoint)."""
+    status = response.status_code
+    if status < 300:
+        return
+    detail = _error_detail(response)
+    if status in (401, 403):
+        raise TargetAuthError(
+            f"{what}: HTTP {status} {detail}: the store refused the API key; "
+            "check the key in the configured environment variable or file"
+        )
+    raise TargetHTTPError(f"{what}: HTTP {status} {detail}", status, retry_after_s(response))
+
+
+def decode_json(response: httpx.Response, what: str) -> Any:
+    try:
+        return json.loads(response.content)
+    except (ValueError, UnicodeDecodeError):
+        raise TargetProtocolError(
+            f"{what}: HTTP {response.status_code} with a body that is not JSON "
+            f"({len(response.content)} bytes)"
+        ) from None
+
+
+def _error_detail(response: httpx.Response) -> str:
+    try:
+        body = json.loads(response.content)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return f"({body['error'][:200]})"
+    return ""
+
+
+class RetryingClient:
+    """An httpx.AsyncClient wrapper that translates errors and retries within bounds."""
+
+    def __init__(self, client: httpx.AsyncClient, policy: RetryPolicy, base: str) -> None:
+        self._client = client
+        self._policy = policy
+        self._base = base
+        self.retries = 0  # counted, never hidden
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return await self.request_allowing(method, path, allow=(), **kwargs)
+
+    async def request_allowing(
+        self, method: str, path: str, *, allow: tuple[int, ...], **kwargs: Any
+    ) -> httpx.Response:
+        """Like :meth:`request`, but statuses in ``allow`` are answers, not errors."""
+        what = f"{method} {self._base}{path}"
+        attempt = 0
+        while True:
+            try:
+                response = await self._send(method, path, what, **kwargs)
+                if response.status_code not in allow:
+                    raise_for_status(response, what)
+                return response
+            except TargetError as exc:
+                delay = self._retry_delay(exc, attempt)
+                if delay is None:
+                    raise
+            attempt += 1
+            self.retries += 1
+            await anyio.sleep(delay)
+
+    async def _send(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self._client.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise TargetTimeout(f"{what}: no answer within the timeout") from None
+        except httpx.TransportError as exc:
+            raise TargetUnreachable(
+                f"{what}: cannot connect ({type(exc).__name__}); is the store running "
+                "and is the url right?"
+            ) from None
+
+    def _retry_delay(self, exc: TargetError, attempt: int) -> float | None:
+        policy = self._policy
+        if attempt >= policy.max_retries or isinstance(exc, TargetAuthError):
+            return None
+        if isinstance(exc, TargetHTTPError):
+            if exc.status == 429:
+                # without Retry-After a 429 is the store's auth lockout: do not hammer it.
+                if exc.retry_after_s is None:
+                    return None
+                return min(exc.retry_after_s, policy.max_retry_after_s)
+            if exc.status < 500:
+                return None
+        elif not isinstance(exc, TargetUnreachable | TargetTimeout):
+            return None
+        ceiling = min(policy.max_backoff_s, policy.backoff_s * (2**attempt))
+        return random.uniform(0.0, ceiling)  # full jitter
+
+
+async def run_bounded(
+    items: Sequence[T], fn: Callable[[T], Awaitable[None]], *, limit: int
+) -> None:
+    """Run ``fn(item)`` for every item, at most ``limit`` at a time.
+
+    The first :class:`TargetError` cancels the rest and is re-raised as
+    itself (not wrapped in an ExceptionGroup), so callers see one error.
+    """
+    limiter = anyio.CapacityLimiter(max(1, limit))
+    failure: list[TargetError] = []
+
+    async def one(item: T, scope: anyio.CancelScope) -> None:
+        async with limiter:
+            if failure:
+                return
+            try:
+                await fn(item)
+            except TargetError as exc:
+                failure.append(exc)
+                scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for item in items:
+            tg.start_soon(one, item, tg.cancel_scope)
+    if failure:
+        raise failure[0]
