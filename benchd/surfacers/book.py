@@ -1,0 +1,371 @@
+"""The result book: the one piece of mutable state that surfacers read.
+
+The scheduler :meth:`ResultBook.record`\\ s every finished :class:`CycleResult`;
+the Prometheus collector, the status API and readiness read an immutable
+:class:`BookSnapshot`. Per probe the book keeps the latest result, the last N
+cycle summaries and the cumulative state counters and histograms need
+(cycles by outcome, requests by outcome, seed record counts, latency bucket
+counts, ...). Each record replaces a probe's frozen :class:`ProbeState` with a
+new one, so a snapshot is a cheap dictionary copy taken under a lock and a
+scrape running in a worker thread never sees a half-updated probe.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+
+from benchd.result import CycleResult, LatencySummary
+
+__all__ = [
+    "CYCLE_OUTCOMES",
+    "DEFAULT_BUCKETS",
+    "BookSnapshot",
+    "CycleSummary",
+    "Histogram",
+    "ProbeState",
+    "ResultBook",
+]
+
+# Explicit latency buckets in seconds (DESIGN §4): 1 ms .. 10 s.
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+CYCLE_OUTCOMES: tuple[str, ...] = ("success", "failed", "timeout")
+DEFAULT_HISTORY = 20
+
+_K = TypeVar("_K")
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """Cumulative-over-time bucket counts of latency samples (seconds).
+
+    ``counts[i]`` holds the samples in ``(bounds[i-1], bounds[i]]``; the last
+    entry holds those above the largest bound (the ``+Inf`` overflow).
+    """
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    sum: float = 0.0
+
+    @classmethod
+    def empty(cls, bounds: Sequence[float] = DEFAULT_BUCKETS) -> Histogram:
+        return cls(bounds=tuple(bounds), counts=(0,) * (len(bounds) + 1))
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def add(self, samples: Sequence[float]) -> Histogram:
+        """A new histogram with ``samples`` added (NaN samples are ignored)."""
+        values = np.asarray(samples, dtype=float)
+        values = values[~np.isnan(values)]
+        if values.size == 0:
+            return self
+        index = np.searchsorted(np.asarray(self.bounds), values, side="left")
+        added = np.bincount(index, minlength=len(self.counts))
+        counts = tuple(int(a + b) for a, b in zip(self.counts, added, strict=True))
+        return Histogram(self.bounds, counts, self.sum + float(values.sum()))
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, cumulative count)`` pairs ending with ``inf``, as Prometheus wants."""
+        out: list[tuple[float, int]] = []
+        running = 0
+        for bound, count in zip((*self.bounds, math.inf), self.counts, strict=True):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSummary:
+    """The few numbers of one past cycle kept for the status history."""
+
+    cycle: int
+    outcome: str
+    started_at: float
+    finished_at: float
+    error_kind: str | None
+    aggregate: Mapping[str, float]
+    latency_p50_s: float | None
+    latency_p99_s: float | None
+    requests: int
+    errors: int
+
+    @property
+    def duration_s(self) -> float:
+        return self.finished_at - self.started_at
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeState:
+    """Everything the surfacers know about one probe; replaced, never mutated."""
+
+    name: str
+    latest: CycleResult
+    history: tuple[CycleSummary, ...]
+    model: str
+    last_success_at: float | None
+    cycles: Mapping[str, int]
+    cycle_errors: Mapping[str, int]
+    requests: Mapping[tuple[str, str], int]  # (pass, outcome) -> count
+    late: int
+    dropped: int
+    relevant_found: Mapping[int, int]  # k -> found in top k
+    relevant_expected: int
+    seed_records: Mapping[str, int]  # imported / skipped / errors
+    seed_retries: int
+    errors: Mapping[str, int]  # error kind -> count
+    latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
+
+
+@dataclass(frozen=True, slots=True)
+class BookSnapshot:
+    """A consistent view of the book at one instant."""
+
+    probes: tuple[str, ...]  # configured probes, config order
+    states: Mapping[str, ProbeState]  # only probes with at least one completed cycle
+    reload_successful: bool
+    reload_success_at: float
+    reloads: Mapping[str, int] = field(default_factory=dict)  # success / failure -> count
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """Configured probes that have not completed a cycle yet."""
+        return tuple(p for p in self.probes if p not in self.states)
+
+
+class ResultBook:
+    """Latest results and cumulative counts per probe, safe to read from a thread."""
+
+    def __init__(
+        self,
+        *,
+        history: int = DEFAULT_HISTORY,
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
+        loaded_at: float | None = None,
+    ) -> None:
+        if history < 1:
+            raise ValueError("history must keep at least one cycle")
+        self._history = history
+        self._buckets = tuple(sorted(float(b) for b in buckets))
+        self._lock = threading.Lock()
+        self._probes: tuple[str, ...] | None = None
+        self._states: dict[str, ProbeState] = {}
+        self._reload_ok = True
+        self._reload_at = time.time() if loaded_at is None else loaded_at
+        self._reloads: Counter[str] = Counter()
+
+    @property
+    def buckets(self) -> tuple[float, ...]:
+        return self._buckets
+
+    def set_probes(self, names: Iterable[str]) -> None:
+        """Declare the configured probes; state of probes no longer listed is dropped."""
+        probes = tuple(dict.fromkeys(names))
+        with self._lock:
+            self._probes = probes
+            for name in [n for n in self._states if n not in probes]:
+                del self._states[name]
+
+    def record(self, result: CycleResult) -> None:
+        """Fold one finished cycle into the book.
+
+        A result for a probe that a reload has removed is dropped, so a cycle
+        finishing just after the reload cannot bring its series back.
+        """
+        with self._lock:
+            if self._probes is not None and result.probe not in self._probes:
+                return
+            previous = self._states.get(result.probe)
+            self._states[result.probe] = _accumulate(
+                previous, result, history=self._history, buckets=self._buckets
+            )
+
+    def config_reload(self, success: bool, at: float) -> None:
+        """Note the outcome of a config reload (the initial load counts as a success)."""
+        with self._lock:
+            self._reload_ok = success
+            self._reloads["success" if success else "failure"] += 1
+            if success:
+                self._reload_at = at
+
+    def snapshot(self) -> BookSnapshot:
+        """A consistent, immutable view for one scrape or one status request."""
+        with self._lock:
+            states = dict(self._states)
+            probes = self._probes if self._probes is not None else tuple(states)
+            return BookSnapshot(
+                probes=probes,
+                states=states,
+                reload_successful=self._reload_ok,
+                reload_success_at=self._reload_at,
+                reloads=dict(self._reloads),
+            )
+
+    def latest(self, probe: str) -> CycleResult | None:
+        """The probe's last result, if it has completed a cycle."""
+        with self._lock:
+            state = self._states.get(probe)
+        return None if state is None else state.latest
+
+    def configured(self) -> bool:
+        """Whether the daemon has declared its probes yet."""
+        with self._lock:
+            return self._probes is not None
+
+    def ready(self) -> bool:
+        """True once probes are configured and every one has completed a cycle."""
+        return self.configured() and not self.snapshot().pending
+
+
+def _accumulate(
+    previous: ProbeState | None,
+    result: CycleResult,
+    *,
+    history: int,
+    buckets: tuple[float, ...],
+) -> ProbeState:
+    """The probe's new state: ``previous`` (or nothing) plus one cycle."""
+    base = previous if previous is not None else _initial(result, buckets)
+    seed = result.seed
+    seed_counts = (
+        {"imported": seed.imported, "skipped": seed.skipped, "errors": seed.errors} if seed else {}
+    )
+    model = result.info.model if result.info is not None and result.info.model else base.model
+    load = result.load
+    return ProbeState(
+        name=result.probe,
+        latest=result,
+        history=(*base.history, _summarize(result))[-history:],
+        model=model,
+        last_success_at=result.finished_at if result.ok else base.last_success_at,
+        cycles=_add(base.cycles, {result.outcome: 1}),
+        cycle_errors=_add(base.cycle_errors, _cycle_error(result)),
+        requests=_add(base.requests, _request_outcomes(result)),
+        late=base.late + (load.late if load else 0),
+        dropped=base.dropped + (load.dropped if load else 0),
+        relevant_found=_add(base.relevant_found, result.relevant_found),
+        relevant_expected=base.relevant_expected + result.relevant_expected,
+        seed_records=_add(base.seed_records, seed_counts),
+        seed_retries=base.seed_retries + (seed.retries if seed else 0),
+        errors=_add(base.errors, result.errors),
+        latency=_add_samples(base.latency, _latency_samples(result), buckets),
+    )
+
+
+def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
+    """Zeroed state, with the histograms and counters Prometheus should see from the start."""
+    empty = Histogram.empty(buckets)
+    return ProbeState(
+        name=result.probe,
+        latest=result,
+        history=(),
+        model="",
+        last_success_at=None,
+        cycles=dict.fromkeys(CYCLE_OUTCOMES, 0),
+        cycle_errors={},
+        requests={},
+        late=0,
+        dropped=0,
+        relevant_found=dict.fromkeys(result.ks, 0),
+        relevant_expected=0,
+        seed_records=dict.fromkeys(("imported", "skipped", "errors"), 0),
+        seed_retries=0,
+        errors={},
+        latency={("serial", "service"): empty},
+    )
+
+
+def _add(base: Mapping[_K, int], extra: Mapping[_K, int]) -> dict[_K, int]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+def _add_samples(
+    base: Mapping[tuple[str, str], Histogram],
+    samples: Mapping[tuple[str, str], Sequence[float]],
+    bounds: tuple[float, ...],
+) -> dict[tuple[str, str], Histogram]:
+    out = dict(base)
+    for key, values in samples.items():
+        out[key] = out.get(key, Histogram.empty(bounds)).add(values)
+    return out
+
+
+def _cycle_error(result: CycleResult) -> dict[str, int]:
+    if result.ok:
+        return {}
+    kind = result.error_kind or ("timeout" if result.outcome == "timeout" else "internal")
+    return {kind: 1}
+
+
+def _request_outcomes(result: CycleResult) -> dict[tuple[str, str], int]:
+    """Requests by (pass, outcome): serial from the per-query answers, load from the engine."""
+    out: Counter[tuple[str, str]] = Counter(("serial", q.error or "ok") for q in result.queries)
+    if result.load is not None:
+        for outcome, count in result.load.requests.items():
+            out["load", outcome] += count
+    return dict(out)
+
+
+def _latency_samples(result: CycleResult) -> dict[tuple[str, str], Sequence[float]]:
+    """Raw timings by (pass, latency); failed requests carry no latency."""
+    serial = [q.latency_s for q in result.queries if q.error is None and q.latency_s is not None]
+    out: dict[tuple[str, str], Sequence[float]] = {("serial", "service"): serial}
+    load = result.load
+    if load is not None:
+        out["load", "service"] = load.service_samples
+        if load.corrected is not None or load.corrected_samples:
+            out["load", "corrected"] = load.corrected_samples
+    return out
+
+
+def _summarize(result: CycleResult) -> CycleSummary:
+    latency = _headline_latency(result)
+    requests = len(result.queries) + (sum(result.load.requests.values()) if result.load else 0)
+    return CycleSummary(
+        cycle=result.cycle,
+        outcome=result.outcome,
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        error_kind=result.error_kind,
+        aggregate=dict(result.aggregate),
+        latency_p50_s=latency.p50 if latency.count else None,
+        latency_p99_s=latency.p99 if latency.count else None,
+        requests=requests,
+        errors=sum(result.errors.values()),
+    )
+
+
+def _headline_latency(result: CycleResult) -> LatencySummary:
+    """The latency a human looks at first: corrected under load, else service, else serial."""
+    load = result.load
+    if load is not None:
+        if load.corrected is not None and load.corrected.count:
+            return load.corrected
+        if load.service.count:
+            return load.service
+    return result.serial_latency

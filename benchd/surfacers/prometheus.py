@@ -1,0 +1,372 @@
+"""The Prometheus surfacer: a custom collector over the result book.
+
+Every scrape builds the metric families afresh from one :class:`BookSnapshot`
+(client_python "custom collectors"), so a probe removed by a reload vanishes
+from ``/metrics`` instead of going stale, and nothing here ever computes a
+metric: it only renames what the cycle result and the book already hold.
+The names, labels and meanings are catalogued in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections.abc import Iterable, Iterator, Mapping
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from benchd import __version__
+from benchd.result import CycleResult, LatencySummary
+from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
+
+__all__ = ["BookCollector", "build_registry", "split_metric_key"]
+
+_PERCENTILES = (("50", "p50"), ("90", "p90"), ("95", "p95"), ("99", "p99"), ("100", "max"))
+_QUALITY = ["probe", "target", "corpus"]
+_DRIFT_FIELDS = (
+    ("delta", "benchd_drift_delta", "Current mean minus baseline mean of the measure."),
+    ("ci_low", "benchd_drift_delta_ci_lower", "Lower confidence bound of the drift delta."),
+    ("ci_high", "benchd_drift_delta_ci_upper", "Upper confidence bound of the drift delta."),
+    ("p_value", "benchd_drift_p_value", "p-value of the paired test against the baseline."),
+    ("detected", "benchd_drift_detected", "1 if the change against the baseline is significant."),
+)
+
+
+def split_metric_key(key: str) -> tuple[str, str]:
+    """``"recall@10"`` -> ``("recall", "10")``; an uncut ``"rr"`` -> ``("rr", "")``."""
+    name, _, k = key.partition("@")
+    return name, k
+
+
+class BookCollector(Collector):
+    """Yields benchd's metric families from the latest state of a :class:`ResultBook`."""
+
+    def __init__(self, book: ResultBook) -> None:
+        self._book = book
+
+    def describe(self) -> Iterable[Metric]:
+        # Families depend on the probes; nothing to declare up front.
+        return ()
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._book.snapshot()
+        states = [snap.states[p] for p in snap.probes if p in snap.states]
+        yield from _self_health(snap, states)
+        yield from _seeding(states)
+        yield from _quality(states)
+        yield from _latency(states)
+        yield from _requests(states)
+        yield from _drift(states)
+
+
+def build_registry(book: ResultBook, *, extra: Iterable[Collector] = ()) -> CollectorRegistry:
+    """benchd's own registry: the book collector, ``extra`` ones and process/platform/GC."""
+    registry = CollectorRegistry()
+    standard: tuple[Collector, ...] = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
+    for collector in (*standard, BookCollector(book), *extra):
+        registry.register(collector)
+    return registry
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, labels=labels)
+
+
+def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metric]:
+    build = InfoMetricFamily("benchd_build", "benchd build information.", labels=[])
+    build.add_metric([], {"version": __version__, "python": platform.python_version()})
+    yield build
+    yield from _config(snap)
+    yield _cycles_total(snap)
+    up = _gauge("benchd_up", "1 if the probe's last cycle succeeded, else 0.", ["probe"])
+    info = InfoMetricFamily(
+        "benchd_probe", "The probe's store kind, corpus and model label.", labels=["probe"]
+    )
+    errors = _counter(
+        "benchd_cycle_errors_total",
+        "Cycles that did not succeed, by error kind.",
+        ["probe", "kind"],
+    )
+    for s in states:
+        up.add_metric([s.name], 1.0 if s.latest.ok else 0.0)
+        info.add_metric(
+            [s.name], {"target": s.latest.target, "corpus": s.latest.corpus, "model": s.model}
+        )
+        for kind, count in sorted(s.cycle_errors.items()):
+            errors.add_metric([s.name, kind], count)
+    yield from (up, info, errors)
+    yield from _cycle_times(states)
+
+
+def _config(snap: BookSnapshot) -> Iterator[Metric]:
+    ok = _gauge(
+        "benchd_config_last_reload_successful",
+        "1 if the last configuration (re)load succeeded, else 0.",
+        [],
+    )
+    ok.add_metric([], 1.0 if snap.reload_successful else 0.0)
+    at = _gauge(
+        "benchd_config_last_reload_success_timestamp_seconds",
+        "Unix time of the last successful configuration load.",
+        [],
+    )
+    at.add_metric([], snap.reload_success_at)
+    reloads = _counter(
+        "benchd_config_reloads_total", "Configuration reload attempts by outcome.", ["outcome"]
+    )
+    for outcome in ("success", "failure"):
+        reloads.add_metric([outcome], snap.reloads.get(outcome, 0))
+    yield from (ok, at, reloads)
+
+
+def _cycles_total(snap: BookSnapshot) -> Metric:
+    cycles = _counter("benchd_cycles_total", "Completed cycles by outcome.", ["probe", "outcome"])
+    for probe in snap.probes:
+        state = snap.states.get(probe)
+        counts: Mapping[str, int] = state.cycles if state else {}
+        for outcome in ("success", "failed", "timeout"):
+            cycles.add_metric([probe, outcome], counts.get(outcome, 0))
+    return cycles
+
+
+def _cycle_times(states: list[ProbeState]) -> Iterator[Metric]:
+    phases = _gauge(
+        "benchd_cycle_duration_seconds", "Last cycle: seconds spent per phase.", ["probe", "phase"]
+    )
+    duration = _gauge(
+        "benchd_last_cycle_duration_seconds", "Last cycle: wall time, start to finish.", ["probe"]
+    )
+    finished = _gauge(
+        "benchd_last_cycle_timestamp_seconds", "Unix time the last cycle finished.", ["probe"]
+    )
+    success = _gauge(
+        "benchd_last_success_timestamp_seconds",
+        "Unix time the last successful cycle finished.",
+        ["probe"],
+    )
+    for s in states:
+        for phase, seconds in s.latest.phases.items():
+            phases.add_metric([s.name, phase], seconds)
+        duration.add_metric([s.name], s.latest.duration_s)
+        finished.add_metric([s.name], s.latest.finished_at)
+        if s.last_success_at is not None:
+            success.add_metric([s.name], s.last_success_at)
+    yield from (phases, duration, finished, success)
+
+
+def _seeding(states: list[ProbeState]) -> Iterator[Metric]:
+    total = _counter(
+        "benchd_seed_records_total",
+        "Seed records as the store reported them, by status.",
+        ["probe", "status"],
+    )
+    retries = _counter("benchd_seed_retries_total", "Seed requests retried.", ["probe"])
+    last = _gauge(
+        "benchd_seed_last_records", "Last cycle: seed records by status.", ["probe", "status"]
+    )
+    searchable = _gauge(
+        "benchd_time_to_searchable_seconds",
+        "Last cycle: seconds from the end of the import until every record was findable.",
+        ["probe"],
+    )
+    for s in states:
+        for status, count in s.seed_records.items():
+            total.add_metric([s.name, status], count)
+        retries.add_metric([s.name], s.seed_retries)
+        seed = s.latest.seed
+        if seed is None:
+            continue
+        for status, value in (
+            ("requested", seed.requested),
+            ("imported", seed.imported),
+            ("skipped", seed.skipped),
+            ("errors", seed.errors),
+            ("verified", seed.verified),
+            ("missing", len(seed.missing)),
+        ):
+            last.add_metric([s.name, status], value)
+        if seed.searchable_after_s is not None:
+            searchable.add_metric([s.name], seed.searchable_after_s)
+    yield from (total, retries, last, searchable)
+
+
+def _quality(states: list[ProbeState]) -> Iterator[Metric]:
+    quality = _gauge(
+        "benchd_quality",
+        "Last cycle: mean of a ranking measure over the labeled queries (0-1).",
+        [*_QUALITY, "pass", "metric", "k"],
+    )
+    category = _gauge(
+        "benchd_category_quality",
+        "Last cycle, serial pass: mean of a ranking measure over one query category (0-1).",
+        [*_QUALITY, "category", "metric", "k"],
+    )
+    lower = _gauge(
+        "benchd_quality_ci_lower",
+        "Last cycle, serial pass: lower confidence bound of the mean.",
+        [*_QUALITY, "metric", "k"],
+    )
+    upper = _gauge(
+        "benchd_quality_ci_upper",
+        "Last cycle, serial pass: upper confidence bound of the mean.",
+        [*_QUALITY, "metric", "k"],
+    )
+    for s in states:
+        r = s.latest
+        head = [s.name, r.target, r.corpus]
+        _add_means(quality, [*head, "serial"], r.aggregate)
+        if r.load is not None:
+            _add_means(quality, [*head, "load"], r.load.aggregate)
+        for name, means in sorted(r.by_category.items()):
+            _add_means(category, [*head, name], means)
+        for key, (lo, hi) in r.ci.items():
+            lower.add_metric([*head, *split_metric_key(key)], lo)
+            upper.add_metric([*head, *split_metric_key(key)], hi)
+    yield from (quality, category, lower, upper)
+    yield from _relevant(states)
+
+
+def _add_means(family: GaugeMetricFamily, head: list[str], means: Mapping[str, float]) -> None:
+    for key, value in means.items():
+        family.add_metric([*head, *split_metric_key(key)], value)
+
+
+def _relevant(states: list[ProbeState]) -> Iterator[Metric]:
+    found = _counter(
+        "benchd_relevant_found_total",
+        "Relevant items found in the top k, summed over queries and cycles (serial pass).",
+        ["probe", "k"],
+    )
+    expected = _counter(
+        "benchd_relevant_expected_total",
+        "Relevant items expected, summed over queries and cycles (serial pass).",
+        ["probe"],
+    )
+    for s in states:
+        for k, count in sorted(s.relevant_found.items()):
+            found.add_metric([s.name, str(k)], count)
+        expected.add_metric([s.name], s.relevant_expected)
+    yield from (found, expected)
+
+
+def _latency(states: list[ProbeState]) -> Iterator[Metric]:
+    histogram = HistogramMetricFamily(
+        "benchd_request_duration_seconds",
+        "Search request latency in seconds (errors excluded).",
+        labels=["probe", "pass", "latency"],
+    )
+    percentiles = _gauge(
+        "benchd_request_duration_percentile_seconds",
+        "Last cycle: exact latency percentile over the raw samples.",
+        ["probe", "pass", "latency", "percentile"],
+    )
+    for s in states:
+        for (pass_, latency), hist in sorted(s.latency.items()):
+            buckets = [(_le(bound), float(n)) for bound, n in hist.cumulative()]
+            histogram.add_metric([s.name, pass_, latency], buckets, hist.sum)
+        for (pass_, latency), summary in _last_summaries(s.latest):
+            for label, attr in _PERCENTILES:
+                value = getattr(summary, attr)
+                percentiles.add_metric([s.name, pass_, latency, label], value)
+    yield from (histogram, percentiles)
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as the ``le`` label value Prometheus expects (``+Inf`` last)."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+def _last_summaries(result: CycleResult) -> list[tuple[tuple[str, str], LatencySummary]]:
+    out = [(("serial", "service"), result.serial_latency)]
+    if result.load is not None:
+        out.append((("load", "service"), result.load.service))
+        if result.load.corrected is not None:
+            out.append((("load", "corrected"), result.load.corrected))
+    return [(key, summary) for key, summary in out if summary.count > 0]
+
+
+def _requests(states: list[ProbeState]) -> Iterator[Metric]:
+    total = _counter(
+        "benchd_requests_total", "Search requests by outcome.", ["probe", "pass", "outcome"]
+    )
+    late = _counter(
+        "benchd_requests_late_total",
+        "Open loop: requests that could not start on time.",
+        ["probe"],
+    )
+    dropped = _counter(
+        "benchd_requests_dropped_total", "Open loop: requests never sent.", ["probe"]
+    )
+    errors = _counter(
+        "benchd_errors_total", "Errors met during cycles, by kind.", ["probe", "kind"]
+    )
+    achieved = _gauge(
+        "benchd_achieved_rate_requests_per_second",
+        "Last cycle: completed requests per second in the load pass.",
+        ["probe"],
+    )
+    target = _gauge(
+        "benchd_target_rate_requests_per_second",
+        "Last cycle: configured open-loop arrival rate.",
+        ["probe"],
+    )
+    for s in states:
+        for (pass_, outcome), count in sorted(s.requests.items()):
+            total.add_metric([s.name, pass_, outcome], count)
+        late.add_metric([s.name], s.late)
+        dropped.add_metric([s.name], s.dropped)
+        for kind, count in sorted(s.errors.items()):
+            errors.add_metric([s.name, kind], count)
+        load = s.latest.load
+        if load is not None:
+            achieved.add_metric([s.name], load.achieved_rate)
+            if load.target_rate is not None:
+                target.add_metric([s.name], load.target_rate)
+    yield from (total, late, dropped, errors, achieved, target)
+
+
+def _drift(states: list[ProbeState]) -> Iterator[Metric]:
+    families = {
+        field: _gauge(name, doc, ["probe", "metric", "k"]) for field, name, doc in _DRIFT_FIELDS
+    }
+    regressed = _gauge(
+        "benchd_drift_regressed_queries",
+        "Queries whose score dropped against the baseline.",
+        ["probe"],
+    )
+    for s in states:
+        for key, entry in s.latest.drift.items():
+            count = _number(entry) if key == "regressed_queries" else None
+            if count is not None:
+                regressed.add_metric([s.name], count)
+            elif isinstance(entry, Mapping):
+                for field, family in families.items():
+                    value = _number(entry.get(field))
+                    if value is not None:
+                        family.add_metric([s.name, *split_metric_key(key)], value)
+    yield from families.values()
+    yield regressed
+
+
+def _number(value: object) -> float | None:
+    """A finite float from an int, float or bool, else None (the drift mapping is untyped)."""
+    if isinstance(value, bool | int | float) and math.isfinite(float(value)):
+        return float(value)
+    return None

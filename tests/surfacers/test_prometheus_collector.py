@@ -1,0 +1,262 @@
+"""The Prometheus collector: names, labels and values straight from the book."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from cycles import make_result, promtool_path
+from prometheus_client import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as parse_openmetrics,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.prometheus import BookCollector, build_registry, split_metric_key
+
+Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(book: ResultBook) -> Series:
+    text = generate_latest(build_registry(book)).decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(series: Series, name: str, **labels: str) -> float:
+    """One sample's value; ``pass_`` stands for the ``pass`` label (a Python keyword)."""
+    fixed = {("pass" if key == "pass_" else key): text for key, text in labels.items()}
+    return series[(name, frozenset(fixed.items()))]
+
+
+def names(series: Series) -> set[str]:
+    return {name for name, _ in series}
+
+
+def probes_of(series: Series, name: str) -> set[str]:
+    return {dict(labels).get("probe", "") for n, labels in series if n == name}
+
+
+def test_quality_gauges_mirror_serial_and_load_aggregates() -> None:
+    book = ResultBook()
+    result = make_result()
+    book.record(result)
+    series = scrape(book)
+    head = {"probe": "alpha", "target": "zengram", "corpus": "smoke"}
+    assert result.load is not None
+    for pass_, means in (("serial", result.aggregate), ("load", result.load.aggregate)):
+        for key, mean in means.items():
+            metric, k = split_metric_key(key)
+            got = value(series, "benchd_quality", **head, pass_=pass_, metric=metric, k=k)
+            assert got == mean
+
+
+def test_category_and_ci_gauges_mirror_the_result() -> None:
+    book = ResultBook()
+    result = make_result(categories=("fact", "temporal", "multi-hop"))
+    book.record(result)
+    series = scrape(book)
+    head = {"probe": "alpha", "target": "zengram", "corpus": "smoke"}
+    for category, means in result.by_category.items():
+        for key, mean in means.items():
+            metric, k = split_metric_key(key)
+            labels = {**head, "category": category, "metric": metric, "k": k}
+            assert value(series, "benchd_category_quality", **labels) == mean
+    for key, (lo, hi) in result.ci.items():
+        metric, k = split_metric_key(key)
+        assert value(series, "benchd_quality_ci_lower", **head, metric=metric, k=k) == lo
+        assert value(series, "benchd_quality_ci_upper", **head, metric=metric, k=k) == hi
+
+
+def test_self_health_series_before_and_after_the_first_cycle() -> None:
+    book = ResultBook()
+    book.set_probes(["alpha"])
+    series = scrape(book)
+    assert value(series, "benchd_cycles_total", probe="alpha", outcome="success") == 0
+    assert "benchd_up" not in names(series)
+    result = make_result(model="minilm")
+    book.record(result)
+    series = scrape(book)
+    assert value(series, "benchd_up", probe="alpha") == 1
+    assert value(series, "benchd_cycles_total", probe="alpha", outcome="success") == 1
+    assert value(series, "benchd_last_success_timestamp_seconds", probe="alpha") == (
+        result.finished_at
+    )
+    info = {"probe": "alpha", "target": "zengram", "corpus": "smoke", "model": "minilm"}
+    assert value(series, "benchd_probe_info", **info) == 1
+    for phase, seconds in result.phases.items():
+        assert value(series, "benchd_cycle_duration_seconds", probe="alpha", phase=phase) == seconds
+
+
+def test_failed_cycle_sets_up_to_zero_and_counts_its_error_kind() -> None:
+    book = ResultBook()
+    book.record(make_result())
+    book.record(make_result(cycle=2, outcome="failed", error_kind="http_5xx"))
+    series = scrape(book)
+    assert value(series, "benchd_up", probe="alpha") == 0
+    assert value(series, "benchd_cycle_errors_total", probe="alpha", kind="http_5xx") == 1
+    assert value(series, "benchd_cycles_total", probe="alpha", outcome="failed") == 1
+
+
+def test_removed_probe_disappears_from_every_family() -> None:
+    book = ResultBook()
+    book.set_probes(["alpha", "beta"])
+    book.record(make_result("alpha"))
+    book.record(make_result("beta"))
+    assert "beta" in probes_of(scrape(book), "benchd_quality")
+    book.set_probes(["alpha"])
+    series = scrape(book)
+    assert all(dict(labels).get("probe") != "beta" for _, labels in series)
+    assert "alpha" in probes_of(series, "benchd_quality")
+
+
+def test_latency_histogram_is_cumulative_and_counters_never_decrease() -> None:
+    book = ResultBook()
+    first = make_result(latencies=(0.004, 0.02))
+    second = make_result(cycle=2, latencies=(0.3, 7.0))
+    book.record(first)
+    before = scrape(book)
+    book.record(second)
+    after = scrape(book)
+    labels = {"probe": "alpha", "pass": "serial", "latency": "service"}
+    assert value(after, "benchd_request_duration_seconds_count", **labels) == 4
+    assert value(after, "benchd_request_duration_seconds_sum", **labels) == pytest.approx(7.324)
+    assert value(after, "benchd_request_duration_seconds_bucket", **labels, le="0.005") == 1
+    assert value(after, "benchd_request_duration_seconds_bucket", **labels, le="+Inf") == 4
+    for key, old in before.items():
+        if key[0].endswith(("_total", "_bucket", "_count")):
+            assert after[key] >= old, key
+
+
+def test_percentile_gauges_show_last_cycle_service_and_corrected() -> None:
+    book = ResultBook()
+    result = make_result(latencies=(0.01, 0.02, 0.5))
+    book.record(result)
+    series = scrape(book)
+    assert result.load is not None and result.load.corrected is not None
+    load = {"probe": "alpha", "pass": "load"}
+    name = "benchd_request_duration_percentile_seconds"
+    assert (
+        value(series, name, **load, latency="service", percentile="99") == result.load.service.p99
+    )
+    assert value(series, name, **load, latency="corrected", percentile="100") == (
+        result.load.corrected.max
+    )
+    serial = {"probe": "alpha", "pass": "serial", "latency": "service"}
+    assert value(series, name, **serial, percentile="50") == result.serial_latency.p50
+
+
+def test_closed_loop_has_no_corrected_latency_or_target_rate() -> None:
+    book = ResultBook()
+    book.record(make_result(open_loop=False))
+    series = scrape(book)
+    assert not any(dict(labels).get("latency") == "corrected" for _, labels in series)
+    assert "benchd_target_rate_requests_per_second" not in names(series)
+    assert "benchd_achieved_rate_requests_per_second" in names(series)
+
+
+def test_request_and_seed_counters_mirror_the_results() -> None:
+    book = ResultBook()
+    result = make_result()
+    book.record(result)
+    book.record(result)
+    series = scrape(book)
+    assert result.load is not None and result.seed is not None
+    for outcome, count in result.load.requests.items():
+        got = value(series, "benchd_requests_total", probe="alpha", pass_="load", outcome=outcome)
+        assert got == 2 * count
+    assert value(series, "benchd_requests_late_total", probe="alpha") == 2 * result.load.late
+    got = value(series, "benchd_seed_records_total", probe="alpha", status="skipped")
+    assert got == 2 * result.seed.skipped
+    got = value(series, "benchd_seed_last_records", probe="alpha", status="missing")
+    assert got == len(result.seed.missing)
+    for k, found in result.relevant_found.items():
+        assert value(series, "benchd_relevant_found_total", probe="alpha", k=str(k)) == 2 * found
+    expected = value(series, "benchd_relevant_expected_total", probe="alpha")
+    assert expected == 2 * result.relevant_expected
+
+
+def test_drift_mapping_becomes_drift_gauges_and_junk_is_ignored() -> None:
+    drift = {
+        "recall@10": {"delta": -0.12, "p_value": 0.003, "detected": True, "ci_low": -0.2},
+        "mrr": {"delta": 0.01, "p_value": float("nan"), "detected": False},
+        "regressed_queries": 4,
+        "baseline": "cycle 12",
+    }
+    book = ResultBook()
+    book.record(make_result(drift=drift))
+    series = scrape(book)
+    assert value(series, "benchd_drift_delta", probe="alpha", metric="recall", k="10") == -0.12
+    assert value(series, "benchd_drift_detected", probe="alpha", metric="recall", k="10") == 1
+    assert value(series, "benchd_drift_delta_ci_lower", probe="alpha", metric="recall", k="10") == (
+        -0.2
+    )
+    assert value(series, "benchd_drift_detected", probe="alpha", metric="mrr", k="") == 0
+    mrr = frozenset({"probe": "alpha", "metric": "mrr", "k": ""}.items())
+    assert ("benchd_drift_p_value", mrr) not in series  # NaN is skipped
+    assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 4
+    assert not probes_of(series, "benchd_drift_delta_ci_upper")
+
+
+def test_config_reload_gauges_and_build_info() -> None:
+    book = ResultBook(loaded_at=50.0)
+    book.config_reload(False, 60.0)
+    series = scrape(book)
+    assert value(series, "benchd_config_last_reload_successful") == 0
+    assert value(series, "benchd_config_last_reload_success_timestamp_seconds") == 50.0
+    assert value(series, "benchd_config_reloads_total", outcome="failure") == 1
+    assert "benchd_build_info" in names(series)
+    assert "process_cpu_seconds_total" in names(series)
+
+
+def test_no_label_value_carries_a_query_text_an_id_or_a_url() -> None:
+    book = ResultBook()
+    result = make_result(endpoint="https://user:secret@store.example/api?key=abc")
+    book.record(result)
+    forbidden = {result.info.endpoint} if result.info else set()
+    for q in result.queries:
+        forbidden |= {q.id, q.q, *q.expected_ids, *q.ranked_ids}
+    for _, labels in scrape(book):
+        for label, text in labels:
+            assert text not in forbidden and "://" not in text, (label, text)
+
+
+def test_openmetrics_exposition_parses() -> None:
+    book = ResultBook()
+    book.record(make_result(drift={"recall@10": {"delta": -0.1}}))
+    text = generate_openmetrics(build_registry(book)).decode()
+    families = {f.name for f in parse_openmetrics(text)}
+    assert {"benchd_quality", "benchd_cycles", "benchd_build", "benchd_probe"} <= families
+
+
+@pytest.mark.promtool
+def test_promtool_check_metrics_is_clean() -> None:
+    tool = promtool_path()
+    book = ResultBook()
+    book.set_probes(["alpha", "beta", "gamma"])
+    book.record(make_result("alpha", drift={"recall@10": {"delta": -0.1, "detected": True}}))
+    book.record(make_result("beta", outcome="failed", error_kind="auth"))
+    text = generate_latest(build_registry(book))
+    proc = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
+
+
+def test_collect_is_fast_for_ten_probes_with_ten_categories() -> None:
+    book = ResultBook()
+    categories = [f"cat{i}" for i in range(10)]
+    for p in range(10):
+        book.record(make_result(f"probe{p}", ks=(1, 5, 10), categories=categories))
+    collector = BookCollector(book)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        samples = sum(len(m.samples) for m in collector.collect())
+        best = min(best, time.perf_counter() - start)
+    assert samples > 10 * 10 * 3 * 7  # the category families alone
+    assert best < 0.05, f"collect() took {best * 1000:.1f} ms"
