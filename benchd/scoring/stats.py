@@ -1,0 +1,295 @@
+"""Seeded resampling statistics over per-query metric values: pure and vectorised.
+
+Everything here is deterministic for a given ``seed`` and does no I/O. The
+batch functions (:func:`bootstrap_cis`, :func:`paired_tests`) share one set
+of resamples across many columns (metric@k), so a cycle with 21 metric keys
+over 1,000 queries costs one matrix product instead of 21 loops; their
+per-column results equal the single-column functions called with the same
+seed (up to floating-point rounding).
+
+- :func:`bootstrap_ci` — bootstrap CI of a mean. The default ``"expanded"``
+  method is the percentile bootstrap with its tail levels widened by
+  ``sqrt(n/(n-1))·t(n-1)`` (Hesterberg 2015, "What teachers should know about
+  the bootstrap", §3.4), which fixes the percentile interval's known
+  under-coverage on small samples (12 queries: 91% → 95%) and converges to
+  the plain percentile interval as ``n`` grows. ``method="percentile"`` gives
+  the textbook interval.
+- :func:`paired_permutation_test` — two-sided sign-flip test of the mean
+  paired difference, exact (all ``2^m`` sign patterns over the ``m`` non-zero
+  differences) when ``m <= exact_max``, Monte Carlo otherwise.
+- :func:`paired_bootstrap_delta_ci` — bootstrap CI of ``mean(after - before)``.
+- :func:`wilcoxon_signed_rank` — two-sided Wilcoxon signed-rank p-value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "CIMethod",
+    "Values",
+    "bootstrap_ci",
+    "bootstrap_cis",
+    "paired_bootstrap_delta_ci",
+    "paired_permutation_test",
+    "paired_tests",
+    "student_t_ppf",
+    "wilcoxon_signed_rank",
+]
+
+CIMethod = Literal["expanded", "percentile"]
+FloatArray = npt.NDArray[np.float64]
+Values = Sequence[float] | FloatArray
+
+_CELLS_PER_CHUNK = 1 << 21  # resamples x queries per chunk: bounds memory at ~16 MiB
+_EPS = 1e-12  # relative slack when comparing resampled statistics with the observed one
+
+
+def student_t_ppf(p: float, df: int) -> float:
+    """Quantile ``p`` of Student's t with ``df`` degrees of freedom (no scipy).
+
+    Exact for ``df`` 1 and 2; the Cornish-Fisher expansion (Abramowitz &
+    Stegun 26.7.5) above that: within 1% of the exact quantile at ``df = 3``
+    and within 0.01% from ``df = 10`` for the 0.975 and 0.995 quantiles.
+    """
+    if not 0.0 < p < 1.0 or df < 1:
+        raise ValueError(f"student_t_ppf needs 0 < p < 1 and df >= 1, got p={p}, df={df}")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return float(z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4)
+
+
+def _tail(level: float, n: int, method: CIMethod) -> float:
+    """The lower quantile level of the bootstrap distribution to read."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    alpha = (1.0 - level) / 2.0
+    if method == "percentile" or n < 2:
+        return alpha
+    widened = math.sqrt(n / (n - 1)) * student_t_ppf(1.0 - alpha, n - 1)
+    return 1.0 - NormalDist().cdf(widened)
+
+
+def _as_matrix(columns: Sequence[Sequence[float]] | FloatArray) -> FloatArray:
+    matrix = np.asarray(columns, dtype=np.float64)
+    if matrix.ndim == 1:
+        matrix = matrix[:, None]
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError("values must be finite numbers")
+    return matrix
+
+
+def _chunks(total: int, n: int) -> list[int]:
+    size = max(1, _CELLS_PER_CHUNK // max(n, 1))
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+def _bootstrap_means(matrix: FloatArray, n_resamples: int, seed: int) -> FloatArray:
+    """Means of each column over ``n_resamples`` shared resamples of the rows."""
+    n = matrix.shape[0]
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, matrix.shape[1]))
+    row = 0
+    for size in _chunks(n_resamples, n):
+        idx = rng.integers(0, n, size=(size, n))
+        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=size * n).reshape(size, n)
+        out[row : row + size] = counts @ matrix / n
+        row += size
+    return out
+
+
+def bootstrap_cis(
+    columns: Mapping[str, Values],
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    method: CIMethod = "expanded",
+) -> dict[str, tuple[float, float]]:
+    """Bootstrap CIs of the mean of several equally long columns at once.
+
+    All columns are resampled with the same row indices (queries), which is
+    both faster and keeps the intervals of one cycle jointly consistent.
+    """
+    if not columns:
+        return {}
+    names = list(columns)
+    matrix = _as_matrix(np.column_stack([np.asarray(columns[k], dtype=float) for k in names]))
+    n = matrix.shape[0]
+    if n == 0:
+        raise ValueError("bootstrap_ci needs at least one value")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    lo_q = _tail(level, n, method)
+    means = _bootstrap_means(matrix, n_resamples, seed)
+    lows = np.quantile(means, lo_q, axis=0)
+    highs = np.quantile(means, 1.0 - lo_q, axis=0)
+    result: dict[str, tuple[float, float]] = {}
+    for j, name in enumerate(names):
+        column = matrix[:, j]
+        if np.all(column == column[0]):  # one value, or all equal: no spread to resample
+            result[name] = (float(column[0]), float(column[0]))
+        else:
+            result[name] = (float(lows[j]), float(highs[j]))
+    return result
+
+
+def bootstrap_ci(
+    values: Values,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    method: CIMethod = "expanded",
+) -> tuple[float, float]:
+    """Bootstrap ``level`` CI of the mean of ``values``; degenerate when all are equal."""
+    ci = bootstrap_cis(
+        {"v": values}, level=level, n_resamples=n_resamples, seed=seed, method=method
+    )
+    return ci["v"]
+
+
+def paired_bootstrap_delta_ci(
+    before: Values,
+    after: Values,
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    method: CIMethod = "expanded",
+) -> tuple[float, float]:
+    """Bootstrap CI of ``mean(after - before)`` over paired values."""
+    diffs = _differences(before, after)
+    return bootstrap_ci(diffs, level=level, n_resamples=n_resamples, seed=seed, method=method)
+
+
+def _differences(before: Values, after: Values) -> FloatArray:
+    b = np.asarray(before, dtype=np.float64)
+    a = np.asarray(after, dtype=np.float64)
+    if b.shape != a.shape or b.ndim != 1:
+        raise ValueError(f"paired values need equal lengths, got {b.size} and {a.size}")
+    return a - b
+
+
+def _exact_p(diffs: FloatArray) -> float:
+    """Exact two-sided sign-flip p-value over every sign pattern of ``diffs``."""
+    m = diffs.size
+    patterns = (np.arange(1 << m)[:, None] >> np.arange(m)) & 1
+    sums = (2 * patterns - 1) @ diffs
+    observed = abs(float(diffs.sum()))
+    hits = np.count_nonzero(np.abs(sums) >= observed * (1 - _EPS) - _EPS)
+    return float(hits) / float(1 << m)
+
+
+def _monte_carlo_p(diffs: FloatArray, n_resamples: int, seed: int) -> FloatArray:
+    """Monte Carlo sign-flip p-values per column, with the (hits + 1) / (R + 1) rule."""
+    n, _ = diffs.shape
+    rng = np.random.default_rng(seed)
+    totals = diffs.sum(axis=0)
+    observed = np.abs(totals)
+    hits = np.zeros(diffs.shape[1], dtype=np.int64)
+    for size in _chunks(n_resamples, n):
+        raw = rng.integers(0, 256, size=(size, (n + 7) // 8), dtype=np.uint8)
+        bits = np.unpackbits(raw, axis=1, count=n).astype(np.float64)
+        sums = 2 * (bits @ diffs) - totals  # sum of sign * diff with signs in {-1, +1}
+        hits += np.count_nonzero(np.abs(sums) >= observed * (1 - _EPS) - _EPS, axis=0)
+    return (hits + 1) / (n_resamples + 1)
+
+
+def paired_tests(
+    before: Mapping[str, Values],
+    after: Mapping[str, Values],
+    *,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    exact_max: int = 16,
+) -> dict[str, float]:
+    """Sign-flip p-values for several paired columns, sharing the random signs."""
+    names = [k for k in before if k in after]
+    if not names:
+        return {}
+    diffs = np.column_stack([_differences(before[k], after[k]) for k in names])
+    if not np.all(np.isfinite(diffs)):
+        raise ValueError("values must be finite numbers")
+    diffs = diffs[np.any(diffs != 0, axis=1)]  # rows unchanged everywhere carry no signal
+    result = {name: 1.0 for name in names}
+    pending: list[int] = []
+    for j, name in enumerate(names):
+        nonzero = diffs[:, j][diffs[:, j] != 0]
+        if nonzero.size == 0:
+            continue
+        if nonzero.size <= exact_max:
+            result[name] = _exact_p(nonzero)
+        else:
+            pending.append(j)
+    if pending:
+        p_values = _monte_carlo_p(diffs[:, pending], n_resamples, seed)
+        for j, p in zip(pending, p_values, strict=True):
+            result[names[j]] = float(p)
+    return result
+
+
+def paired_permutation_test(
+    before: Values,
+    after: Values,
+    *,
+    n_resamples: int = 10000,
+    seed: int = 0,
+    exact_max: int = 16,
+) -> float:
+    """Two-sided sign-flip permutation p-value of ``mean(after - before) == 0``.
+
+    Zero differences carry no sign and are dropped; with ``m`` non-zero
+    differences the test is exact when ``m <= exact_max`` (so the smallest
+    possible p-value is ``2 / 2^m``: 8 consistent changes are needed for
+    ``p < 0.01``). All-zero differences give ``p = 1.0``.
+    """
+    return paired_tests(
+        {"v": before},
+        {"v": after},
+        n_resamples=n_resamples,
+        seed=seed,
+        exact_max=exact_max,
+    )["v"]
+
+
+def wilcoxon_signed_rank(before: Values, after: Values) -> float:
+    """Two-sided Wilcoxon signed-rank p-value (normal approximation, tie-corrected).
+
+    Zero differences are dropped (Wilcoxon's convention); fewer than one
+    non-zero difference gives ``p = 1.0``. Suited to ``m >= 10`` non-zero
+    differences; prefer :func:`paired_permutation_test` below that.
+    """
+    diffs = _differences(before, after)
+    diffs = diffs[diffs != 0]
+    m = diffs.size
+    if m == 0:
+        return 1.0
+    magnitudes = np.abs(diffs)
+    order = np.argsort(magnitudes, kind="stable")
+    ranks = np.empty(m)
+    ranks[order] = np.arange(1, m + 1)
+    _, inverse, counts = np.unique(magnitudes, return_inverse=True, return_counts=True)
+    rank_sums = np.bincount(inverse, weights=ranks)
+    ranks = rank_sums[inverse] / counts[inverse]  # average ranks for ties
+    w_plus = float(ranks[diffs > 0].sum())
+    mean = m * (m + 1) / 4
+    variance = m * (m + 1) * (2 * m + 1) / 24 - float((counts**3 - counts).sum()) / 48
+    if variance <= 0:
+        return 1.0
+    z = (abs(w_plus - mean) - 0.5) / math.sqrt(variance)  # continuity correction
+    return float(min(1.0, 2 * (1 - NormalDist().cdf(max(z, 0.0)))))
