@@ -34,7 +34,10 @@ from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One list, in help order; each name is a module under benchd.commands.
-COMMANDS: tuple[str, ...] = ("validate",)
+COMMANDS: tuple[str, ...] = (
+    "validate",
+    "convert",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,306 @@
+"""Pieces every converter shares: input errors, text reading, progress, the summary.
+
+Converters read a public benchmark's files and hand memory and query records
+to a :class:`~benchd.convert.writer.FixtureWriter`. They stream: a corpus is
+never held whole in memory, only the (small) judgments and query texts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import sys
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from benchd.errors import RunFileError, UsageError
+
+__all__ = [
+    "ContentIndex",
+    "ConvertSummary",
+    "CorpusTracker",
+    "Progress",
+    "Tally",
+    "bad_line",
+    "iter_json_array",
+    "iter_jsonl",
+    "open_text",
+    "require_file",
+]
+
+_PROGRESS_EVERY = 5000
+
+
+def bad_line(path: Path | str, line: int, what: str) -> RunFileError:
+    """The one-line ``FILE:LINE: what`` error every converter raises on bad input."""
+    return RunFileError(f"{path}:{line}: {what}")
+
+
+def require_file(path: Path, what: str) -> Path:
+    """Return ``path`` if it is a readable file, else a usage error naming ``what`` it should be."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file (expected {what})")
+    return path
+
+
+def open_text(path: Path) -> TextIO:
+    """Open a UTF-8 text file (transparently gunzipped for ``*.gz``); CRLF reads as LF."""
+    try:
+        if path.suffix == ".gz":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline=None)
+        return path.open(encoding="utf-8", newline=None)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file."""
+    with open_text(path) as fh:
+        try:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise bad_line(path, number, f"not valid JSON ({exc.msg})") from None
+                if not isinstance(obj, dict):
+                    raise bad_line(path, number, "expected a JSON object on each line")
+                yield number, obj
+        except UnicodeDecodeError as exc:
+            raise RunFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
+
+
+def iter_json_array(path: Path, chunk_size: int = 1 << 20) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, element)`` for each element of a top-level JSON array.
+
+    Elements are decoded one at a time from a sliding buffer, so a multi-gigabyte
+    file (LongMemEval_M) costs the memory of its largest element, not of the whole.
+    """
+    decoder = json.JSONDecoder()
+    with open_text(path) as fh:
+        reader = _ArrayReader(path, fh, decoder, chunk_size)
+        yield from reader.elements()
+
+
+class _ArrayReader:
+    """Incremental decoder for ``[elem, elem, ...]`` that tracks line numbers."""
+
+    def __init__(self, path: Path, fh: TextIO, decoder: json.JSONDecoder, chunk_size: int) -> None:
+        self._path, self._fh, self._decoder, self._chunk = path, fh, decoder, chunk_size
+        self._buf = ""
+        self._pos = 0
+        self._line = 1  # line number of self._buf[0]
+        self._eof = False
+
+    def _fill(self) -> bool:
+        """Append a chunk to the buffer (dropping consumed text); False at end of file."""
+        if self._eof:
+            return False
+        self._line += self._buf.count("\n", 0, self._pos)
+        self._buf = self._buf[self._pos :]
+        self._pos = 0
+        try:
+            chunk = self._fh.read(self._chunk)
+        except UnicodeDecodeError as exc:
+            raise RunFileError(f"{self._path}: not UTF-8 text ({exc.reason})") from None
+        self._eof = not chunk
+        self._buf += chunk
+        return bool(chunk)
+
+    def _line_at(self, pos: int) -> int:
+        return self._line + self._buf.count("\n", 0, pos)
+
+    def _next_char(self) -> str:
+        """Skip whitespace and return the next character ('' at end of file)."""
+        while True:
+            while self._pos < len(self._buf) and self._buf[self._pos] in " \t\r\n":
+                self._pos += 1
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            if not self._fill():
+                return ""
+
+    def _expect(self, allowed: str, what: str) -> str:
+        char = self._next_char()
+        if not char or char not in allowed:
+            found = repr(char) if char else "end of file"
+            raise bad_line(self._path, self._line_at(self._pos), f"expected {what}, found {found}")
+        self._pos += 1
+        return char
+
+    def _decode(self) -> tuple[int, Any]:
+        self._next_char()
+        while True:
+            try:
+                obj, end = self._decoder.raw_decode(self._buf, self._pos)
+            except json.JSONDecodeError as exc:
+                if self._fill():
+                    continue
+                line = self._line_at(exc.pos)
+                raise bad_line(self._path, line, f"not valid JSON ({exc.msg})") from None
+            if end == len(self._buf) and self._fill():
+                continue  # a number may continue in the next chunk: decode again
+            line = self._line_at(self._pos)
+            self._pos = end
+            return line, obj
+
+    def elements(self) -> Iterator[tuple[int, Any]]:
+        self._expect("[", "a JSON array '[' at the top level")
+        if self._next_char() == "]":
+            self._pos += 1
+            return
+        while True:
+            yield self._decode()
+            if self._expect(",]", "',' or ']' after an array element") == "]":
+                break
+        if self._next_char():
+            raise bad_line(self._path, self._line_at(self._pos), "extra text after the array")
+
+
+class ContentIndex:
+    """Which id first carried each text, so duplicates can be merged into it.
+
+    A Zengram-style store keeps one record per (content, type): importing a
+    second record with the same text is skipped, so a judgment on it would point
+    at nothing. Converters merge such duplicates into the first id instead, and
+    move their judgments along. Only a 16-byte digest per text is kept.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[bytes, str] = {}
+
+    def claim(self, doc_id: str, content: str) -> str:
+        """Return the id that owns ``content``: ``doc_id`` itself if the text is new."""
+        digest = hashlib.blake2b(content.encode("utf-8"), digest_size=16).digest()
+        return self._first.setdefault(digest, doc_id)
+
+
+class CorpusTracker:
+    """Decides which documents become memories and where each judgment ends up.
+
+    ``judged`` limits bookkeeping to the ids some judgment names (``None``: track
+    every id), so a million-document corpus with a few thousand judgments stays
+    small. Empty documents are skipped; a document whose text an earlier one
+    already carries is merged into that one (see :class:`ContentIndex`).
+    """
+
+    def __init__(self, judged: Collection[str] | None = None) -> None:
+        self._judged = judged
+        self._contents = ContentIndex()
+        self._owner: dict[str, str] = {}
+
+    def admit(self, doc_id: str, content: str, tally: Tally) -> bool:
+        """Record one document; True if it should be written as a memory."""
+        if not content.strip():
+            tally.skipped_memories += 1
+            return False
+        owner = self._contents.claim(doc_id, content)
+        if self._judged is None or doc_id in self._judged:
+            self._owner[doc_id] = owner
+        if owner != doc_id:
+            tally.merged_memories += 1
+            return False
+        return True
+
+    def owner(self, doc_id: str) -> str | None:
+        """The memory id that stands for ``doc_id`` (``None`` if it was never written)."""
+        return self._owner.get(doc_id)
+
+    def relevance(self, judged: Mapping[str, int], tally: Tally) -> dict[str, int]:
+        """Positive judgments mapped onto written memories, best grade first."""
+        kept: dict[str, int] = {}
+        for doc_id, grade in judged.items():
+            if grade <= 0:
+                continue
+            owner = self._owner.get(doc_id)
+            if owner is None:
+                tally.dropped_judgments += 1
+                continue
+            kept[owner] = max(grade, kept.get(owner, 0))
+        return dict(sorted(kept.items(), key=lambda item: -item[1]))
+
+
+@dataclass(slots=True)
+class Tally:
+    """Counters a converter fills while it runs (mutable on purpose: it accumulates)."""
+
+    dropped_queries: int = 0  # no positive judgment left
+    dropped_judgments: int = 0  # judged id missing from the corpus (or empty)
+    skipped_memories: int = 0  # empty content
+    merged_memories: int = 0  # same text as an earlier document: judgments moved to it
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertSummary:
+    """What a conversion wrote and what it left out, for the one-line report."""
+
+    source: str
+    out: str
+    memories: int
+    queries: int
+    dropped_queries: int = 0
+    dropped_judgments: int = 0
+    skipped_memories: int = 0
+    merged_memories: int = 0
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, source: str, out: str, memories: int, queries: int, tally: Tally) -> ConvertSummary:
+        """Freeze a finished conversion's counts."""
+        return cls(
+            source=source,
+            out=out,
+            memories=memories,
+            queries=queries,
+            dropped_queries=tally.dropped_queries,
+            dropped_judgments=tally.dropped_judgments,
+            skipped_memories=tally.skipped_memories,
+            merged_memories=tally.merged_memories,
+            notes=tuple(tally.notes),
+        )
+
+    def describe(self) -> str:
+        """A human one-liner: counts written, then anything dropped and why."""
+        parts = [f"wrote {self.out}: {self.memories} memories, {self.queries} queries"]
+        if self.dropped_queries:
+            parts.append(f"{self.dropped_queries} queries dropped (no relevant document)")
+        if self.dropped_judgments:
+            parts.append(f"{self.dropped_judgments} judgments dropped (document not in corpus)")
+        if self.skipped_memories:
+            parts.append(f"{self.skipped_memories} empty documents skipped")
+        if self.merged_memories:
+            parts.append(
+                f"{self.merged_memories} duplicate documents merged into the first with the "
+                "same text (a store keeps only one)"
+            )
+        parts.extend(self.notes)
+        return "; ".join(parts)
+
+
+class Progress:
+    """A carriage-return counter on stderr while converting, only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._label = label
+        self._enabled = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._shown = False
+
+    def tick(self, memories: int, queries: int) -> None:
+        """Report the running counts every few thousand records."""
+        if self._enabled and (memories + queries) % _PROGRESS_EVERY == 0:
+            self._stream.write(f"\r{self._label}: {memories} memories, {queries} queries")
+            self._stream.flush()
+            self._shown = True
+
+    def close(self) -> None:
+        """End the counter's line so later output starts clean."""
+        if self._shown:
+            self._stream.write("\n")
+            self._stream.flush()
