@@ -1,0 +1,66 @@
+"""The log surfacer: one structlog event per finished cycle.
+
+The event is named ``cycle`` and carries the probe, the outcome, the
+duration, the headline measures for every cut-off, latency percentiles and,
+when the cycle failed, the error kind and message. It is ``info`` on success
+and ``warning`` otherwise, so a log-based alert needs no parsing of values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchd.logging import get_logger
+from benchd.result import CycleResult, LatencySummary
+
+__all__ = ["HEADLINE_MEASURES", "cycle_event", "log_cycle"]
+
+# The measures worth a glance in a log line, per cut-off; the rest is in /api/status.
+HEADLINE_MEASURES = ("hit", "recall", "ndcg", "mrr")
+
+
+def log_cycle(result: CycleResult, logger: Any = None) -> None:
+    """Emit the ``cycle`` event for ``result`` (on ``benchd.cycle`` unless ``logger`` is given)."""
+    log = logger if logger is not None else get_logger("benchd.cycle")
+    emit = log.info if result.ok else log.warning
+    emit("cycle", **cycle_event(result))
+
+
+def cycle_event(result: CycleResult) -> dict[str, Any]:
+    """The key/value pairs of the ``cycle`` event, flat so log queries stay simple."""
+    event: dict[str, Any] = {
+        "probe": result.probe,
+        "cycle": result.cycle,
+        "outcome": result.outcome,
+        "duration_s": round(result.duration_s, 4),
+        "target": result.target,
+        "corpus": result.corpus,
+    }
+    for k in result.ks:
+        for name in HEADLINE_MEASURES:
+            value = result.aggregate.get(f"{name}@{k}")
+            if value is not None:
+                event[f"{name}@{k}"] = round(value, 4)
+    event.update(_latency_fields("serial", result.serial_latency))
+    if result.load is not None:
+        load = result.load
+        event["load_mode"] = load.mode
+        event["achieved_rate"] = round(load.achieved_rate, 2)
+        event["late"], event["dropped"] = load.late, load.dropped
+        event.update(_latency_fields("service", load.service))
+        if load.corrected is not None:
+            event.update(_latency_fields("corrected", load.corrected))
+    if result.seed is not None:
+        event["seed_imported"], event["seed_skipped"] = result.seed.imported, result.seed.skipped
+    if result.errors:
+        event["errors"] = dict(result.errors)
+    if not result.ok:
+        event["error_kind"] = result.error_kind
+        event["error"] = result.error_message
+    return event
+
+
+def _latency_fields(prefix: str, summary: LatencySummary) -> dict[str, float]:
+    if summary.count == 0:
+        return {}
+    return {f"{prefix}_p50_s": round(summary.p50, 6), f"{prefix}_p99_s": round(summary.p99, 6)}

@@ -1,0 +1,237 @@
+"""The status surfacer: cycle results as JSON for ``/api/status`` and ``benchd once``.
+
+:func:`result_to_json` turns one :class:`CycleResult` into a document with a
+stable schema (``docs/json.md``); :func:`status_document` wraps the latest one
+of every probe with its recent history. Both are JSON-safe (no NaN, no
+tuples, string keys) and never carry a secret: registered secrets are masked
+and URLs lose their credentials and query strings.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from benchd import __version__
+from benchd.logging import redact_secrets
+from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
+from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
+
+__all__ = ["SCHEMA_VERSION", "public_url", "result_to_json", "status_document"]
+
+SCHEMA_VERSION = 1
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+
+
+def result_to_json(result: CycleResult) -> dict[str, Any]:
+    """One cycle as a JSON-safe dict with the stable schema documented in docs/json.md."""
+    return _clean(_result(result))
+
+
+def _result(result: CycleResult) -> dict[str, Any]:
+    """The raw document; :func:`_clean` makes it JSON-safe once, however deeply nested."""
+    return {
+        "name": result.probe,
+        "outcome": result.outcome,
+        "target": result.target,
+        "corpus": result.corpus,
+        "cycle": result.cycle,
+        "started_at": result.started_at,
+        "finished_at": result.finished_at,
+        "duration_s": result.duration_s,
+        "phases": dict(result.phases),
+        "model": result.info.model if result.info is not None else None,
+        "target_info": _target_info(result),
+        "ks": list(result.ks),
+        "fixture_hash": result.fixture_hash,
+        "seed": _seed(result.seed) if result.seed is not None else None,
+        "aggregate": dict(result.aggregate),
+        "by_category": {c: dict(m) for c, m in result.by_category.items()},
+        "ci": {key: [lo, hi] for key, (lo, hi) in result.ci.items()},
+        "relevant": {
+            "found": {str(k): n for k, n in result.relevant_found.items()},
+            "expected": result.relevant_expected,
+        },
+        "queries": [_query(q) for q in result.queries],
+        "latency": _latency(result),
+        "load": _load(result.load) if result.load is not None else None,
+        "errors": dict(result.errors),
+        "error": _error(result),
+        "drift": result.drift,
+    }
+
+
+def status_document(book: ResultBook) -> dict[str, Any]:
+    """The ``/api/status`` body: every configured probe's last result and recent history."""
+    snap = book.snapshot()
+    return _clean(
+        {
+            "schema": SCHEMA_VERSION,
+            "version": __version__,
+            "python": platform.python_version(),
+            "ready": book.configured() and not snap.pending,
+            "pending": list(snap.pending),
+            "config": {
+                "last_reload_successful": snap.reload_successful,
+                "last_reload_success_at": snap.reload_success_at,
+            },
+            "probes": {name: _probe(snap, name) for name in snap.probes},
+        }
+    )
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info, query string or fragment: safe to show anyone."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _probe(snap: BookSnapshot, name: str) -> dict[str, Any]:
+    state: ProbeState | None = snap.states.get(name)
+    if state is None:
+        return {"state": "pending", "last": None, "history": [], "cycles": {}}
+    return {
+        "state": "ok" if state.latest.ok else "failing",
+        "model": state.model,
+        "last_success_at": state.last_success_at,
+        "cycles": dict(state.cycles),
+        "last": _result(state.latest),
+        "history": [_summary(s) for s in reversed(state.history)],  # newest first
+    }
+
+
+def _summary(summary: CycleSummary) -> dict[str, Any]:
+    return {
+        "cycle": summary.cycle,
+        "outcome": summary.outcome,
+        "started_at": summary.started_at,
+        "finished_at": summary.finished_at,
+        "duration_s": summary.duration_s,
+        "error_kind": summary.error_kind,
+        "aggregate": dict(summary.aggregate),
+        "latency_p50_s": summary.latency_p50_s,
+        "latency_p99_s": summary.latency_p99_s,
+        "requests": summary.requests,
+        "errors": summary.errors,
+    }
+
+
+def _target_info(result: CycleResult) -> dict[str, Any] | None:
+    info = result.info
+    if info is None:
+        return None
+    return {
+        "kind": info.kind,
+        "endpoint": public_url(info.endpoint),
+        "model": info.model,
+        "version": info.version,
+        "healthy": info.healthy,
+    }
+
+
+def _seed(seed: SeedReport) -> dict[str, Any]:
+    return {
+        "requested": seed.requested,
+        "imported": seed.imported,
+        "skipped": seed.skipped,
+        "errors": seed.errors,
+        "verified": seed.verified,
+        "missing": list(seed.missing),
+        "retries": seed.retries,
+        "duration_s": seed.duration_s,
+        "searchable_after_s": seed.searchable_after_s,
+        "adopted": seed.adopted,
+    }
+
+
+def _query(q: QueryResult) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "q": q.q,
+        "category": q.category,
+        "expected_ids": list(q.expected_ids),
+        "ranked_ids": list(q.ranked_ids),
+        "metrics": dict(q.metrics),
+        "latency_s": q.latency_s,
+        "error": q.error,
+    }
+
+
+def _percentiles(summary: LatencySummary | None) -> dict[str, Any] | None:
+    if summary is None:
+        return None
+    return {
+        "p50": summary.p50,
+        "p90": summary.p90,
+        "p95": summary.p95,
+        "p99": summary.p99,
+        "max": summary.max,
+        "mean": summary.mean,
+        "count": summary.count,
+    }
+
+
+def _latency(result: CycleResult) -> dict[str, Any]:
+    """``service``/``corrected`` describe the load pass when there is one, else the serial pass."""
+    load = result.load
+    return {
+        "service": _percentiles(load.service if load is not None else result.serial_latency),
+        "corrected": _percentiles(load.corrected) if load is not None else None,
+        "serial": _percentiles(result.serial_latency),
+    }
+
+
+def _load(load: LoadResult) -> dict[str, Any]:
+    return {
+        "mode": load.mode,
+        "duration_s": load.duration_s,
+        "achieved_rate": load.achieved_rate,
+        "target_rate": load.target_rate,
+        "late": load.late,
+        "dropped": load.dropped,
+        "requests": dict(load.requests),
+        "aggregate": dict(load.aggregate),
+    }
+
+
+def _error(result: CycleResult) -> dict[str, Any] | None:
+    if result.error_kind is None and result.error_message is None:
+        return None
+    return {"kind": result.error_kind, "message": result.error_message}
+
+
+def _clean(document: dict[str, Any]) -> dict[str, Any]:
+    """JSON-safe and secret-free: the last step before a document leaves benchd."""
+    safe: dict[str, Any] = _json_safe(document)
+    scrubbed = redact_secrets(None, "status", safe)
+    return dict(scrubbed)
+
+
+def _json_safe(value: Any) -> Any:
+    """Plain JSON types only: non-finite floats become null, URLs lose their credentials."""
+    if isinstance(value, bool) or value is None or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return _USERINFO.sub(r"\1***@", value)
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_safe(v) for v in value]
+    return _json_safe(str(value))

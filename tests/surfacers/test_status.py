@@ -1,0 +1,136 @@
+"""The status surfacer: a stable, JSON-safe, secret-free view of cycle results."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+
+from cycles import make_result
+
+from benchd.logging import register_secret
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.status import public_url, result_to_json, status_document
+
+TOP_LEVEL = {
+    "name",
+    "outcome",
+    "target",
+    "corpus",
+    "cycle",
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "phases",
+    "model",
+    "target_info",
+    "ks",
+    "fixture_hash",
+    "seed",
+    "aggregate",
+    "by_category",
+    "ci",
+    "relevant",
+    "queries",
+    "latency",
+    "load",
+    "errors",
+    "error",
+    "drift",
+}
+PERCENTILES = {"p50", "p90", "p95", "p99", "max", "mean", "count"}
+
+
+def test_result_json_has_the_documented_schema() -> None:
+    result = make_result()
+    doc = result_to_json(result)
+    assert set(doc) == TOP_LEVEL
+    assert set(doc["seed"]) >= {
+        "requested", "imported", "skipped", "errors", "verified", "missing", "retries",
+        "searchable_after_s",
+    }  # fmt: skip
+    assert set(doc["latency"]) == {"service", "corrected", "serial"}
+    assert set(doc["latency"]["service"]) == PERCENTILES
+    assert set(doc["load"]) >= {"mode", "achieved_rate", "target_rate", "late", "dropped"}
+    assert set(doc["queries"][0]) == {
+        "id", "q", "category", "expected_ids", "ranked_ids", "metrics", "latency_s", "error",
+    }  # fmt: skip
+    assert doc["error"] is None
+
+
+def test_result_json_values_come_from_the_result() -> None:
+    result = make_result()
+    doc = result_to_json(result)
+    assert result.load is not None and result.load.corrected is not None
+    assert doc["latency"]["corrected"]["p99"] == result.load.corrected.p99
+    assert doc["latency"]["service"]["count"] == result.load.service.count
+    assert doc["aggregate"] == dict(result.aggregate)
+    assert doc["ci"] == {key: list(bounds) for key, bounds in result.ci.items()}
+    assert doc["queries"][1]["ranked_ids"] == list(result.queries[1].ranked_ids)
+    assert doc["model"] == (result.info.model if result.info else None)
+
+
+def test_result_json_without_load_reports_serial_latency_and_null_corrected() -> None:
+    result = make_result(load=False)
+    doc = result_to_json(result)
+    assert doc["load"] is None
+    assert doc["latency"]["corrected"] is None
+    assert doc["latency"]["service"]["p50"] == result.serial_latency.p50
+
+
+def test_failed_cycle_carries_its_error() -> None:
+    doc = result_to_json(make_result(outcome="failed", error_kind="auth", error_message="401"))
+    assert doc["error"] == {"kind": "auth", "message": "401"}
+    assert doc["outcome"] == "failed"
+
+
+def test_non_finite_numbers_become_null_so_strict_json_works() -> None:
+    result = dataclasses.replace(make_result(), aggregate={"recall@10": float("nan")})
+    text = json.dumps(result_to_json(result), allow_nan=False)
+    assert json.loads(text)["aggregate"] == {"recall@10": None}
+
+
+def test_no_credentials_or_registered_secrets_leave_benchd() -> None:
+    key = secrets.token_hex(16)
+    register_secret(key)
+    result = make_result(
+        endpoint=f"https://bench:{key}@store.example:8443/api?api_key={key}",
+        outcome="failed",
+        error_kind="auth",
+        error_message=f"GET https://bench:hunter2@store.example/x refused key {key}",
+    )
+    text = json.dumps(result_to_json(result))
+    assert key not in text and "hunter2" not in text
+    assert result_to_json(result)["target_info"]["endpoint"] == "https://store.example:8443/api"
+
+
+def test_public_url_strips_userinfo_query_and_fragment() -> None:
+    assert public_url("http://u:p@[::1]:9/a/b?x=1#f") == "http://[::1]:9/a/b"
+    assert public_url("http://host/") == "http://host/"
+
+
+def test_status_document_lists_pending_and_finished_probes_with_history() -> None:
+    book = ResultBook(history=2)
+    book.set_probes(["alpha", "beta"])
+    for n in (1, 2, 3):
+        book.record(make_result("alpha", cycle=n))
+    doc = status_document(book)
+    assert doc["ready"] is False and doc["pending"] == ["beta"]
+    assert doc["probes"]["beta"] == {"state": "pending", "last": None, "history": [], "cycles": {}}
+    alpha = doc["probes"]["alpha"]
+    assert alpha["state"] == "ok"
+    assert [h["cycle"] for h in alpha["history"]] == [3, 2]  # newest first, bounded
+    assert alpha["last"]["cycle"] == 3 and set(alpha["last"]) == TOP_LEVEL
+    assert alpha["cycles"]["success"] == 3
+    json.dumps(doc, allow_nan=False)
+
+
+def test_status_document_reports_failing_probe_and_reload_state() -> None:
+    book = ResultBook(loaded_at=10.0)
+    book.set_probes(["alpha"])
+    book.record(make_result(outcome="timeout", error_kind="timeout"))
+    book.config_reload(False, 20.0)
+    doc = status_document(book)
+    assert doc["ready"] is True
+    assert doc["probes"]["alpha"]["state"] == "failing"
+    assert doc["config"] == {"last_reload_successful": False, "last_reload_success_at": 10.0}
