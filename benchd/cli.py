@@ -36,6 +36,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 # One list, in help order; each name is a module under benchd.commands.
 COMMANDS: tuple[str, ...] = (
     "validate",
+    "score",
     "convert",
 )
 
