@@ -112,11 +112,22 @@ class FixtureCheck:
         return not self.problems
 
     def summary(self) -> str:
-        """``FILE: ok (34 memories, 12 queries, 3 categories)``."""
-        return (
-            f"{self.path}: ok ({self.memories} memories, {self.queries} queries, "
-            f"{self.categories} categories)"
+        """``FILE: ok (34 memories, 12 queries, 3 categories)``; singular for 1."""
+        counts = ", ".join(
+            _plural(n, word)
+            for n, word in (
+                (self.memories, "memory"),
+                (self.queries, "query"),
+                (self.categories, "category"),
+            )
         )
+        return f"{self.path}: ok ({counts})"
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"1 {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def fixture_name(path: str | Path) -> str:
