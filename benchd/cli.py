@@ -38,6 +38,9 @@ COMMANDS: tuple[str, ...] = (
     "validate",
     "score",
     "convert",
+    "refstore",
+    "baseline",
+    "compare",
 )
 
 

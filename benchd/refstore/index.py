@@ -1,0 +1,235 @@
+"""SQLite storage for the reference store: records, soft deletes and BM25 (FTS5).
+
+One connection, used only from the event loop thread (queries take well
+under a millisecond, so a thread hop would cost more than it saves). Each
+SQL text is fixed per filter shape, so :mod:`sqlite3`'s statement cache
+keeps them prepared. Row ids also index the numpy :class:`Catalog` that the
+dense and tag retrievers scan.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from benchd.refstore.catalog import Catalog, SearchFilter
+from benchd.refstore.records import NewRecord
+from benchd.refstore.text import words
+
+__all__ = ["MemoryIndex"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    rid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    client_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    created_ts REAL NOT NULL,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed_at TEXT,
+    deleted_at TEXT,
+    tag_text TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_dedup ON memories (content_hash, client_id, type)
+    WHERE active = 1;
+CREATE INDEX IF NOT EXISTS memories_client ON memories (client_id, rid);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(body, tokenize = 'porter unicode61');
+"""
+
+_COLUMNS = "rid, id, active, access_count, last_accessed_at, deleted_at, payload"
+
+
+def _where_sql(where: SearchFilter, alias: str = "") -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value, op in (
+        ("client_id", where.client_id, "="),
+        ("type", where.type, "="),
+        ("created_ts", where.since_ts, ">="),
+        ("created_ts", where.until_ts, "<="),
+    ):
+        if value is not None:
+            clauses.append(f"{alias}{column} {op} ?")
+            params.append(value)
+    return "".join(f" AND {clause}" for clause in clauses), params
+
+
+class MemoryIndex:
+    """Records in SQLite (in memory or a file) plus their numpy mirror."""
+
+    def __init__(self, path: str | None, dims: int) -> None:
+        self._db = sqlite3.connect(
+            path or ":memory:", check_same_thread=False, isolation_level=None
+        )
+        if path:
+            self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.executescript(_SCHEMA)
+        self.catalog = Catalog(dims)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- loading and writing -------------------------------------------------
+
+    def load_catalog(self) -> list[tuple[int, str]]:
+        """Fill the catalog from the database; return ``(rid, text)`` rows to embed."""
+        rows = self._db.execute(
+            "SELECT rid, client_id, type, created_ts, active, tag_text, payload FROM memories"
+        ).fetchall()
+        texts: list[tuple[int, str]] = []
+        for rid, client_id, type_, created_ts, active, tag_text, payload in rows:
+            self.catalog.put(
+                rid,
+                client_id=client_id,
+                type_=type_,
+                created_ts=created_ts,
+                active=bool(active),
+                tags=frozenset(words(tag_text)),
+            )
+            texts.append((rid, json.loads(payload)["text"]))
+        return texts
+
+    def begin(self) -> None:
+        self._db.execute("BEGIN")
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+
+    def is_duplicate(self, record: NewRecord) -> bool:
+        """True when an active record has the same content hash, tenant and type."""
+        row = self._db.execute(
+            "SELECT 1 FROM memories WHERE content_hash = ? AND client_id = ? AND type = ?"
+            " AND active = 1 LIMIT 1",
+            (record.content_hash, record.client_id, record.type),
+        ).fetchone()
+        return row is not None
+
+    def write(self, record: NewRecord) -> int:
+        """Insert the record, or overwrite the one with the same id; return its row id."""
+        active = 1 if record.payload["active"] else 0
+        values = (
+            record.client_id,
+            record.type,
+            record.content_hash,
+            active,
+            record.created_ts,
+            record.access_count,
+            record.tag_text,
+            json.dumps(record.payload),
+        )
+        found = self._db.execute("SELECT rid FROM memories WHERE id = ?", (record.id,)).fetchone()
+        if found is None:
+            cursor = self._db.execute(
+                "INSERT INTO memories (client_id, type, content_hash, active, created_ts,"
+                " access_count, tag_text, payload, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*values, record.id),
+            )
+            rid = int(cursor.lastrowid or 0)
+        else:
+            rid = int(found[0])
+            self._db.execute(
+                "UPDATE memories SET client_id = ?, type = ?, content_hash = ?, active = ?,"
+                " created_ts = ?, access_count = ?, tag_text = ?, payload = ?, deleted_at = NULL"
+                " WHERE rid = ?",
+                (*values, rid),
+            )
+            self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
+        self._db.execute(
+            "INSERT INTO memories_fts (rowid, body) VALUES (?, ?)", (rid, record.content)
+        )
+        self.catalog.put(
+            rid,
+            client_id=record.client_id,
+            type_=record.type,
+            created_ts=record.created_ts,
+            active=bool(active),
+            tags=frozenset(words(record.tag_text)),
+        )
+        return rid
+
+    def deactivate(self, memory_id: str, now: str) -> str | None:
+        """Soft-delete by id: ``"deleted"``, ``"already_inactive"`` or None if unknown."""
+        row = self._db.execute(
+            "SELECT rid, active FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        if not row[1]:
+            return "already_inactive"
+        self._db.execute(
+            "UPDATE memories SET active = 0, deleted_at = ? WHERE rid = ?", (now, row[0])
+        )
+        self.catalog.set_active(int(row[0]), False)
+        return "deleted"
+
+    def bump_access(self, rids: Sequence[int], now: str) -> None:
+        """Count one more access for each returned row (the store's ranking boost)."""
+        self._db.executemany(
+            "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
+            " WHERE rid = ?",
+            [(now, rid) for rid in rids],
+        )
+
+    # -- reading ---------------------------------------------------------------
+
+    def bm25(self, match: str, where: SearchFilter, limit: int) -> list[tuple[int, float]]:
+        """Top rows for an FTS5 MATCH expression, best first, score = -bm25 (> 0)."""
+        extra, params = _where_sql(where, "m.")
+        sql = (
+            "SELECT m.rid, -bm25(memories_fts) FROM memories_fts"
+            " JOIN memories m ON m.rid = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND m.active = 1{extra}"
+            " ORDER BY bm25(memories_fts) LIMIT ?"
+        )
+        return [(int(r), float(s)) for r, s in self._db.execute(sql, (match, *params, limit))]
+
+    def fetch(self, rids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """Full payloads (with id, access_count, active) for the given rows."""
+        wanted = list(rids)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE rid IN ({marks})", wanted
+        ).fetchall()
+        return {int(row[0]): _payload(row) for row in rows}
+
+    def export(
+        self, where: SearchFilter, active_only: bool, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of records in insertion order, and the total that match."""
+        extra, params = _where_sql(where)
+        cond = ("active = 1" if active_only else "1 = 1") + extra
+        total = int(
+            self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0]
+        )
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE {cond} ORDER BY rid LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        return [_payload(row) for row in rows], total
+
+    def texts(self) -> list[tuple[int, str]]:
+        """Every row's ``(rid, text)``: what a new embedder must re-embed."""
+        rows = self._db.execute("SELECT rid, payload FROM memories").fetchall()
+        return [(int(rid), json.loads(payload)["text"]) for rid, payload in rows]
+
+    def count_active(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM memories WHERE active = 1").fetchone()[0])
+
+
+def _payload(row: Sequence[Any]) -> dict[str, Any]:
+    _rid, memory_id, active, access_count, last_accessed_at, deleted_at, payload = row
+    body: dict[str, Any] = json.loads(payload)
+    body["id"] = memory_id
+    body["active"] = bool(active)
+    body["access_count"] = int(access_count)
+    body["last_accessed_at"] = last_accessed_at or body.get("created_at")
+    body["deleted_at"] = deleted_at
+    return body

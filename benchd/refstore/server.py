@@ -1,0 +1,173 @@
+"""Start and stop a reference store in-process: async context manager or background thread.
+
+``running_refstore(config)`` binds the socket itself (so ``port = 0`` yields
+a known ephemeral port before serving), runs uvicorn's startup on the
+current asyncio loop and, on exit, uvicorn's graceful shutdown. It never
+installs signal handlers: the embedding process (``benchd run``, pytest)
+owns them. ``RefStoreThread`` runs the same thing on its own loop thread for
+synchronous callers such as pytest fixtures.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from benchd.errors import UsageError
+from benchd.logging import get_logger, register_secret
+from benchd.refstore.app import build_app
+from benchd.refstore.config import RefStoreConfig
+from benchd.refstore.embedders import EmbedderSpecError
+from benchd.refstore.faults import FaultInjector, FaultSpecError, parse_faults
+from benchd.refstore.guard import GuardState
+from benchd.refstore.ratelimit import RateLimiter
+from benchd.refstore.store import RefStore
+
+__all__ = ["RefStoreThread", "RunningRefStore", "running_refstore"]
+
+_log = get_logger("benchd.refstore")
+
+
+@dataclass(frozen=True, slots=True)
+class RunningRefStore:
+    """A started store: where it listens, its key, and its in-process state."""
+
+    url: str
+    api_key: str
+    host: str
+    port: int
+    store: RefStore
+    guard: GuardState
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"refstore: cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+async def _open_store(config: RefStoreConfig) -> tuple[RefStore, GuardState]:
+    try:
+        plan = parse_faults(config.faults)
+        store = await RefStore.open(config.db, config.embedder, config.retriever)
+    except (FaultSpecError, EmbedderSpecError) as exc:
+        raise UsageError(f"refstore: {exc}") from exc
+    limiter = RateLimiter(config.read_limit_per_min, config.write_limit_per_min)
+    return store, GuardState(config.api_key, limiter, FaultInjector(plan))
+
+
+def _uvicorn_server(app: Any) -> uvicorn.Server:
+    uv_config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=5,
+    )
+    uv_config.load()
+    server = uvicorn.Server(uv_config)
+    server.lifespan = uv_config.lifespan_class(uv_config)
+    return server
+
+
+@asynccontextmanager
+async def running_refstore(config: RefStoreConfig) -> AsyncIterator[RunningRefStore]:
+    """Serve a reference store on the current asyncio loop for the ``async with`` body."""
+    register_secret(config.api_key)
+    store, guard = await _open_store(config)
+    sock = _bind(config.host, config.port)
+    port = int(sock.getsockname()[1])
+    server = _uvicorn_server(build_app(store, guard))
+    try:
+        await server.startup(sockets=[sock])
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        running = RunningRefStore(
+            f"http://{host}:{port}", config.api_key, config.host, port, store, guard
+        )
+        _log.info(
+            "refstore listening",
+            url=running.url,
+            model=store.embedder.spec,
+            retriever=store.retriever,
+        )
+        yield running
+    finally:
+        server.should_exit = True
+        if server.started:
+            await server.shutdown(sockets=[sock])
+        sock.close()
+        await store.close()
+        _log.info("refstore stopped", port=port)
+
+
+class RefStoreThread:
+    """A reference store on a background event-loop thread, for synchronous callers.
+
+    ``start()`` returns once the store is listening; ``stop()`` shuts it down.
+    Also usable as a context manager.
+    """
+
+    def __init__(self, config: RefStoreConfig) -> None:
+        self.config = config
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._store_cm: AbstractContextManager[RunningRefStore] | None = None
+        self._running: RunningRefStore | None = None
+
+    @property
+    def running(self) -> RunningRefStore:
+        if self._running is None:
+            raise RuntimeError("RefStoreThread is not started")
+        return self._running
+
+    @property
+    def url(self) -> str:
+        return self.running.url
+
+    @property
+    def api_key(self) -> str:
+        return self.config.api_key
+
+    def start(self) -> RefStoreThread:
+        portal_cm = start_blocking_portal(backend="asyncio")
+        portal = portal_cm.__enter__()
+        try:
+            store_cm = portal.wrap_async_context_manager(running_refstore(self.config))
+            self._running = store_cm.__enter__()
+        except BaseException:
+            portal_cm.__exit__(None, None, None)
+            raise
+        self._portal_cm, self._store_cm = portal_cm, store_cm
+        return self
+
+    def stop(self) -> None:
+        store_cm, portal_cm = self._store_cm, self._portal_cm
+        self._store_cm = self._portal_cm = None
+        self._running = None
+        try:
+            if store_cm is not None:
+                store_cm.__exit__(None, None, None)
+        finally:
+            if portal_cm is not None:
+                portal_cm.__exit__(None, None, None)
+
+    def __enter__(self) -> RefStoreThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,280 @@
+"""The reference store's behaviour, independent of HTTP: import, search, export, delete.
+
+:class:`RefStore` owns the SQLite index, the embedder and the retriever
+choice. Routes in :mod:`benchd.refstore.app` parse requests into plain
+arguments and call it; everything here runs on the event loop thread, and
+every state change that needs an ``await`` (embedding) happens *before* the
+synchronous write, so a request never observes a half-applied change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from benchd.refstore.catalog import SearchFilter
+from benchd.refstore.embedders import Embedder, parse_embedder
+from benchd.refstore.index import MemoryIndex
+from benchd.refstore.records import InvalidRecord, NewRecord, iso_now, parse_record
+from benchd.refstore.retrievers import (
+    bm25_candidates,
+    dense_candidates,
+    rrf_fuse,
+    tag_candidates,
+)
+from benchd.refstore.shapes import effective_score, export_shape, shape_result
+from benchd.refstore.temporal import resolve_temporal
+from benchd.refstore.text import content_words
+
+__all__ = ["ExportQuery", "RefStore", "SearchQuery"]
+
+_CANDIDATE_CAP = 50
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """A parsed ``GET /memory/search``."""
+
+    q: str
+    limit: int = 10
+    client_id: str | None = None
+    type: str | None = None
+    format: str = "default"
+    track_access: bool = True
+    reference: datetime | None = None
+    date_from: float | None = None
+    date_to: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportQuery:
+    """A parsed ``GET /export``."""
+
+    client_id: str | None = None
+    type: str | None = None
+    limit: int = 1000
+    offset: int = 0
+    active_only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    rid: int
+    score: float
+    sources: list[str]
+
+
+class RefStore:
+    """Records, their vectors and the active retrieval settings."""
+
+    def __init__(self, index: MemoryIndex, embedder: Embedder, retriever: str) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.retriever = retriever
+
+    @classmethod
+    async def open(cls, db: str | None, embedder_spec: str, retriever: str) -> RefStore:
+        """Open (or create) the database and embed whatever it already holds."""
+        embedder = parse_embedder(embedder_spec)
+        index = MemoryIndex(db, dims=1)
+        store = cls(index, embedder, retriever)
+        rows = index.load_catalog()
+        if rows:
+            vectors = await embedder.embed([text for _rid, text in rows])
+            index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+        return store
+
+    async def close(self) -> None:
+        await self.embedder.aclose()
+        self.index.close()
+
+    # -- writes ----------------------------------------------------------------
+
+    async def import_records(self, data: list[Any]) -> dict[str, int]:
+        """Validate, dedup and upsert records; reply with counts only, like the target API."""
+        now = iso_now()
+        parsed: list[NewRecord | None] = []
+        for raw in data:
+            try:
+                parsed.append(parse_record(raw, now))
+            except InvalidRecord:
+                parsed.append(None)
+        valid = [record for record in parsed if record is not None]
+        vectors = await self.embedder.embed([record.content for record in valid])
+        imported = skipped = 0
+        written: list[int] = []
+        rows: list[int] = []
+        self.index.begin()
+        try:
+            for position, record in enumerate(valid):
+                if self.index.is_duplicate(record):
+                    skipped += 1
+                    continue
+                rows.append(self.index.write(record))
+                written.append(position)
+                imported += 1
+        finally:
+            self.index.commit()
+        self.index.catalog.set_vectors(rows, vectors[written] if written else vectors[:0])
+        return {"imported": imported, "skipped": skipped, "errors": len(parsed) - len(valid)}
+
+    def delete(self, memory_id: str) -> dict[str, Any] | None:
+        """Soft delete; None when the id is unknown."""
+        now = iso_now()
+        outcome = self.index.deactivate(memory_id, now)
+        if outcome is None:
+            return None
+        if outcome == "already_inactive":
+            return {
+                "id": memory_id,
+                "already_inactive": True,
+                "message": "Memory was already inactive",
+            }
+        return {"id": memory_id, "deleted": True, "deleted_at": now, "deleted_by": "admin"}
+
+    # -- reads -----------------------------------------------------------------
+
+    def export(self, query: ExportQuery) -> dict[str, Any]:
+        where = SearchFilter(client_id=query.client_id, type=query.type)
+        memories, total = self.index.export(where, query.active_only, query.limit, query.offset)
+        return {
+            "memories": [export_shape(memory) for memory in memories],
+            "total": total,
+            "limit": query.limit,
+            "offset": query.offset,
+            "has_more": query.offset + len(memories) < total,
+            "exported_at": iso_now(),
+            "filters": {
+                "client_id": query.client_id,
+                "type": query.type,
+                "active_only": query.active_only,
+            },
+        }
+
+    async def _candidates(self, q: str, where: SearchFilter, depth: int) -> list[_Hit]:
+        name = self.retriever
+        if name == "bm25":
+            return [
+                _Hit(r, s, ["keyword"]) for r, s in bm25_candidates(self.index, q, where, depth)
+            ]
+        if name == "tags":
+            return [
+                _Hit(r, s, ["tags"]) for r, s in tag_candidates(self.index.catalog, q, where, depth)
+            ]
+        vector = (await self.embedder.embed([q]))[0]
+        dense = dense_candidates(self.index.catalog, vector, where, depth)
+        if name == "dense":
+            return [_Hit(r, s, ["vector"]) for r, s in dense]
+        keyword = bm25_candidates(self.index, q, where, depth)
+        sources: dict[int, list[str]] = {}
+        for label, ranked in (("vector", dense), ("keyword", keyword)):
+            for rid, _score in ranked:
+                sources.setdefault(rid, []).append(label)
+        return [_Hit(r, s, sources[r]) for r, s in rrf_fuse([dense, keyword], depth)]
+
+    def _where(self, query: SearchQuery) -> tuple[SearchFilter, dict[str, Any] | None]:
+        window = resolve_temporal(query.q, query.reference)
+        since = (
+            query.date_from
+            if query.date_from is not None
+            else (window and window.since.timestamp())
+        )
+        until = (
+            query.date_to if query.date_to is not None else (window and window.until.timestamp())
+        )
+        where = SearchFilter(query.client_id, query.type, since or None, until or None)
+        temporal = None
+        if window is not None:
+            temporal = {
+                "pattern": window.pattern,
+                "date_from": window.since.isoformat(),
+                "date_to": window.until.isoformat(),
+            }
+        return where, temporal
+
+    async def _ranked(
+        self, query: SearchQuery, where: SearchFilter
+    ) -> list[tuple[_Hit, float, dict[str, Any]]]:
+        depth = (
+            query.limit
+            if self.retriever in ("bm25", "tags")
+            else max(query.limit, min(query.limit * 2, _CANDIDATE_CAP))
+        )
+        hits = await self._candidates(query.q, where, depth)
+        payloads = self.index.fetch(hit.rid for hit in hits)
+        scored = [
+            (hit, effective_score(hit.score, payloads[hit.rid]), payloads[hit.rid])
+            for hit in hits
+            if hit.rid in payloads
+        ]
+        scored.sort(key=lambda item: -item[1])
+        return scored[: query.limit]
+
+    async def search(self, query: SearchQuery) -> dict[str, Any]:
+        """Rank, boost, shape; bump access counts unless the caller opted out."""
+        where, temporal = self._where(query)
+        ranked = await self._ranked(query, where)
+        if not ranked and temporal is not None:
+            return await self._retry(query, where)
+        if query.track_access and ranked:
+            self.index.bump_access([hit.rid for hit, _e, _p in ranked], iso_now())
+        results = [
+            shape_result(query.format, hit.score, eff, payload, hit.sources)
+            for hit, eff, payload in ranked
+        ]
+        response: dict[str, Any] = {"query": query.q, "count": len(results), "results": results}
+        if query.format == "full":
+            response["retrieval"] = {"retriever": self.retriever, "model": self.embedder.spec}
+            if temporal is not None:
+                response["retrieval"]["temporal"] = temporal
+        return response
+
+    async def _retry(self, query: SearchQuery, where: SearchFilter) -> dict[str, Any]:
+        """Zero hits under a date filter: retry with the content words and no date filter.
+
+        The target API answers such a retry with full payloads even when
+        ``format=index`` was asked for, and flags it with ``retry: true``.
+        """
+        broader = " ".join(content_words(query.q)) or query.q
+        relaxed = SearchFilter(where.client_id, where.type)
+        retry_query = SearchQuery(q=broader, limit=query.limit, format="default")
+        ranked = await self._ranked(retry_query, relaxed)
+        results = [shape_result("default", h.score, e, p, h.sources) for h, e, p in ranked]
+        return {
+            "query": query.q,
+            "expanded_query": broader,
+            "count": len(results),
+            "results": results,
+            "retry": True,
+        }
+
+    # -- settings ----------------------------------------------------------------
+
+    async def switch_embedder(self, spec: str) -> int:
+        """Re-embed every stored record with a new embedder; return how many."""
+        embedder = parse_embedder(spec)
+        rows = self.index.texts()
+        try:
+            vectors = await embedder.embed([text for _rid, text in rows])
+        except BaseException:
+            await embedder.aclose()
+            raise
+        if not rows:
+            vectors = np.zeros((0, self.index.catalog.dims), dtype=np.float32)
+        old, self.embedder = self.embedder, embedder
+        self.index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+        await old.aclose()
+        return len(rows)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "service": "benchd-refstore",
+            "model": self.embedder.spec,
+            "retriever": self.retriever,
+            "memories": self.index.count_active(),
+            "timestamp": iso_now(),
+        }
