@@ -29,7 +29,7 @@ from benchd.refstore.guard import GuardState
 from benchd.refstore.ratelimit import RateLimiter
 from benchd.refstore.store import RefStore
 
-__all__ = ["RefStoreThread", "RunningRefStore", "running_refstore"]
+__all__ = ["RefStoreConfig", "RefStoreThread", "RunningRefStore", "running_refstore"]
 
 _log = get_logger("benchd.refstore")
 
