@@ -38,6 +38,7 @@ COMMANDS: tuple[str, ...] = (
     "validate",
     "score",
     "convert",
+    "synth",
     "refstore",
     "baseline",
     "compare",
