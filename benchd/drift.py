@@ -37,6 +37,7 @@ from benchd.scoring.stats import bootstrap_cis, paired_tests
 
 __all__ = [
     "DEFAULT_METRICS",
+    "KNOWN_METRICS",
     "DriftOutcome",
     "DriftReport",
     "DriftSettings",
@@ -50,6 +51,7 @@ __all__ = [
 ]
 
 DEFAULT_METRICS = ("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_all")
+KNOWN_METRICS = (*DEFAULT_METRICS, "rr", "ap", "r_precision")
 _TOLERANCE = 1e-9  # a delta of exactly -min_delta counts, despite float rounding
 
 PerQuery = Mapping[str, Mapping[str, float]]
@@ -74,7 +76,11 @@ class DriftSettings:
             ("min_delta", not (0.0 <= self.min_delta <= 1.0), "a ratio between 0 and 1"),
             ("alpha", not (0.0 < self.alpha < 1.0), "a p-value threshold between 0 and 1"),
             ("rolling_window", self.rolling_window < 0, "a number of cycles >= 0"),
-            ("metrics", not self.metrics, "a non-empty list of metric names"),
+            (
+                "metrics",
+                not self.metrics or not set(self.metrics) <= set(KNOWN_METRICS),
+                f"a non-empty list of metric names from {', '.join(KNOWN_METRICS)}",
+            ),
             ("level", not (0.0 < self.level < 1.0), "a confidence level between 0 and 1"),
             ("n_permutations", self.n_permutations < 100, "at least 100"),
             ("n_bootstrap", self.n_bootstrap < 100, "at least 100"),
@@ -82,7 +88,7 @@ class DriftSettings:
         for name, bad, expected in problems:
             if bad:
                 value = getattr(self, name)
-                raise ConfigError(f"drift.{name} = {value!r}: expected {expected}")
+                raise ConfigError(f"{name} = {value!r}: expected {expected}")
 
 
 class MetricDriftDict(TypedDict):

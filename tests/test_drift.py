@@ -76,10 +76,12 @@ def _per_query(recalls: Mapping[str, float]) -> dict[str, dict[str, float]]:
 
 
 def test_settings_reject_a_bad_value_naming_the_field() -> None:
-    with pytest.raises(ConfigError, match=r"drift\.alpha = 0\.0"):
+    with pytest.raises(ConfigError, match=r"^alpha = 0\.0: expected a p-value threshold"):
         DriftSettings(alpha=0.0)
-    with pytest.raises(ConfigError, match=r"drift\.rolling_window"):
+    with pytest.raises(ConfigError, match=r"^rolling_window = -1"):
         DriftSettings(rolling_window=-1)
+    with pytest.raises(ConfigError, match=r"^metrics = \('recal',\): expected .*recall"):
+        DriftSettings(metrics=("recal",))
 
 
 def test_identical_runs_show_no_drift_and_no_regressed_query() -> None:

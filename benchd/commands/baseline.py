@@ -1,0 +1,169 @@
+"""``benchd baseline save|show``: pin a probe's quality before a change, and read it back."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from benchd.baseline import (
+    Baseline,
+    baseline_from_result,
+    load_baseline,
+    save_baseline,
+    write_baseline,
+)
+from benchd.drift import DEFAULT_METRICS
+from benchd.errors import EXIT_OK, InputError, RunFileError, UsageError
+
+__all__ = ["baseline_to_json", "read_result_json", "register", "render_baseline"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "baseline",
+        help="pin a probe's per-query quality to a TOML file, or show one",
+        description=(
+            "Pin a probe's per-query metric values, the ranks of its expected ids, the "
+            "fixture's content hash and the store's model label, so that later cycles are "
+            'compared with it (set `baseline = "FILE"` in the probe\'s config).'
+        ),
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    save = actions.add_parser(
+        "save",
+        help="write a baseline from `benchd once --format json` output or a fresh cycle",
+        description=(
+            "Write a baseline from RESULT.json (the output of `benchd once --format json`), "
+            "or run one cycle of a configured probe with --config. Exit codes: 0 written, "
+            "2 bad input, 3 the probe's cycle failed."
+        ),
+    )
+    source = save.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from", dest="source", metavar="RESULT.json", help="a saved result")
+    source.add_argument("--config", "-c", metavar="FILE", help="run one cycle of this config")
+    save.add_argument("--probe", "-p", metavar="NAME", help="the probe to pin (default: the only)")
+    save.add_argument("--out", "-o", required=True, metavar="FILE", help="baseline TOML to write")
+    save.set_defaults(handler=_save)
+    show = actions.add_parser("show", help="print a baseline", description="Print a baseline.")
+    show.add_argument("file", metavar="FILE")
+    show.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    show.set_defaults(handler=_show)
+
+
+def read_result_json(path: str) -> dict[str, Any]:
+    """Load a ``benchd once --format json`` document; a bad file is a one-line error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise InputError(
+            f"{path}: no such file; write it with `benchd once --format json`"
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from exc
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if not isinstance(document, dict):
+        raise InputError(f"{path}: expected a JSON object with a 'probes' list")
+    return document
+
+
+async def _save(args: argparse.Namespace) -> int:
+    if args.source:
+        baseline = save_baseline(
+            read_result_json(args.source), args.probe, args.out, source=args.source
+        )
+    else:
+        baseline = await _pin_live(args.config, args.probe)
+        write_baseline(baseline, args.out)
+    print(
+        f"benchd: pinned probe {baseline.probe} ({len(baseline.queries)} queries, "
+        f"model {baseline.model or 'unknown'}) to {args.out}"
+    )
+    return EXIT_OK
+
+
+async def _pin_live(config_path: str, probe: str | None) -> Baseline:
+    """Run one cycle of ``probe`` and freeze it."""
+    from benchd.config import load_config
+    from benchd.errors import TargetError
+    from benchd.probe import ProbeRunner
+
+    config = load_config(config_path)
+    names = [p.name for p in config.probes]
+    if probe is None and len(names) != 1:
+        raise UsageError(f"{config_path}: holds probes {', '.join(names)}; pick one with --probe")
+    runner = ProbeRunner(config.probe(probe or names[0]))
+    try:
+        result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    if not result.ok:
+        raise TargetError(
+            f"probe {result.probe}: cycle {result.outcome}: {result.error_message}; "
+            "nothing was pinned"
+        )
+    return baseline_from_result(result)
+
+
+def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
+    """The whole baseline as plain JSON data (ids not returned have rank null)."""
+    return {
+        "probe": baseline.probe,
+        "corpus": baseline.corpus,
+        "fixture_hash": baseline.fixture_hash,
+        "model": baseline.model,
+        "created_at": baseline.created_at,
+        "benchd_version": baseline.benchd_version,
+        "ks": list(baseline.ks),
+        "aggregate": dict(baseline.aggregate),
+        "queries": [
+            {
+                "id": q.id,
+                "expected_ids": list(q.expected_ids),
+                "ranks": dict(q.ranks),
+                "metrics": dict(q.metrics),
+            }
+            for q in baseline.queries.values()
+        ],
+    }
+
+
+def _sort_key(key: str) -> tuple[int, int, str]:
+    name, _, cut = key.partition("@")
+    order = DEFAULT_METRICS.index(name) if name in DEFAULT_METRICS else len(DEFAULT_METRICS)
+    return order, int(cut) if cut.isdigit() else 0, key
+
+
+def render_baseline(baseline: Baseline) -> str:
+    """A short human-readable summary: what the baseline depends on, then its aggregates."""
+    missed = sum(1 for q in baseline.queries.values() if any(r is None for r in q.ranks.values()))
+    lines = [
+        f"probe           {baseline.probe}",
+        f"corpus          {baseline.corpus or '-'}",
+        f"model           {baseline.model or 'unknown'}",
+        f"fixture hash    {baseline.fixture_hash}",
+        f"created at      {baseline.created_at}",
+        f"benchd version  {baseline.benchd_version}",
+        f"queries         {len(baseline.queries)} ({missed} with an expected id not returned)",
+    ]
+    if baseline.aggregate:
+        width = max(len(k) for k in baseline.aggregate)
+        lines.append("")
+        lines += [
+            f"{key:<{width}}  {baseline.aggregate[key]:.4f}"
+            for key in sorted(baseline.aggregate, key=_sort_key)
+        ]
+    return "\n".join(lines)
+
+
+def _show(args: argparse.Namespace) -> int:
+    baseline = load_baseline(args.file)
+    if args.format == "json":
+        print(json.dumps(baseline_to_json(baseline), indent=2))
+    else:
+        print(render_baseline(baseline))
+    return EXIT_OK
