@@ -159,7 +159,7 @@ async def run_cycle(
     """Run one cycle of ``probe`` against ``target``; never raises for store failures."""
     started_at = time.time()
     state = _Cycle(probe, fixture, target, progress)
-    base = dict(
+    base: dict[str, Any] = dict(
         probe=probe.name,
         target=probe.target.kind,
         corpus=fixture.name,
@@ -172,7 +172,7 @@ async def run_cycle(
         return await _run(state, base)
     except CycleFailure as failure:
         return CycleResult(
-            **base,  # type: ignore[arg-type]
+            **base,
             finished_at=time.time(),
             outcome="failed",
             phases=dict(state.clock.phases),
@@ -231,7 +231,7 @@ def _assemble(
     )
     all_failed = all(r is None for r in ranked)
     return CycleResult(
-        **base,  # type: ignore[arg-type]
+        **base,
         finished_at=time.time(),
         outcome="failed" if all_failed else "success",
         phases=dict(state.clock.phases),

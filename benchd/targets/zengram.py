@@ -147,7 +147,9 @@ class ZengramTarget:
         existing = await self.export_namespace()
         adopted = self._check_ownership(existing, memories)
         if sentinel_id(self.config.namespace) not in existing:
-            await self._import([self._sentinel_record()])
+            await self._write_sentinel()
+        if self.config.cleanup == "before":
+            await self._delete_seeded(existing, memories)
         records = [self._prepare(m) for m in memories]
         imported, skipped, errors = await self._import_all(records, progress)
         verified, missing = len(records), tuple[str, ...]()
@@ -251,10 +253,36 @@ class ZengramTarget:
         ns = self.config.namespace
         return {
             "id": sentinel_id(ns),
-            "type": "benchd-sentinel",
+            "type": "fact",
+            "key": "benchd-sentinel",
+            "importance": "low",
             "client_id": ns,
             "content": f"benchd sentinel: client_id {ns} is reserved for benchd's probe corpus",
         }
+
+    async def _delete_seeded(
+        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Soft-delete our earlier copies so the import re-embeds them (explicit re-seed)."""
+        hashes = {_content_hash(_content_of(m)) for m in memories}
+        ids = {str(m["id"]) for m in memories}
+        ours = [
+            sid
+            for sid, rec in existing.items()
+            if sid in ids
+            or (not self.config.keep_ids and _content_hash(_content_of(rec)) in hashes)
+        ]
+        self._server_ids.clear()
+        self._fixture_ids.clear()
+        await self.cleanup(ours)
+
+    async def _write_sentinel(self) -> None:
+        imported, skipped, _ = await self._import([self._sentinel_record()])
+        if imported + skipped == 0:
+            raise TargetProtocolError(
+                f"POST {self._base}/export/import: the store rejected benchd's sentinel record; "
+                "is this a Zengram-compatible API?"
+            )
 
     async def _import_all(
         self, records: list[dict[str, Any]], progress: Progress | None

@@ -96,7 +96,9 @@ async def test_foreign_records_stay_byte_identical_across_cycles(store: Any) -> 
     foreign = [
         {**m, "id": f"foreign-{m['id']}", "client_id": "production-team"} for m in MEMORIES
     ] + [{"id": "g1", "content": MEMORIES[1]["content"]}]  # identical content, client global
-    await raw(store.url, "POST", "/export/import", json={"data": foreign, "operator_approved": True})
+    await raw(
+        store.url, "POST", "/export/import", json={"data": foreign, "operator_approved": True}
+    )
     before = {c: await export_all(store.url, c) for c in ("production-team", "global")}
     t = target(store.url, cleanup="before")
     try:
@@ -112,9 +114,13 @@ async def test_foreign_records_stay_byte_identical_across_cycles(store: Any) -> 
 
 async def test_foreign_namespace_is_refused_unless_adopted(store: Any) -> None:
     await raw(
-        store.url, "POST", "/export/import",
-        json={"data": [{"id": "theirs", "content": "x y z", "client_id": "taken"}],
-              "operator_approved": True},
+        store.url,
+        "POST",
+        "/export/import",
+        json={
+            "data": [{"id": "theirs", "content": "x y z", "client_id": "taken"}],
+            "operator_approved": True,
+        },
     )
     t = target(store.url, namespace="taken")
     try:
@@ -175,8 +181,11 @@ async def test_searching_read_only_leaves_access_counts_alone(store: Any) -> Non
 
 def test_parse_accepts_index_and_full_payload_shapes() -> None:
     t = target("http://127.0.0.1:1")
-    body = {"results": [{"id": "a", "effective_score": 1}, {"id": "b", "content": "full"}],
-            "retry": True, "expanded_query": "x"}
+    body = {
+        "results": [{"id": "a", "effective_score": 1}, {"id": "b", "content": "full"}],
+        "retry": True,
+        "expanded_query": "x",
+    }
     assert t.parse_search_response(200, {}, json.dumps(body).encode()) == ("a", "b")
 
 
@@ -187,3 +196,15 @@ def test_malformed_search_answers_are_decode_errors(body: bytes) -> None:
     t = target("http://127.0.0.1:1")
     with pytest.raises(TargetProtocolError):
         t.parse_search_response(200, {}, body)
+
+
+async def test_cleanup_before_reimports_fresh_copies_each_cycle(store: Any) -> None:
+    t = target(store.url, cleanup="before")
+    try:
+        first = await t.seed(MEMORIES)
+        second = await t.seed(MEMORIES)
+        assert (first.imported, second.imported, second.skipped) == (3, 3, 0)
+        ids = [r["id"] for r in await export_all(store.url, "benchd-eval")]
+        assert sorted(ids) == sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
+    finally:
+        await t.aclose()
