@@ -1,0 +1,144 @@
+"""``benchd validate``: one line per problem or valid file, exit 2 on any problem, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchd.commands.validate import validate_paths
+from benchd.fixtures import PACKAGED_FIXTURES, packaged_fixture
+
+REPO = Path(__file__).resolve().parents[2]
+GOOD = {
+    "memories": [{"id": "a", "content": "alpha"}, {"id": "b", "content": "beta"}],
+    "queries": [{"q": "alpha", "expected_ids": ["a"], "category": "x"}],
+}
+
+
+def benchd(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", "validate", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_valid_fixtures_print_one_ok_line_each_and_exit_0() -> None:
+    proc = benchd("fixtures/smoke.json", "fixtures/temporal.json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "fixtures/smoke.json: ok (36 memories, 16 queries, 3 categories)",
+        "fixtures/temporal.json: ok (33 memories, 14 queries, 1 category)",
+    ]
+    assert proc.stderr == ""
+
+
+def test_problems_print_one_per_line_and_exit_2(tmp_path: Path) -> None:
+    bad = dict(GOOD, queries=[{"q": "alpha", "expected_ids": ["zz"], "k": 0}])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    proc = benchd(path, "fixtures/smoke.json")
+    assert proc.returncode == 2
+    assert proc.stdout.splitlines() == [
+        f"{path}: $.queries[0].k: 0 is not a positive integer; give k >= 1 or omit it",
+        f'{path}: $.queries[0].expected_ids[0]: "zz" is not the id of any memory; '
+        "fix the id or add that memory",
+        "fixtures/smoke.json: ok (36 memories, 16 queries, 3 categories)",
+    ]
+    assert proc.stderr == "benchd validate: 2 problem(s) in 1 of 2 file(s)\n"
+
+
+def test_json_format_lists_each_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text("{}", encoding="utf-8")
+    proc = benchd("--format", "json", "fixtures/smoke.json", path)
+    assert proc.returncode == 2
+    results = json.loads(proc.stdout)
+    assert [r["ok"] for r in results] == [True, False]
+    assert results[0] == {
+        "path": "fixtures/smoke.json",
+        "ok": True,
+        "memories": 36,
+        "queries": 16,
+        "categories": 3,
+        "problems": [],
+    }
+    assert len(results[1]["problems"]) == 2  # missing memories, missing queries
+
+
+UNREADABLE = {
+    "empty.json": (b"", "empty file"),
+    "binary.json": (b"\x00\x01\x02\xff\xfe binary", "not UTF-8 text"),
+    "garbage.json": (b"garbage {{{", "invalid JSON"),
+    "null.json": (b"null", "got null"),
+}
+
+
+def test_unreadable_files_exit_2_with_one_line_each_and_no_traceback(tmp_path: Path) -> None:
+    for name, (content, _) in UNREADABLE.items():
+        (tmp_path / name).write_bytes(content)
+    proc = benchd(*(tmp_path / name for name in UNREADABLE))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(UNREADABLE)
+    for line, (name, (_, expected)) in zip(lines, UNREADABLE.items(), strict=True):
+        assert line.startswith(str(tmp_path / name))
+        assert expected in line
+
+
+def test_binary_jsonl_file_exits_2_without_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "fx.jsonl"
+    path.write_bytes(bytes(range(256)) * 4)
+    proc = benchd(path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert all(line.startswith(f"{path}:") for line in proc.stdout.splitlines())
+
+
+def test_directory_means_its_fixture_files(tmp_path: Path) -> None:
+    (tmp_path / "b.json").write_text(json.dumps(GOOD), encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text(
+        '{"memory": {"id": "a", "content": "alpha"}}\n'
+        '{"query": {"q": "alpha", "expected_ids": ["a"]}}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "notes.txt").write_text("not a fixture", encoding="utf-8")
+    proc = benchd(tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path / 'a.jsonl'}: ok (1 memory, 1 query, 0 categories)",
+        f"{tmp_path / 'b.json'}: ok (2 memories, 1 query, 1 category)",
+    ]
+
+
+def test_empty_directory_and_missing_file_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    proc = benchd(tmp_path / "empty", tmp_path / "missing.json")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"{tmp_path / 'empty'}: no .json or .jsonl files in this directory; name a fixture file",
+        f"{tmp_path / 'missing.json'}: no such file; check the path",
+    ]
+
+
+def test_no_fixture_argument_is_a_usage_error() -> None:
+    proc = benchd()
+    assert proc.returncode == 2
+    assert "FIXTURE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_paths_returns_problems_and_ok_lines(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(dict(GOOD, memories=[])), encoding="utf-8")
+    problems, ok = validate_paths([packaged_fixture(n) for n in PACKAGED_FIXTURES] + [path])
+    assert len(ok) == len(PACKAGED_FIXTURES)
+    assert problems[0] == (
+        f"{path}: $.memories: empty list; add at least one of the import records"
+    )
