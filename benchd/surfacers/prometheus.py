@@ -351,18 +351,43 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         "Queries whose score dropped against the baseline.",
         ["probe"],
     )
+    stale = _gauge(
+        "benchd_drift_baseline_stale",
+        "1 if the baseline was measured on another corpus and was not compared.",
+        ["probe"],
+    )
     for s in states:
-        for key, entry in s.latest.drift.items():
-            count = _number(entry) if key == "regressed_queries" else None
-            if count is not None:
-                regressed.add_metric([s.name], count)
-            elif isinstance(entry, Mapping):
-                for field, family in families.items():
-                    value = _number(entry.get(field))
-                    if value is not None:
-                        family.add_metric([s.name, *split_metric_key(key)], value)
+        drift = s.latest.drift
+        for key, entry in _drift_entries(drift):
+            for field, family in families.items():
+                value = _number(entry.get(field))
+                if value is not None:
+                    family.add_metric([s.name, *split_metric_key(key)], value)
+        count = _count(drift.get("regressed_queries"))
+        if count is not None:
+            regressed.add_metric([s.name], count)
+        flag = drift.get("stale")
+        if isinstance(flag, bool):
+            stale.add_metric([s.name], float(flag))
     yield from families.values()
-    yield regressed
+    yield from (regressed, stale)
+
+
+def _drift_entries(drift: Mapping[str, object]) -> Iterator[tuple[str, Mapping[str, object]]]:
+    """``metric@k -> fields`` pairs, nested under ``"metrics"`` (drift.py) or at the top."""
+    nested = drift.get("metrics")
+    sources = [nested, drift] if isinstance(nested, Mapping) else [drift]
+    for source in sources:
+        for key, entry in source.items():
+            if key != "metrics" and isinstance(entry, Mapping):
+                yield str(key), entry
+
+
+def _count(value: object) -> float | None:
+    """A count given as a number or as the list of the counted things."""
+    if isinstance(value, list | tuple):
+        return float(len(value))
+    return _number(value)
 
 
 def _number(value: object) -> float | None:

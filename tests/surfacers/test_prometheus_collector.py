@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchd.drift import DriftOutcome, MetricDriftDict, RegressedQueryDict
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector, build_registry, split_metric_key
 
@@ -202,6 +203,33 @@ def test_drift_mapping_becomes_drift_gauges_and_junk_is_ignored() -> None:
     assert ("benchd_drift_p_value", mrr) not in series  # NaN is skipped
     assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 4
     assert not probes_of(series, "benchd_drift_delta_ci_upper")
+
+
+def test_drift_outcome_of_the_drift_tracker_becomes_drift_gauges() -> None:
+    metric = MetricDriftDict(
+        delta=-0.25, p_value=0.001, detected=True, ci_low=-0.3, ci_high=-0.2, n=12
+    )
+    regressed = RegressedQueryDict(
+        id="q1", metric="recall@10", before=1.0, after=0.0, ranks_before={}, ranks_after={}
+    )
+    outcome = DriftOutcome(
+        baseline="pinned",
+        stale=False,
+        stale_reason=None,
+        metrics={"recall@10": metric, "rr": {**metric, "detected": False}},
+        regressed_queries=[regressed, regressed],
+        detected=True,
+    )
+    book = ResultBook()
+    book.record(make_result(drift=dict(outcome)))
+    series = scrape(book)
+    recall = {"probe": "alpha", "metric": "recall", "k": "10"}
+    assert value(series, "benchd_drift_delta", **recall) == metric["delta"]
+    assert value(series, "benchd_drift_delta_ci_upper", **recall) == metric["ci_high"]
+    assert value(series, "benchd_drift_detected", **recall) == 1
+    assert value(series, "benchd_drift_detected", probe="alpha", metric="rr", k="") == 0
+    assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 2
+    assert value(series, "benchd_drift_baseline_stale", probe="alpha") == 0
 
 
 def test_config_reload_gauges_and_build_info() -> None:
