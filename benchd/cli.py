@@ -30,11 +30,15 @@ import anyio
 
 from benchd import __version__
 from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError
+from benchd.logging import configure_logging
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One list, in help order; each name is a module under benchd.commands.
 COMMANDS: tuple[str, ...] = (
+    "run",
+    "once",
+    "init",
     "validate",
     "score",
     "convert",
@@ -83,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_INPUT
+    # Logs go to stderr (stdout is for output that pipes); commands may raise the level.
+    configure_logging("warning")
     try:
         return _invoke(args)
     except BenchdError as exc:

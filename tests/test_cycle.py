@@ -1,0 +1,126 @@
+"""The probe cycle end to end against the reference store over loopback."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from benchd.config import ProbeConfig, TargetConfig
+from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.load import LoadProfile
+from benchd.probe import ProbeRunner
+from benchd.refstore.config import RefStoreConfig
+from benchd.refstore.server import running_refstore
+from benchd.secrets import Secret
+from benchd.targets.zengram import ZengramConfig
+
+pytestmark = pytest.mark.anyio
+KEY = "cycle-test-key-42"
+
+
+def probe_for(
+    url: str,
+    *,
+    load: LoadProfile | None = None,
+    timeout_s: float = 60.0,
+    key: str = KEY,
+    **target: Any,
+) -> ProbeConfig:
+    return ProbeConfig(
+        name="t",
+        fixture=packaged_fixture("smoke"),
+        target=TargetConfig("zengram", ZengramConfig(url=url, **target), Secret(key, "test")),
+        k=(5, 10),
+        timeout_s=timeout_s,
+        load=load or LoadProfile(),
+    )
+
+
+@pytest.fixture
+async def store_url() -> AsyncIterator[str]:
+    config = RefStoreConfig(
+        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
+    )
+    async with running_refstore(config) as store:
+        yield store.url
+
+
+async def run(probe: ProbeConfig) -> Any:
+    runner = ProbeRunner(probe)
+    try:
+        return await runner.run_once()
+    finally:
+        await runner.aclose()
+
+
+async def test_a_cycle_scores_every_labeled_query(store_url: str) -> None:
+    result = await run(probe_for(store_url))
+    fixture = load_fixture(packaged_fixture("smoke"))
+    assert result.outcome == "success", result.error_message
+    assert len(result.queries) == len(fixture.queries)
+    assert result.seed.imported == len(fixture.memories)
+    assert result.seed.missing == ()
+    for key in (
+        "hit@5",
+        "recall@10",
+        "recall_all@10",
+        "precision@5",
+        "mrr@10",
+        "ndcg@10",
+        "map@10",
+        "rr",
+        "ap",
+        "r_precision",
+    ):
+        assert 0.0 <= result.aggregate[key] <= 1.0
+        lo, hi = result.ci[key]
+        assert lo <= result.aggregate[key] <= hi
+    assert result.aggregate["recall@10"] > 0.3  # bm25 on a lexical fixture finds things
+    assert result.relevant_expected == sum(len(q.expected_ids) for q in fixture.queries)
+    assert 0 < result.relevant_found[10] <= result.relevant_expected
+    assert result.serial_latency.count == len(fixture.queries)
+    assert set(result.by_category) == {q.category for q in fixture.queries if q.category}
+    assert result.info.model
+
+
+async def test_quality_is_also_scored_under_closed_loop_load(store_url: str) -> None:
+    load = LoadProfile(mode="closed", concurrency=4, duration_s=1.0)
+    result = await run(probe_for(store_url, load=load))
+    assert result.outcome == "success", result.error_message
+    assert result.load is not None
+    assert result.load.requests.get("ok", 0) > 0
+    assert result.load.service.count == result.load.requests["ok"]
+    assert result.load.aggregate["recall@10"] == pytest.approx(
+        result.aggregate["recall@10"], abs=0.25
+    )
+
+
+async def test_unreachable_store_is_a_failed_cycle_not_an_exception() -> None:
+    result = await run(probe_for("http://127.0.0.1:9", max_retries=0))
+    assert result.outcome == "failed"
+    assert result.error_kind == "connect"
+    assert "127.0.0.1:9" in (result.error_message or "")
+
+
+async def test_refused_key_is_an_auth_failure(store_url: str) -> None:
+    result = await run(probe_for(store_url, key="not-the-key-000"))
+    assert (result.outcome, result.error_kind) == ("failed", "auth")
+    assert "not-the-key" not in (result.error_message or "")
+
+
+async def test_a_stalled_store_times_the_cycle_out() -> None:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        faults=("latency=fixed:2s@search",),
+    )
+    async with running_refstore(config) as store:
+        result = await run(
+            probe_for(store.url, timeout_s=1.0, verify=False, searchable_timeout_s=0.1)
+        )
+    assert (result.outcome, result.error_kind) == ("timeout", "timeout")
+    assert result.finished_at - result.started_at < 5.0
