@@ -134,3 +134,11 @@ def test_status_document_reports_failing_probe_and_reload_state() -> None:
     assert doc["ready"] is True
     assert doc["probes"]["alpha"]["state"] == "failing"
     assert doc["config"] == {"last_reload_successful": False, "last_reload_success_at": 10.0}
+
+
+def test_numpy_numbers_from_the_statistics_become_plain_json_numbers() -> None:
+    import numpy as np
+
+    drift = {"metrics": {"recall@10": {"delta": np.float64(-0.1), "n": np.int64(12)}}}
+    doc = result_to_json(make_result(drift=drift))
+    assert json.loads(json.dumps(doc))["drift"]["metrics"]["recall@10"] == {"delta": -0.1, "n": 12}
