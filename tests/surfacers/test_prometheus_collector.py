@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from cycles import make_result, promtool_path
@@ -288,3 +290,13 @@ def test_collect_is_fast_for_ten_probes_with_ten_categories() -> None:
         best = min(best, time.perf_counter() - start)
     assert samples > 10 * 10 * 3 * 7  # the category families alone
     assert best < 0.05, f"collect() took {best * 1000:.1f} ms"
+
+
+def test_every_exported_family_is_in_the_metrics_catalogue_and_back() -> None:
+    catalogue = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+    documented = set(re.findall(r"^\| `(benchd_[a-z_]+)` \|", catalogue.read_text(), re.M))
+    book = ResultBook()
+    book.record(make_result(drift={"recall@10": {"delta": -0.1}, "stale": False}))
+    suffix = {"counter": "_total", "info": "_info"}
+    exported = {m.name + suffix.get(m.type, "") for m in BookCollector(book).collect()}
+    assert exported == documented
