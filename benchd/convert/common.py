@@ -33,6 +33,9 @@ __all__ = [
 ]
 
 _PROGRESS_EVERY = 5000
+# A JSON array element larger than this is treated as malformed rather than
+# buffered further (LongMemEval_M's largest question is a few megabytes).
+_MAX_ELEMENT_CHARS = 256 << 20
 
 
 def bad_line(path: Path | str, line: int, what: str) -> RunFileError:
@@ -139,8 +142,8 @@ class _ArrayReader:
             try:
                 obj, end = self._decoder.raw_decode(self._buf, self._pos)
             except json.JSONDecodeError as exc:
-                if self._fill():
-                    continue
+                if len(self._buf) - self._pos < _MAX_ELEMENT_CHARS and self._fill():
+                    continue  # most likely cut short by the chunk: read on and retry
                 line = self._line_at(exc.pos)
                 raise bad_line(self._path, line, f"not valid JSON ({exc.msg})") from None
             if end == len(self._buf) and self._fill():
