@@ -275,9 +275,9 @@ def _judgments(
         relevance, paths = _graded(obj["relevance"], issues)
     else:
         relevance, paths = {}, {}
-    if not relevance and not any(
-        path.startswith((".expected_ids", ".relevance")) for path, _ in issues
-    ):
+    if any(path.startswith((".expected_ids", ".relevance")) for path, _ in issues):
+        return relevance, paths  # the element problems already say what to fix
+    if not relevance:
         where = ".expected_ids" if has_ids else ".relevance" if has_rel else ""
         issues.append(
             (
@@ -286,7 +286,7 @@ def _judgments(
                 '"relevance" object with at least one grade > 0',
             )
         )
-    elif relevance and max(relevance.values()) <= 0:
+    elif max(relevance.values()) <= 0:
         issues.append(
             (
                 ".relevance",

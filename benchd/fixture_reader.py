@@ -54,7 +54,7 @@ class FixtureReader:
         self.file = file
         self.jsonl = jsonl
         self.keep = keep
-        self.problems: list[str] = []
+        self._problems: list[tuple[tuple[int, int], str]] = []
         self.memories: list[Mapping[str, Any]] = []
         self.queries: list[QuerySpec] = []
         self.reference_date: str | None = None
@@ -76,8 +76,18 @@ class FixtureReader:
     def _ref(self, section: str, n: int) -> str:
         return f"line {n}" if self.jsonl else f"$.{_PLURAL[section]}[{n}]"
 
-    def problem(self, where: str, message: str) -> None:
-        self.problems.append(f"{where}: {message}")
+    def at(self, section: str, n: int) -> tuple[int, int]:
+        """The sort position of a record's problems: file order, top-level keys first."""
+        return (1 if self.jsonl or section == "memory" else 2, n)
+
+    def problem(self, where: str, message: str, at: tuple[int, int] = (0, 0)) -> None:
+        """Record one problem; ``at`` orders it (see :meth:`at`)."""
+        self._problems.append((at, f"{where}: {message}"))
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem, in file order (a record's cross-check problems beside it)."""
+        return [text for _, text in sorted(self._problems, key=lambda item: item[0])]
 
     # ----------------------------------------------------------------- records
 
@@ -86,7 +96,7 @@ class FixtureReader:
         self.memory_count += 1
         issues = check_memory(rec)
         for sub, message in issues:
-            self.problem(self.where("memory", n, sub), message)
+            self.problem(self.where("memory", n, sub), message, self.at("memory", n))
         if not isinstance(rec, dict):
             return
         if self.jsonl:  # one shared key object per field name, not one per line
@@ -109,6 +119,7 @@ class FixtureReader:
             self.where("memory", n, ".id"),
             f"duplicate id {json.dumps(mid)} (first at {self._ref('memory', first)}); "
             "give each memory a unique id",
+            self.at("memory", n),
         )
         return False
 
@@ -122,6 +133,7 @@ class FixtureReader:
                 self.where("memory", n, ".content" if "content" in rec else ".text"),
                 f"same content and type as {self._ref('memory', seen)}: the store keeps only "
                 "one of them (it deduplicates by content); change the text or remove one",
+                self.at("memory", n),
             )
 
     def add_query(self, obj: object, n: int) -> None:
@@ -129,7 +141,7 @@ class FixtureReader:
         self.query_count += 1
         spec, issues = parse_query(obj)
         for sub, message in issues:
-            self.problem(self.where("query", n, sub), message)
+            self.problem(self.where("query", n, sub), message, self.at("query", n))
         if spec is not None:
             self.queries.append(spec)
             self._query_where.append(n)
@@ -153,6 +165,7 @@ class FixtureReader:
                         self.where("query", n, path),
                         f"{json.dumps(mid)} is not the id of any memory; fix the id or add "
                         "that memory",
+                        self.at("query", n),
                     )
             if spec.reference_date is None:
                 spec.reference_date = self.reference_date
@@ -172,6 +185,7 @@ class FixtureReader:
                     self.where("query", n, ".id"),
                     f"duplicate query id {json.dumps(spec.id)} (first at "
                     f"{self._ref('query', first)}); give each query a unique id",
+                    self.at("query", n),
                 )
         for spec in self.queries:
             if spec.id is None:
@@ -247,8 +261,8 @@ def _decode(reader: FixtureReader, data: bytes) -> object | None:
             if exc.msg == "Extra data"
             else "fix the JSON syntax there"
         )
-        reader.problems.append(
-            f"{reader.file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; {hint}"
+        reader.problem(
+            f"{reader.file}:{exc.lineno}:{exc.colno}", f"invalid JSON: {exc.msg}; {hint}"
         )
     except RecursionError:
         reader.problem(
@@ -322,7 +336,9 @@ def _read_jsonl(reader: FixtureReader, lines: Iterable[bytes]) -> None:
     for kind, count in (("memory", reader.memory_count), ("query", reader.query_count)):
         if count == 0:
             reader.problem(
-                reader.file, f'no {kind} lines; add at least one {{"{kind}": {{...}}}} line'
+                reader.file,
+                f'no {kind} lines; add at least one {{"{kind}": {{...}}}} line',
+                (3, 0),
             )
 
 
@@ -334,21 +350,24 @@ def _decode_line(reader: FixtureReader, raw: bytes, n: int) -> dict[str, Any] | 
         reader.problem(
             f"{reader.file}:{n}",
             f"not UTF-8 text (bad byte at column {exc.start + 1}); save the fixture as UTF-8",
+            (1, n),
         )
         return None
     except json.JSONDecodeError as exc:
         reader.problem(
             f"{reader.file}:{n}:{exc.colno}",
             f"invalid JSON: {exc.msg}; each line must be one complete JSON object",
+            (1, n),
         )
         return None
     except RecursionError:
-        reader.problem(f"{reader.file}:{n}", "JSON nested too deeply; fix the line")
+        reader.problem(f"{reader.file}:{n}", "JSON nested too deeply; fix the line", (1, n))
         return None
     if not isinstance(obj, dict):
         reader.problem(
             f"{reader.file}:{n}: $",
             f'expected an object like {{"memory": {{...}}}}, got {json_kind(obj)}',
+            (1, n),
         )
         return None
     return obj
@@ -362,6 +381,7 @@ def _line_kind(reader: FixtureReader, obj: Mapping[str, Any], n: int) -> str | N
         f"{reader.file}:{n}: $",
         'expected exactly one key, "memory", "query" or "fixture", got '
         + (", ".join(json.dumps(k) for k in obj) or "an empty object"),
+        (1, n),
     )
     return None
 
@@ -369,8 +389,10 @@ def _line_kind(reader: FixtureReader, obj: Mapping[str, Any], n: int) -> str | N
 def _fixture_line(reader: FixtureReader, meta: object, n: int, *, first: bool) -> None:
     where = f"{reader.file}:{n}: $.fixture"
     if not first:
-        reader.problem(where, 'the {"fixture": {...}} line must be the first line; move it up')
+        reader.problem(
+            where, 'the {"fixture": {...}} line must be the first line; move it up', (1, n)
+        )
     elif not isinstance(meta, dict):
-        reader.problem(where, f"expected an object, got {json_kind(meta)}")
+        reader.problem(where, f"expected an object, got {json_kind(meta)}", (1, n))
     elif "reference_date" in meta:
         reader.set_reference_date(meta["reference_date"], where + ".reference_date")
