@@ -17,6 +17,7 @@ scrape never delays the event loop that times the probes' requests.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -28,7 +29,7 @@ import math
 import socket
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -408,13 +409,14 @@ async def serve_web(
     server.lifespan = config.lifespan_class(config)
     await server.startup(sockets=[sock])
     log.debug("web listening", url=BoundServer(bound_host, bound_port).url)
+    # A bare asyncio task, not a task group: an error in the caller's block must
+    # reach the caller as itself, not wrapped in an ExceptionGroup.
+    ticker = asyncio.get_running_loop().create_task(server.main_loop())  # Date header
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.main_loop)  # refreshes the Date header; never exits by itself
-            try:
-                yield BoundServer(bound_host, bound_port)
-            finally:
-                tg.cancel_scope.cancel()
+        yield BoundServer(bound_host, bound_port)
     finally:
+        ticker.cancel()
         with anyio.move_on_after(grace_s + 1.0, shield=True):
+            with suppress(asyncio.CancelledError):
+                await ticker
             await server.shutdown(sockets=[sock])

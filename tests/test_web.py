@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import bcrypt
 import httpx
 import pytest
@@ -262,6 +263,23 @@ async def test_server_stops_listening_when_the_block_ends() -> None:
         httpx.AsyncClient() as client,
     ):
         assert (await client.get(f"{bound.url}/healthz")).status_code == 200
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient() as client:
+            await client.get(f"{bound.url}/healthz")
+
+
+async def test_an_error_in_the_served_block_reaches_the_caller_unwrapped() -> None:
+    with pytest.raises(ConfigError, match="boom"):
+        async with serve_web(build_app(ResultBook()), "127.0.0.1", 0):
+            raise ConfigError("boom")
+
+
+async def test_cancelling_the_caller_shuts_the_server_down() -> None:
+    with anyio.CancelScope() as scope:
+        async with serve_web(build_app(ResultBook()), "127.0.0.1", 0) as bound:
+            scope.cancel()
+            await anyio.Event().wait()
+    assert scope.cancelled_caught
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient() as client:
             await client.get(f"{bound.url}/healthz")
