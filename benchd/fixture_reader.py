@@ -18,7 +18,14 @@ from typing import Any
 
 from benchd.fixture_checks import QuerySpec, check_date, check_memory, json_kind, parse_query
 
-__all__ = ["JSONL_SUFFIXES", "FixtureReader", "canonical_json", "derive_query_id", "read_fixture"]
+__all__ = [
+    "JSONL_SUFFIXES",
+    "FixtureReader",
+    "canonical_json",
+    "derive_memory_id",
+    "derive_query_id",
+    "read_fixture",
+]
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 _JSONL_KINDS = ("memory", "query", "fixture")
