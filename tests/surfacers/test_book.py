@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 
 import pytest
 from cycles import make_result
@@ -144,3 +145,29 @@ def test_histogram_ignores_nan_and_puts_huge_samples_in_inf_bucket() -> None:
 def test_history_must_keep_at_least_one_cycle() -> None:
     with pytest.raises(ValueError, match="at least one"):
         ResultBook(history=0)
+
+
+def test_snapshots_taken_while_another_thread_records_are_consistent() -> None:
+    book = ResultBook(history=5)
+    results = [make_result(cycle=n, latencies=(0.01, 0.02)) for n in range(1, 101)]
+    done = threading.Event()
+
+    def writer() -> None:
+        for result in results:
+            book.record(result)
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = 0
+    while not done.is_set() or seen == 0:
+        state = book.snapshot().states.get("alpha")
+        if state is None:
+            continue
+        seen += 1
+        cycles = state.latest.cycle
+        assert sum(state.cycles.values()) == cycles
+        assert state.latency[("serial", "service")].count == 2 * cycles
+        assert len(state.history) == min(cycles, 5)
+    thread.join()
+    assert book.snapshot().states["alpha"].latest is results[-1]
