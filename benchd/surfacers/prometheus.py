@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from benchd import __version__
 from benchd.result import CycleResult, LatencySummary
 from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
+from benchd.surfacers.status import mask_credentials
 
 __all__ = ["BookCollector", "build_registry", "split_metric_key"]
 
@@ -107,7 +108,12 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
     for s in states:
         up.add_metric([s.name], 1.0 if s.latest.ok else 0.0)
         info.add_metric(
-            [s.name], {"target": s.latest.target, "corpus": s.latest.corpus, "model": s.model}
+            [s.name],
+            {
+                "target": s.latest.target,
+                "corpus": s.latest.corpus,
+                "model": mask_credentials(s.model),
+            },
         )
         for kind, count in sorted(s.cycle_errors.items()):
             errors.add_metric([s.name, kind], count)

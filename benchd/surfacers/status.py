@@ -22,7 +22,13 @@ from benchd.logging import redact_secrets
 from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
-__all__ = ["SCHEMA_VERSION", "public_url", "result_to_json", "status_document"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "mask_credentials",
+    "public_url",
+    "result_to_json",
+    "status_document",
+]
 
 SCHEMA_VERSION = 1
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
@@ -100,6 +106,12 @@ def public_url(url: str) -> str:
         port = None
     netloc = f"{host}:{port}" if port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with registered secrets and the user info of any URL in it masked."""
+    masked = str(redact_secrets(None, "mask", {"text": text})["text"])
+    return _USERINFO.sub(r"\1***@", masked) if "@" in masked else masked
 
 
 def _probe(snap: BookSnapshot, name: str) -> dict[str, Any]:

@@ -300,3 +300,10 @@ def test_every_exported_family_is_in_the_metrics_catalogue_and_back() -> None:
     suffix = {"counter": "_total", "info": "_info"}
     exported = {m.name + suffix.get(m.type, "") for m in BookCollector(book).collect()}
     assert exported == documented
+
+
+def test_model_label_from_the_store_never_carries_credentials() -> None:
+    book = ResultBook()
+    book.record(make_result(model="ollama:http://admin:hunter2@gpu:11434/nomic-embed-text"))
+    (labels,) = [dict(lbl) for name, lbl in scrape(book) if name == "benchd_probe_info"]
+    assert labels["model"] == "ollama:http://***@gpu:11434/nomic-embed-text"
