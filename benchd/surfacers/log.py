@@ -33,6 +33,8 @@ def cycle_event(result: CycleResult) -> dict[str, Any]:
         "cycle": result.cycle,
         "outcome": result.outcome,
         "duration_s": round(result.duration_s, 4),
+        "started_at": round(result.started_at, 6),
+        "finished_at": round(result.finished_at, 6),
         "target": result.target,
         "corpus": result.corpus,
     }
