@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import BenchdProcess
 
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from tests.support import BenchdProcess
 
 KEY = "daemon-test-key-987654"
 ENV = {"DAEMON_KEY": KEY}
