@@ -37,6 +37,11 @@ def register(sub: Any) -> None:
         "filler. The same arguments always give a byte-identical file. Streams: 10^6 memories "
         "take constant memory (name the output *.jsonl).",
     )
+    _add_arguments(p)
+    p.set_defaults(handler=_handle)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memories",
         type=_count,
@@ -70,7 +75,6 @@ def register(sub: Any) -> None:
         metavar="FIXTURE",
         help="fixture to write (*.jsonl, or *.json for small corpora)",
     )
-    p.set_defaults(handler=_handle)  # fmt: skip
 
 
 def write_synth(spec: SynthSpec, out: Path, *, progress: Progress | None = None) -> FixtureWriter:
