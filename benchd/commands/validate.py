@@ -1,11 +1,12 @@
-"""``benchd validate FIXTURE...``: check fixture files and report every problem.
+"""``benchd validate [--config FILE] FIXTURE...``: check fixtures and report every problem.
 
 Each problem is printed on its own line (``FILE: JSON-PATH: what is wrong; how to
 fix``); each valid file gets a one-line summary. The exit code is 2 when any file
 has a problem, 0 otherwise. A directory stands for the fixture files in it.
+``--config`` loads a config (a bad one is a ConfigError, exit 2) and checks
+every fixture its probes name.
 
-``validate_paths`` is the reusable core (``--config`` validation feeds it the
-fixtures a config names).
+``validate_paths`` is the reusable core.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchd.errors import EXIT_INPUT, EXIT_OK
+from benchd.errors import EXIT_INPUT, EXIT_OK, UsageError
 from benchd.fixture_reader import JSONL_SUFFIXES
 from benchd.fixtures import FixtureCheck, check_fixture
 
@@ -39,12 +40,17 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="also check this config and every fixture its probes name",
+    )
+    p.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
         help="text: one line per problem or valid file (default); json: a list of results",
     )
-    p.add_argument("fixtures", nargs="+", metavar="FIXTURE", help="fixture file or directory")
+    p.add_argument("fixtures", nargs="*", metavar="FIXTURE", help="fixture file or directory")
     p.set_defaults(handler=run)
 
 
@@ -99,9 +105,32 @@ def _as_json(check: FixtureCheck) -> dict[str, Any]:
     }
 
 
+def config_fixtures(path: str | Path) -> tuple[list[Path], str]:
+    """The distinct fixtures a config's probes name, and the config's ok line.
+
+    Raises :class:`~benchd.errors.ConfigError` if the config itself is bad.
+    """
+    from benchd.config import load_config  # the config stack only when asked for
+
+    config = load_config(path)
+    fixtures = list(dict.fromkeys(probe.fixture for probe in config.probes))
+    count = len(config.probes)
+    return fixtures, f"{config.path}: ok ({count} probe{'' if count == 1 else 's'})"
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the results for ``args.fixtures``; 2 if any problem, else 0."""
-    checks = check_paths(args.fixtures)
+    """Print the results for ``args.fixtures`` (and ``--config``); 2 if any problem, else 0."""
+    paths: list[str | Path] = list(args.fixtures)
+    if args.config is not None:
+        fixtures, config_ok = config_fixtures(args.config)
+        paths = [*fixtures, *paths]
+        if args.format == "text":
+            print(config_ok)
+    elif not paths:
+        raise UsageError(
+            "validate: name at least one FIXTURE or --config FILE (see benchd validate --help)"
+        )
+    checks = check_paths(paths)
     if args.format == "json":
         print(json.dumps([_as_json(c) for c in checks], indent=2, ensure_ascii=False))
     else:

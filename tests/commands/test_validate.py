@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,8 +131,55 @@ def test_empty_directory_and_missing_file_exit_2(tmp_path: Path) -> None:
 def test_no_fixture_argument_is_a_usage_error() -> None:
     proc = benchd()
     assert proc.returncode == 2
-    assert "FIXTURE" in proc.stderr
+    assert proc.stderr.startswith("benchd: error: validate: name at least one FIXTURE")
     assert "Traceback" not in proc.stderr
+
+
+CONFIG = """
+[[probe]]
+name = "{name}"
+fixture = "{fixture}"
+
+[probe.target]
+kind = "zengram"
+url = "http://127.0.0.1:8084"
+api_key_env = "BENCHD_VALIDATE_TEST_KEY"
+namespace = "benchd-eval"
+"""
+
+
+def test_config_checks_every_fixture_its_probes_name(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(GOOD, queries=[])), encoding="utf-8")
+    config = tmp_path / "benchd.toml"
+    config.write_text(
+        CONFIG.format(name="a", fixture="packaged:smoke")
+        + CONFIG.format(name="b", fixture="bad.json")
+        + CONFIG.format(name="c", fixture="bad.json"),
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd", "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "BENCHD_VALIDATE_TEST_KEY": "k"},
+    )
+    assert proc.returncode == 2
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{config}: ok (3 probes)"
+    assert lines[1].endswith("smoke.json: ok (36 memories, 16 queries, 3 categories)")
+    assert lines[2:] == [f"{bad}: $.queries: empty list; add at least one of the labeled queries"]
+
+
+def test_bad_config_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "benchd.toml"
+    config.write_text("[[probe]]\nname = 1\n", encoding="utf-8")
+    proc = benchd("--config", config)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"benchd: error: {config}")
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_validate_paths_returns_problems_and_ok_lines(tmp_path: Path) -> None:
