@@ -102,8 +102,7 @@ def check_memory(rec: object) -> list[Issue]:
     for name in _STRING_FIELDS:
         if name in rec and not isinstance(rec[name], str):
             issues.append((f".{name}", f"expected a string, got {json_kind(rec[name])}"))
-    if len(rec) > 2:  # the common two-field record skips the optional checks
-        _check_memory_optionals(rec, issues)
+    _check_memory_optionals(rec, issues)
     return issues
 
 

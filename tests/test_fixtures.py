@@ -432,6 +432,11 @@ PROBLEMS: list[tuple[str, Callable[[Doc], None], str]] = [
         "$.memories[0].active: inactive record (active: false): benchd never seeds",
     ),
     (
+        "inactive two-field record",
+        lambda d: d["memories"].append({"content": "An old note.", "active": False}),
+        "$.memories[3].active: inactive record (active: false)",
+    ),
+    (
         "active not a bool",
         lambda d: d["memories"][0].update(active="no"),
         "$.memories[0].active: expected true or false, got a string",
