@@ -52,6 +52,8 @@ def _bind(host: str, port: int) -> socket.socket:
     # whose proto says TCP; without it Nagle + delayed ACK add ~40 ms per response.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted sockets inherit this; without it a response written as headers
+    # then body waits ~40 ms on Nagle + the client's delayed ACK.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
