@@ -19,7 +19,7 @@ from benchd.convert.common import (
     Tally,
     bad_line,
     iter_jsonl,
-    open_text,
+    iter_lines,
     require_file,
 )
 from benchd.convert.writer import FixtureWriter
@@ -30,23 +30,22 @@ __all__ = ["convert_beir", "read_beir_qrels"]
 def read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
     """``{query_id: {corpus_id: score}}`` from a BEIR qrels TSV (header optional)."""
     qrels: dict[str, dict[str, int]] = {}
-    with open_text(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            parts = raw.rstrip("\n").split("\t")
-            if not raw.strip():
-                continue
-            if lineno == 1 and parts[0].strip() == "query-id":
-                continue
-            if len(parts) != 3:
-                parts = raw.split()
-            if len(parts) != 3:
-                raise bad_line(path, lineno, "expected 'query-id<TAB>corpus-id<TAB>score'")
-            qid, doc_id, score = (part.strip() for part in parts)
-            try:
-                grade = int(score)
-            except ValueError:
-                raise bad_line(path, lineno, f"score {score!r} is not an integer") from None
-            qrels.setdefault(qid, {})[doc_id] = grade
+    for lineno, raw in iter_lines(path):
+        parts = raw.rstrip("\n").split("\t")
+        if not raw.strip():
+            continue
+        if lineno == 1 and parts[0].strip() == "query-id":
+            continue
+        if len(parts) != 3:
+            parts = raw.split()
+        if len(parts) != 3:
+            raise bad_line(path, lineno, "expected 'query-id<TAB>corpus-id<TAB>score'")
+        qid, doc_id, score = (part.strip() for part in parts)
+        try:
+            grade = int(score)
+        except ValueError:
+            raise bad_line(path, lineno, f"score {score!r} is not an integer") from None
+        qrels.setdefault(qid, {})[doc_id] = grade
     return qrels
 
 

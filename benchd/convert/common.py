@@ -15,7 +15,7 @@ import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 from benchd.errors import RunFileError, UsageError
 
@@ -28,7 +28,9 @@ __all__ = [
     "bad_line",
     "iter_json_array",
     "iter_jsonl",
+    "iter_lines",
     "open_text",
+    "read_text",
     "require_file",
 ]
 
@@ -60,22 +62,50 @@ def open_text(path: Path) -> TextIO:
         raise UsageError(f"{path}: cannot open: {exc.strerror or exc}") from exc
 
 
+def _open_binary(path: Path) -> BinaryIO:
+    try:
+        if path.suffix == ".gz":
+            return cast(BinaryIO, gzip.open(path, "rb"))
+        return path.open("rb")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot open: {exc.strerror or exc}") from exc
+
+
+def iter_lines(path: Path, *, latin1_fallback: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with CRLF read as LF (``*.gz`` gunzipped).
+
+    A line that is not UTF-8 is a ``FILE:LINE`` error, or, with
+    ``latin1_fallback`` (old TREC disks are Latin-1), decoded as Latin-1.
+    """
+    with _open_binary(path) as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if not latin1_fallback:
+                    what = f"not UTF-8 text (bad byte at column {exc.start + 1}); save it as UTF-8"
+                    raise bad_line(path, number, what) from None
+                text = raw.decode("latin-1")
+            yield number, text.replace("\r\n", "\n")
+
+
+def read_text(path: Path) -> str:
+    """A whole (small) UTF-8 text file, CRLF read as LF; not UTF-8 is a ``FILE:LINE`` error."""
+    return "".join(text for _, text in iter_lines(path))
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line of a JSON Lines file."""
-    with open_text(path) as fh:
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
         try:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise bad_line(path, number, f"not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise bad_line(path, number, "expected a JSON object on each line")
-                yield number, obj
-        except UnicodeDecodeError as exc:
-            raise RunFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise bad_line(path, number, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise bad_line(path, number, "expected a JSON object on each line")
+        yield number, obj
 
 
 def iter_json_array(path: Path, chunk_size: int = 1 << 20) -> Iterator[tuple[int, Any]]:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchd.convert.common import CorpusTracker, Tally, bad_line, open_text, require_file
+from benchd.convert.common import CorpusTracker, Tally, bad_line, iter_lines, require_file
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["CRANFIELD_FILES", "convert_cranfield", "cranfield_grade"]
@@ -50,24 +50,23 @@ def _iter_records(path: Path) -> Iterator[_Record]:
     start = 0
     fields: dict[str, list[str]] = {}
     current: list[str] | None = None
-    with open_text(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            line = raw.rstrip()
-            if line.startswith(".I"):
-                if number is not None:
-                    yield _Record(number, start, {k: " ".join(v) for k, v in fields.items()})
-                number = line[2:].strip()
-                if not number:
-                    raise bad_line(path, lineno, "'.I' without a number; write '.I <number>'")
-                start, fields, current = lineno, {}, None
-            elif line in _FIELDS:
-                if number is None:
-                    raise bad_line(path, lineno, f"'{line}' before the first '.I <number>' line")
-                current = fields.setdefault(line, [])
-            elif current is not None:
-                current.append(line.strip())
-            elif line.strip():
-                raise bad_line(path, lineno, "text outside a field; expected '.I', '.T' or '.W'")
+    for lineno, raw in iter_lines(path):
+        line = raw.rstrip()
+        if line.startswith(".I"):
+            if number is not None:
+                yield _Record(number, start, {k: " ".join(v) for k, v in fields.items()})
+            number = line[2:].strip()
+            if not number:
+                raise bad_line(path, lineno, "'.I' without a number; write '.I <number>'")
+            start, fields, current = lineno, {}, None
+        elif line in _FIELDS:
+            if number is None:
+                raise bad_line(path, lineno, f"'{line}' before the first '.I <number>' line")
+            current = fields.setdefault(line, [])
+        elif current is not None:
+            current.append(line.strip())
+        elif line.strip():
+            raise bad_line(path, lineno, "text outside a field; expected '.I', '.T' or '.W'")
     if number is not None:
         yield _Record(number, start, {k: " ".join(v) for k, v in fields.items()})
 
@@ -81,17 +80,16 @@ def _doc_content(fields: dict[str, str]) -> str:
 def _read_qrels(path: Path) -> dict[int, dict[str, int]]:
     """``{ordinal: {docid: grade}}`` with positive grades only (see :func:`cranfield_grade`)."""
     qrels: dict[int, dict[str, int]] = {}
-    with open_text(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            parts = raw.split()
-            if not parts:
-                continue
-            if len(parts) != 3 or not all(_is_int(p) for p in parts):
-                raise bad_line(path, lineno, "expected 'QUERY_ORDINAL DOCID CODE' (three integers)")
-            grade = cranfield_grade(int(parts[2]))
-            judged = qrels.setdefault(int(parts[0]), {})
-            if grade > 0:
-                judged[str(int(parts[1]))] = grade
+    for lineno, raw in iter_lines(path):
+        parts = raw.split()
+        if not parts:
+            continue
+        if len(parts) != 3 or not all(_is_int(p) for p in parts):
+            raise bad_line(path, lineno, "expected 'QUERY_ORDINAL DOCID CODE' (three integers)")
+        grade = cranfield_grade(int(parts[2]))
+        judged = qrels.setdefault(int(parts[0]), {})
+        if grade > 0:
+            judged[str(int(parts[1]))] = grade
     return qrels
 
 

@@ -16,7 +16,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchd.convert.common import CorpusTracker, Tally, bad_line, open_text, require_file
+from benchd.convert.common import (
+    CorpusTracker,
+    Tally,
+    bad_line,
+    iter_lines,
+    read_text,
+    require_file,
+)
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["Topic", "convert_trec", "iter_docs", "read_qrels", "read_topics"]
@@ -67,25 +74,30 @@ def _doc_from_lines(path: Path, start: int, lines: list[str]) -> tuple[str, str]
 
 
 def iter_docs(path: Path) -> Iterator[tuple[str, str]]:
-    """Yield ``(docno, content)`` per ``<DOC>``; only one document is held at a time."""
+    """Yield ``(docno, content)`` per ``<DOC>``; only one document is held at a time.
+
+    Lines that are not UTF-8 are read as Latin-1, the encoding of the older TREC disks.
+    """
     start: int | None = None
     lines: list[str] = []
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            stripped = line.strip().upper()
-            if stripped.startswith("<DOC>"):
-                if start is not None:
-                    raise bad_line(path, lineno, f"<DOC> inside the <DOC> opened on line {start}")
-                start, lines = lineno, [line[line.upper().index("<DOC>") + 5 :]]
-            elif start is not None:
-                if "</DOC>" in line.upper():
-                    lines.append(line[: line.upper().index("</DOC>")])
-                    yield _doc_from_lines(path, start, lines)
-                    start, lines = None, []
-                else:
-                    lines.append(line)
-            elif stripped:
-                raise bad_line(path, lineno, "text outside <DOC>...</DOC>")
+    for lineno, line in iter_lines(path, latin1_fallback=True):
+        upper = line.upper()
+        if start is None:
+            if not upper.lstrip().startswith("<DOC>"):
+                if line.strip():
+                    raise bad_line(path, lineno, "text outside <DOC>...</DOC>")
+                continue
+            start, lines = lineno, []
+            line = line[upper.index("<DOC>") + 5 :]  # a document may sit on one line
+            upper = line.upper()
+        elif upper.lstrip().startswith("<DOC>"):
+            raise bad_line(path, lineno, f"<DOC> inside the <DOC> opened on line {start}")
+        if "</DOC>" in upper:
+            lines.append(line[: upper.index("</DOC>")])
+            yield _doc_from_lines(path, start, lines)
+            start = None
+        else:
+            lines.append(line)
     if start is not None:
         raise bad_line(path, start, "<DOC> never closed; add </DOC>")
 
@@ -95,8 +107,7 @@ def iter_docs(path: Path) -> Iterator[tuple[str, str]]:
 
 def read_topics(path: Path) -> list[Topic]:
     """Parse ``<top>`` blocks; ``<num>``, ``<title>``, ``<desc>`` run to the next tag."""
-    with open_text(path) as fh:
-        text = fh.read()
+    text = read_text(path)
     topics: list[Topic] = []
     for match in re.finditer(r"<top>(.*?)</top>", text, re.IGNORECASE | re.DOTALL):
         line = text.count("\n", 0, match.start()) + 1
@@ -125,18 +136,17 @@ def _topic(path: Path, line: int, block: str) -> Topic:
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """``{qid: {docno: rel}}`` from ``QID ITER DOCNO REL`` lines."""
     qrels: dict[str, dict[str, int]] = {}
-    with open_text(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            parts = raw.split()
-            if not parts:
-                continue
-            if len(parts) != 4:
-                raise bad_line(path, lineno, "expected 'QID ITER DOCNO REL' (four columns)")
-            try:
-                grade = int(parts[3])
-            except ValueError:
-                raise bad_line(path, lineno, f"relevance {parts[3]!r} is not an integer") from None
-            qrels.setdefault(parts[0], {})[parts[2]] = grade
+    for lineno, raw in iter_lines(path):
+        parts = raw.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise bad_line(path, lineno, "expected 'QID ITER DOCNO REL' (four columns)")
+        try:
+            grade = int(parts[3])
+        except ValueError:
+            raise bad_line(path, lineno, f"relevance {parts[3]!r} is not an integer") from None
+        qrels.setdefault(parts[0], {})[parts[2]] = grade
     return qrels
 
 

@@ -124,3 +124,11 @@ def test_missing_split_names_the_file_it_wanted(tmp_path: Path, run_benchd) -> N
     )
     assert code == 2
     assert "dev.tsv: no such file (expected BEIR's qrels/dev.tsv)" in err
+
+
+def test_non_utf8_qrels_line_names_file_and_line(tmp_path: Path, run_benchd) -> None:
+    root = _dataset(tmp_path / "ds")
+    (root / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td\xe91\t1\n")
+    code, _, err = run_benchd("convert", "beir", root, "--out", tmp_path / "f.json")
+    assert code == 2
+    assert f"{root / 'qrels' / 'test.tsv'}:2: not UTF-8 text (bad byte at column 5)" in err

@@ -141,3 +141,17 @@ def test_doc_without_docno_is_an_error(tmp_path: Path, run_benchd) -> None:
     code, _, err = _convert(run_benchd, files, tmp_path / "trec.json")
     assert code == 2
     assert f"{files[0]}:1: <DOC> without a <DOCNO>" in err
+
+
+def test_one_line_and_latin1_documents_are_read(tmp_path: Path, run_benchd) -> None:
+    files = _files(tmp_path / "in")
+    files[0].write_bytes(
+        b"<DOC><DOCNO>FT911-1</DOCNO><TEXT>Oil prices rose.</TEXT></DOC>\n"
+        b"<DOC>\n<DOCNO>FT911-2</DOCNO>\n<TEXT>Caf\xe9 prices fell.</TEXT>\n</DOC>\n"
+    )
+    out = tmp_path / "trec.json"
+    code, _, _ = _convert(run_benchd, files, out)
+    assert code == 0
+    memories = {m["id"]: m["content"] for m in load_fixture(out).memories}
+    assert memories["FT911-1"] == "Oil prices rose."
+    assert memories["FT911-2"] == "Café prices fell."
