@@ -105,9 +105,12 @@ def _bootstrap_means(matrix: FloatArray, n_resamples: int, seed: int) -> FloatAr
     row = 0
     for size in _chunks(n_resamples, n):
         idx = rng.integers(0, n, size=(size, n))
-        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * n).reshape(size, n)
-        out[row : row + size] = counts @ matrix / n
+        if matrix.shape[1] == 1:  # one column: gathering is cheaper than counting
+            out[row : row + size, 0] = matrix[:, 0][idx].mean(axis=1)
+        else:  # many columns: resample counts once, then one matrix product
+            flat = (idx + (np.arange(size) * n)[:, None]).ravel()
+            counts = np.bincount(flat, minlength=size * n).reshape(size, n)
+            out[row : row + size] = counts @ matrix / n
         row += size
     return out
 
