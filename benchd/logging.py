@@ -50,6 +50,11 @@ def redact_secrets(
     return event_dict
 
 
+def _stderr_logger(*args: Any) -> structlog.PrintLogger:
+    # Looked up at each logger creation, so a replaced sys.stderr is honoured.
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     """Configure structlog once for the process; ``json=None`` picks by terminal."""
     as_json = (not sys.stderr.isatty()) if json is None else json
@@ -70,7 +75,7 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
 
