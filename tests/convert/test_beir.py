@@ -132,3 +132,12 @@ def test_non_utf8_qrels_line_names_file_and_line(tmp_path: Path, run_benchd) -> 
     code, _, err = run_benchd("convert", "beir", root, "--out", tmp_path / "f.json")
     assert code == 2
     assert f"{root / 'qrels' / 'test.tsv'}:2: not UTF-8 text (bad byte at column 5)" in err
+
+
+def test_split_without_any_relevant_judgment_writes_nothing(tmp_path: Path, run_benchd) -> None:
+    root = _dataset(tmp_path / "ds", test_qrels="query-id\tcorpus-id\tscore\nq1\td1\t0\n")
+    out = tmp_path / "f.json"
+    code, _, err = run_benchd("convert", "beir", root, "--out", out)
+    assert code == 2
+    assert "nothing to write (4 memories, 0 judged queries)" in err
+    assert not out.exists()
