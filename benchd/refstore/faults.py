@@ -177,7 +177,12 @@ def parse_faults(specs: Sequence[str]) -> FaultPlan:
                 raise FaultSpecError(f"bad seed '{value}': use a non-negative integer")
             seed = int(value)
             continue
-        faults[name] = Scoped(_parse_value(name, value), _parse_routes(scope, spec))
+        try:
+            faults[name] = Scoped(_parse_value(name, value), _parse_routes(scope, spec))
+        except FaultSpecError as exc:
+            if spec in str(exc):
+                raise
+            raise FaultSpecError(f"fault '{spec}': {exc}") from exc
     return FaultPlan(tuple(specs), faults, seed)
 
 

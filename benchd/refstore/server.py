@@ -29,7 +29,13 @@ from benchd.refstore.guard import GuardState
 from benchd.refstore.ratelimit import RateLimiter
 from benchd.refstore.store import RefStore
 
-__all__ = ["RefStoreConfig", "RefStoreThread", "RunningRefStore", "running_refstore"]
+__all__ = [
+    "RefStoreConfig",
+    "RefStoreThread",
+    "RunningRefStore",
+    "running_refstore",
+    "serve_app",
+]
 
 _log = get_logger("benchd.refstore")
 
@@ -92,33 +98,41 @@ def _uvicorn_server(app: Any) -> uvicorn.Server:
 
 
 @asynccontextmanager
-async def running_refstore(config: RefStoreConfig) -> AsyncIterator[RunningRefStore]:
-    """Serve a reference store on the current asyncio loop for the ``async with`` body."""
-    register_secret(config.api_key)
-    store, guard = await _open_store(config)
-    sock = _bind(config.host, config.port)
-    port = int(sock.getsockname()[1])
-    server = _uvicorn_server(build_app(store, guard))
+async def serve_app(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve any ASGI app with uvicorn on the current asyncio loop; yield its base URL.
+
+    No signal handlers are installed and startup is awaited, not polled.
+    Raises UsageError when the address cannot be bound.
+    """
+    sock = _bind(host, port)
+    server = _uvicorn_server(app)
     try:
         await server.startup(sockets=[sock])
-        host = f"[{config.host}]" if ":" in config.host else config.host
-        running = RunningRefStore(
-            f"http://{host}:{port}", config.api_key, config.host, port, store, guard
-        )
-        _log.info(
-            "refstore listening",
-            url=running.url,
-            model=store.embedder.spec,
-            retriever=store.retriever,
-        )
-        yield running
+        shown = f"[{host}]" if ":" in host else host
+        yield f"http://{shown}:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         if server.started:
             await server.shutdown(sockets=[sock])
         sock.close()
+
+
+@asynccontextmanager
+async def running_refstore(config: RefStoreConfig) -> AsyncIterator[RunningRefStore]:
+    """Serve a reference store on the current asyncio loop for the ``async with`` body."""
+    register_secret(config.api_key)
+    store, guard = await _open_store(config)
+    try:
+        async with serve_app(build_app(store, guard), config.host, config.port) as url:
+            port = int(url.rsplit(":", 1)[1])
+            running = RunningRefStore(url, config.api_key, config.host, port, store, guard)
+            _log.info(
+                "refstore listening", url=url, model=store.embedder.spec, retriever=store.retriever
+            )
+            yield running
+    finally:
         await store.close()
-        _log.info("refstore stopped", port=port)
+        _log.info("refstore stopped", url=f"{config.host}:{config.port}")
 
 
 class RefStoreThread:
