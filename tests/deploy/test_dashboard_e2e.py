@@ -1,0 +1,157 @@
+"""deploy/grafana: the dashboard imports as is, and every panel query returns data.
+
+The end-to-end test starts the real ``benchd run`` (embedded default) and a
+real Prometheus (Debian's ``/usr/bin/prometheus``) scraping it every second,
+then runs each panel's PromQL through ``/api/v1/query`` with the dashboard's
+template variables substituted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deploy_processes import prometheus_query, run_benchd, run_prometheus, wait_for
+from deploy_support import DEPLOY, catalogue_metrics, load_yaml, metric_names, require_tool
+
+DASHBOARD = DEPLOY / "grafana" / "benchd.json"
+PROVISIONING = DEPLOY / "grafana" / "provisioning"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+# Template variables as a user would pick them on the embedded default. The
+# embedded probe cycles every ~30 s, so a 2m window spans a few cycles.
+SUBSTITUTIONS = {
+    "$probe": "embedded",
+    "$metric": "recall|ndcg",
+    "$window": "2m",
+}
+# Two cycles (the second one carries the drift comparison) take ~35-45 s.
+DATA_TIMEOUT_S = 75.0
+
+
+def _dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return data
+
+
+def _panels() -> list[dict[str, Any]]:
+    return [p for p in _dashboard()["panels"] if p["type"] != "row"]
+
+
+def _targets() -> list[tuple[str, str]]:
+    return [(f"{p['title']} [{t['refId']}]", t["expr"]) for p in _panels() for t in p["targets"]]
+
+
+def _annotations() -> list[dict[str, Any]]:
+    return [a for a in _dashboard()["annotations"]["list"] if "expr" in a]
+
+
+def _substitute(expr: str) -> str:
+    for name, value in SUBSTITUTIONS.items():
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"unsubstituted variable in {expr}"
+    return expr
+
+
+def test_dashboard_uses_the_datasource_variable_everywhere() -> None:
+    variables = {v["name"]: v for v in _dashboard()["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert variables["probe"]["definition"] == "label_values(benchd_up, probe)"
+    for panel in _panels():
+        assert panel["datasource"] == DATASOURCE, panel["title"]
+        assert all(t["datasource"] == DATASOURCE for t in panel["targets"]), panel["title"]
+    assert all(a["datasource"] == DATASOURCE for a in _annotations())
+    # importable as is: no __inputs to fill in, a stable uid, unique panel ids
+    dashboard = _dashboard()
+    assert "__inputs" not in dashboard and dashboard["uid"] == "benchd"
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_dashboard_queries_only_catalogued_metrics() -> None:
+    known = catalogue_metrics()
+    for title, expr in [*_targets(), *((a["name"], a["expr"]) for a in _annotations())]:
+        assert metric_names(expr) <= known, f"{title}: {sorted(metric_names(expr) - known)}"
+
+
+def test_dashboard_covers_what_operators_need() -> None:
+    exprs = " ".join(expr for _, expr in _targets())
+    for needed in (
+        "benchd_quality",
+        "benchd_category_quality",
+        "benchd_drift_delta",
+        "benchd_request_duration_seconds_bucket",
+        "benchd_requests_total",
+        "benchd_seed_last_records",
+        "benchd_time_to_searchable_seconds",
+    ):
+        assert needed in exprs, needed
+    assert re.search(r"histogram_quantile\(0\.99, sum by \([^)]*\ble\b", exprs)
+    annotation_exprs = " ".join(a["expr"] for a in _annotations())
+    assert "benchd_drift_detected" in annotation_exprs
+    assert "benchd_probe_info" in annotation_exprs and "model" in annotation_exprs
+
+
+def test_provisioning_points_grafana_at_the_dashboard_and_prometheus() -> None:
+    provider = load_yaml(PROVISIONING / "dashboards" / "benchd.yml")["providers"][0]
+    assert provider["type"] == "file"
+    datasource = load_yaml(PROVISIONING / "datasources" / "prometheus.yml")["datasources"][0]
+    assert datasource["type"] == "prometheus" and datasource["isDefault"] is True
+
+
+@pytest.fixture(scope="module")
+def prometheus_with_benchd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    prometheus = require_tool("prometheus")
+    workdir: Path = tmp_path_factory.mktemp("prometheus")
+    with run_benchd() as benchd:
+        target = benchd.url.removeprefix("http://")
+        with run_prometheus(prometheus, workdir, [target]) as prom:
+            yield prom.url
+
+
+def _finite(result: list[dict[str, Any]]) -> bool:
+    return any(math.isfinite(float(sample["value"][1])) for sample in result)
+
+
+@pytest.mark.slow
+@pytest.mark.promtool
+def test_every_panel_query_returns_data_from_a_real_prometheus(
+    prometheus_with_benchd: str,
+) -> None:
+    url = prometheus_with_benchd
+    deadline = time.monotonic() + DATA_TIMEOUT_S
+    queries = [(title, _substitute(expr)) for title, expr in _targets()]
+    missing: dict[str, str] = {}
+
+    def ready() -> bool:
+        missing.clear()
+        missing.update({t: e for t, e in queries if not _finite(prometheus_query(url, e))})
+        return not missing
+
+    try:
+        wait_for(ready, timeout=max(deadline - time.monotonic(), 1.0), what="panel data")
+    except AssertionError:
+        pytest.fail(
+            f"panels without data after {DATA_TIMEOUT_S:.0f} s: {json.dumps(missing, indent=1)}"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.promtool
+def test_annotation_and_variable_queries_are_valid_promql(prometheus_with_benchd: str) -> None:
+    url = prometheus_with_benchd
+    for annotation in _annotations():
+        # a healthy run has no drift and no model change: valid and empty is right
+        prometheus_query(url, _substitute(annotation["expr"]))
+    probes = wait_for(
+        lambda: prometheus_query(url, "group by (probe) (benchd_up)"),
+        timeout=DATA_TIMEOUT_S,
+        what="benchd_up",
+    )
+    assert [p["metric"]["probe"] for p in probes] == ["embedded"]
