@@ -14,14 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchd.convert.common import (
-    CorpusTracker,
-    Tally,
-    bad_line,
-    iter_jsonl,
-    iter_lines,
-    require_file,
-)
+from benchd.convert.common import CorpusTracker, Tally
+from benchd.convert.reading import bad_line, iter_jsonl, iter_lines, require_file
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["convert_beir", "read_beir_qrels"]

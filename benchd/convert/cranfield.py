@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchd.convert.common import CorpusTracker, Tally, bad_line, iter_lines, require_file
+from benchd.convert.common import CorpusTracker, Tally
+from benchd.convert.reading import bad_line, iter_lines, require_file
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["CRANFIELD_FILES", "convert_cranfield", "cranfield_grade"]

@@ -33,7 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchd.convert.common import CorpusTracker, Tally, bad_line, iter_json_array, require_file
+from benchd.convert.common import CorpusTracker, Tally
+from benchd.convert.reading import bad_line, iter_json_array, require_file
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["convert_longmemeval", "parse_lme_date"]

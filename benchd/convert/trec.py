@@ -16,14 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchd.convert.common import (
-    CorpusTracker,
-    Tally,
-    bad_line,
-    iter_lines,
-    read_text,
-    require_file,
-)
+from benchd.convert.common import CorpusTracker, Tally
+from benchd.convert.reading import bad_line, iter_lines, read_text, require_file
 from benchd.convert.writer import FixtureWriter
 
 __all__ = ["Topic", "convert_trec", "iter_docs", "read_qrels", "read_topics"]
