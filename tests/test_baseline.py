@@ -16,10 +16,25 @@ from benchd.baseline import (
 )
 from benchd.cli import main
 from benchd.errors import ConfigError, InputError
+from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.refstore.testing import started_refstore
 from benchd.result import CycleResult, QueryResult, TargetInfo
 from benchd.surfacers.status import result_to_json
 
 HASH = "f" * 64
+LIVE_CONFIG = """
+[[probe]]
+name = "live"
+fixture = "{fixture}"
+
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "BENCHD_BASELINE_KEY"
+
+[probe.load]
+mode = "serial"
+"""
 
 
 def _result(
@@ -159,3 +174,20 @@ def test_cli_reports_bad_json_with_its_line_and_exit_2(
     err = capsys.readouterr().err
     assert code == 2 and f"{source}:3: not valid JSON" in err and "Traceback" not in err
     assert not (tmp_path / "b.toml").exists()
+
+
+def test_cli_pins_a_fresh_cycle_of_a_configured_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture = packaged_fixture("smoke")
+    with started_refstore(embedder="hash:1024") as store:
+        monkeypatch.setenv("BENCHD_BASELINE_KEY", store.api_key)
+        config = tmp_path / "benchd.toml"
+        config.write_text(LIVE_CONFIG.format(fixture=fixture, url=store.url))
+        out = tmp_path / "baseline.toml"
+        code = main(["baseline", "save", "--config", str(config), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    baseline = load_baseline(out)
+    assert baseline.probe == "live" and baseline.model == "hash:1024"
+    assert baseline.fixture_hash == load_fixture(fixture).content_hash
+    assert len(baseline.queries) == len(load_fixture(fixture).queries)
