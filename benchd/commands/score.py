@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from benchd.errors import UsageError
-from benchd.scoring.trec import ScoreOptions, format_json, format_text, score_files
+from benchd.scoring.trec import ScoreOptions, score_files
+from benchd.scoring.trec_format import format_json, format_text
 from benchd.scoring.trec_measures import parse_measures
 
-__all__ = ["register", "run_score"]
+__all__ = ["options_from_args", "register", "run_score"]
 
 _DESCRIPTION = """\
 Score a TREC run file against a qrels file the way trec_eval does, and print
@@ -61,18 +62,23 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=run_score)
 
 
-def run_score(args: argparse.Namespace) -> int:
-    """Score ``args.run`` against ``args.qrels`` and print the table (or JSON)."""
+def options_from_args(args: argparse.Namespace) -> ScoreOptions:
+    """Check the flags and turn them into :class:`ScoreOptions`."""
     if args.l < 0:
         raise UsageError(f"-l {args.l}: the relevance level must be 0 or more")
     if args.M is not None and args.M <= 0:
         raise UsageError(f"-M {args.M}: the maximum documents per topic must be positive")
-    options = ScoreOptions(
+    return ScoreOptions(
         selection=parse_measures(args.m),
         rel_level=args.l,
         max_docs=args.M,
         complete=args.c,
     )
+
+
+def run_score(args: argparse.Namespace) -> int:
+    """Score ``args.run`` against ``args.qrels`` and print the table (or JSON)."""
+    options = options_from_args(args)
     run = score_files(args.qrels, args.run, options)
     out = sys.stdout
     if args.format == "json":

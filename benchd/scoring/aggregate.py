@@ -1,32 +1,55 @@
-"""Means of per-query metrics, overall and per category: pure functions.
+"""Means of per-query measures, overall and per category.
 
-Averages are arithmetic means over queries (DESIGN §3). Queries without a
-category are left out of :func:`by_category` but count in the overall mean.
+Averages are arithmetic means over queries (DESIGN.md §3), summed in input
+order like trec_eval's accumulators. Every query must report the same
+measures: a query that could not be scored has to be dealt with by the
+caller (counted as zeros, or left out) rather than silently shrinking the
+denominator of one measure.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 __all__ = ["by_category", "mean_metrics"]
 
 
 def mean_metrics(per_query: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Arithmetic mean of every metric key over the queries (keys of the first query)."""
+    """Mean of each measure over ``per_query`` (keys in the first query's order).
+
+    Returns ``{}`` for no queries; raises ``ValueError`` if the queries do not
+    all report the same measures.
+    """
     if not per_query:
         return {}
-    n = len(per_query)
-    return {key: math.fsum(m[key] for m in per_query) / n for key in per_query[0]}
+    names = list(per_query[0])
+    expected = set(names)
+    totals = dict.fromkeys(names, 0.0)
+    for index, metrics in enumerate(per_query):
+        if metrics.keys() != expected:
+            missing = sorted(expected - metrics.keys())
+            extra = sorted(metrics.keys() - expected)
+            raise ValueError(
+                f"query #{index} reports different measures than query #0 "
+                f"(missing {missing}, extra {extra})"
+            )
+        for name in names:
+            totals[name] += metrics[name]
+    count = len(per_query)
+    return {name: total / count for name, total in totals.items()}
 
 
 def by_category(
     pairs: Sequence[tuple[str | None, Mapping[str, float]]],
 ) -> dict[str, dict[str, float]]:
-    """Means per category; queries with no category are not in any group."""
-    groups: dict[str, list[Mapping[str, float]]] = defaultdict(list)
+    """Per-category means, categories in sorted order.
+
+    Queries without a category (``None``) are left out here: they still count
+    in the overall :func:`mean_metrics`, but inventing a ``"none"`` category
+    would collide with a real category of that name.
+    """
+    groups: dict[str, list[Mapping[str, float]]] = {}
     for category, metrics in pairs:
         if category is not None:
-            groups[category].append(metrics)
-    return {category: mean_metrics(rows) for category, rows in sorted(groups.items())}
+            groups.setdefault(category, []).append(metrics)
+    return {category: mean_metrics(groups[category]) for category in sorted(groups)}

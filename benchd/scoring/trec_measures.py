@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from typing import Literal
@@ -41,11 +41,11 @@ class Topic:
 
     __slots__ = ("grades", "judged", "num_rel", "num_ret", "ranks")
 
-    def __init__(self, grades: list[int], judged: Mapping[str, int], rel_level: int) -> None:
-        self.grades = grades
-        self.judged = judged
+    def __init__(self, grades: list[int], judged: Collection[int], rel_level: int) -> None:
+        self.grades = grades  # grade of each ranked document, -1 when not in the qrels
+        self.judged = judged  # every grade the qrels give this topic
         self.num_ret = len(grades)
-        self.num_rel = sum(1 for g in judged.values() if g >= rel_level)
+        self.num_rel = sum(map(rel_level.__le__, judged))
         # 1-based ranks of the relevant retrieved documents, ascending.
         self.ranks: list[int] = list(compress(count(1), map(rel_level.__le__, grades)))
 
@@ -115,7 +115,7 @@ def _rprec(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
 def _bpref(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     """bpref: each relevant doc scores 1 - (judged non-relevant above it) / min(N, R)."""
     num_rel = t.num_rel
-    num_nonrel = sum(1 for g in t.judged.values() if 0 <= g < lvl)
+    num_nonrel = sum(1 for g in t.judged if 0 <= g < lvl)
     denom = float(min(num_nonrel, num_rel))
     total, nonrel_so_far = 0.0, 0
     for g in t.grades:
@@ -179,7 +179,7 @@ def _dcg_prefix_at(grades: Sequence[int], cuts: Sequence[int]) -> list[float]:
 def _ndcg_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     cuts = [int(k) for k in p]
     dcgs = _dcg_prefix_at(t.grades, cuts)
-    ideal = ideal_dcg_prefix(t.judged.values())
+    ideal = ideal_dcg_prefix(t.judged)
     out = []
     for k, dcg in zip(cuts, dcgs, strict=True):
         idcg = ideal[min(k, len(ideal) - 1)]
@@ -189,7 +189,7 @@ def _ndcg_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
 
 def _ndcg(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     (dcg,) = _dcg_prefix_at(t.grades, [t.num_ret])
-    idcg = ideal_dcg_prefix(t.judged.values())[-1]
+    idcg = ideal_dcg_prefix(t.judged)[-1]
     return [dcg / idcg if idcg > 0.0 else 0.0]
 
 
