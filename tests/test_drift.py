@@ -301,3 +301,12 @@ def _compare_many(before: np.ndarray, cycles: Sequence[np.ndarray]) -> list[bool
         ).detected
         for c in cycles
     ]
+
+
+@pytest.mark.anyio
+async def test_aobserve_gives_the_same_outcome_as_observe() -> None:
+    cycles = [_cycle(_runs([1.0] * 20)), _cycle(_runs([0.5] * 10 + [1.0] * 10), cycle=2)]
+    sync, threaded = DriftTracker("p"), DriftTracker("p")
+    expected = [sync.observe(c) for c in cycles]
+    assert [await threaded.aobserve(c) for c in cycles] == expected
+    assert threaded.drifting and expected[1]["detected"]
