@@ -150,7 +150,11 @@ async def _handle(args: argparse.Namespace) -> int:
         config = _select(config, args.probe, args.adopt_namespace)
         results = await run_probes(config)
     if args.format == "json":
-        doc = {"benchd_version": __version__, "probes": [result_to_json(r) for r in results]}
+        doc = {
+            "schema": 1,
+            "benchd_version": __version__,
+            "probes": [result_to_json(r) for r in results],
+        }
         print(json.dumps(doc, indent=2, sort_keys=False))
     else:
         print(render_many(results))

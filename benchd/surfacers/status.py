@@ -68,8 +68,22 @@ def _result(result: CycleResult) -> dict[str, Any]:
         "load": _load(result.load) if result.load is not None else None,
         "errors": dict(result.errors),
         "error": _error(result),
-        "drift": result.drift,
+        "drift": _drift(result.drift),
     }
+
+
+def _drift(drift: Mapping[str, Any]) -> dict[str, Any]:
+    """The tracker's outcome with each metric@k also at the top level.
+
+    ``drift["recall@10"].{delta,p_value,detected,ci_low,ci_high}`` is the
+    documented path; ``drift["metrics"]`` keeps the tracker's own shape.
+    """
+    out = dict(drift)
+    metrics = drift.get("metrics")
+    if isinstance(metrics, Mapping):
+        for key, value in metrics.items():
+            out.setdefault(str(key), value)
+    return out
 
 
 def status_document(book: ResultBook) -> dict[str, Any]:
