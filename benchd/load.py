@@ -56,6 +56,7 @@ OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
 """Every outcome a request can have; a :class:`LoadRun` stores indexes into it."""
 
 _OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
+_TIMEOUT = _OUTCOME_CODE["timeout"]
 
 # asyncio timers fire up to ~1 ms late (epoll rounds its timeout up to whole
 # milliseconds), so the engine sleeps until this long before a deadline and
@@ -243,16 +244,22 @@ class _Recorder:
         )
 
 
-async def _attempt(fire: Fire, query: int, timeout_s: float) -> _Outcome:
-    """Fire one request under a timeout; classify its outcome."""
+async def _classified(fire: Fire, query: int) -> _Outcome:
+    """Fire one request; turn a TargetError into its outcome code."""
     try:
-        with anyio.fail_after(timeout_s):
-            ids = await fire(query)
-    except TimeoutError:
-        return _OUTCOME_CODE["timeout"], ()
+        ids = await fire(query)
     except TargetError as exc:
         return _OUTCOME_CODE.get(exc.kind, _OUTCOME_CODE["connect"]), ()
     return 0, tuple(ids)
+
+
+async def _attempt(fire: Fire, query: int, timeout_s: float) -> _Outcome:
+    """Fire one request under its own timeout; classify its outcome."""
+    try:
+        with anyio.fail_after(timeout_s):
+            return await _classified(fire, query)
+    except TimeoutError:
+        return _TIMEOUT, ()
 
 
 async def run_load(fire: Fire, n_queries: int, profile: LoadProfile) -> LoadRun:
@@ -272,35 +279,65 @@ async def run_load(fire: Fire, n_queries: int, profile: LoadProfile) -> LoadRun:
     return recorder.freeze(profile)
 
 
+@dataclass(slots=True)
+class _ClosedPlan:
+    """Hands out closed-loop request numbers until the budget or the duration is spent."""
+
+    origin: float  # perf_counter() at which measuring starts (after warm-up)
+    stop_at: float
+    budget: int | None
+    next_seq: int = 0
+    measured: int = 0
+
+    def take(self) -> int | None:
+        now = time.perf_counter()
+        if now >= self.stop_at:
+            return None
+        if now >= self.origin:
+            if self.budget is not None and self.measured >= self.budget:
+                return None
+            self.measured += 1
+        self.next_seq += 1
+        return self.next_seq - 1
+
+
 async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:
     """Serial (one worker) or closed loop: each worker sends, waits, sends again."""
     serial = profile.mode == "serial"
-    workers = 1 if serial else profile.concurrency
     budget = profile.requests if profile.requests is not None else (n_queries if serial else None)
     recorder = _Recorder(origin=time.perf_counter() + profile.warmup_s)
     stop_at = math.inf if budget is not None else recorder.origin + profile.duration_s
-    next_seq = 0
-    measured = 0
-
-    async def worker() -> None:
-        nonlocal next_seq, measured
-        while True:
-            now = time.perf_counter()
-            if now >= stop_at:
-                return
-            if now >= recorder.origin:
-                if budget is not None and measured >= budget:
-                    return
-                measured += 1
-            seq, next_seq = next_seq, next_seq + 1
-            start = now
-            result = await _attempt(fire, seq % n_queries, profile.request_timeout_s)
-            recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), result)
-
+    plan = _ClosedPlan(recorder.origin, stop_at, budget)
     async with anyio.create_task_group() as tg:
-        for _ in range(workers):
-            tg.start_soon(worker)
+        for _ in range(1 if serial else profile.concurrency):
+            tg.start_soon(
+                _closed_worker, fire, n_queries, plan, recorder, profile.request_timeout_s
+            )
     return recorder
+
+
+async def _closed_worker(
+    fire: Fire, n_queries: int, plan: _ClosedPlan, recorder: _Recorder, timeout_s: float
+) -> None:
+    """Send requests back to back until the plan runs out.
+
+    One cancel scope serves many requests and its deadline moves before each:
+    a fresh ``fail_after`` per request costs ~10 µs, an eighth of a whole
+    request on loopback. When the deadline passes, the request in flight is
+    recorded as a timeout and a new scope takes over.
+    """
+    while True:
+        in_flight = (0, 0.0)
+        with anyio.CancelScope() as scope:
+            while (seq := plan.take()) is not None:
+                in_flight = (seq, time.perf_counter())
+                scope.deadline = anyio.current_time() + timeout_s
+                result = await _classified(fire, seq % n_queries)
+                start = in_flight[1]
+                recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), result)
+            return
+        seq, start = in_flight
+        recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), (_TIMEOUT, ()))
 
 
 async def _run_open(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:

@@ -64,7 +64,7 @@ class LoopbackTarget:
                     head = await reader.receive_until(b"\r\n\r\n", 65536)
                 except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                     return
-                path = head.split(b" ", 2)[1].decode()
+                path = head.split(b" ", 2)[1].decode().partition("?")[0]
                 status, body = await self._answer(int(path.rsplit("/", 1)[1]))
                 extra = b"Retry-After: 2\r\n" if status == 429 else b""
                 await stream.send(
