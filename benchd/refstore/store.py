@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchd.refstore.catalog import SearchFilter
 from benchd.refstore.embedders import Embedder, parse_embedder
@@ -77,7 +78,13 @@ class RefStore:
 
     @classmethod
     async def open(cls, db: str | None, embedder_spec: str, retriever: str) -> RefStore:
-        """Open (or create) the database and embed whatever it already holds."""
+        """Open (or create) the database and embed whatever it already holds.
+
+        Caps BLAS at one thread for the process: each search does one small
+        mat-vec on the event loop, and BLAS worker threads competing for a
+        few cores made it several times slower, never faster.
+        """
+        threadpool_limits(limits=1, user_api="blas")
         embedder = parse_embedder(embedder_spec)
         index = MemoryIndex(db, dims=1)
         store = cls(index, embedder, retriever)
