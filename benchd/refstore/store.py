@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import anyio
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -75,6 +76,10 @@ class RefStore:
         self.index = index
         self.embedder = embedder
         self.retriever = retriever
+        # Imports and embedder switches each await the embedder before they
+        # write; one at a time, so no vector from a replaced model lands
+        # beside the new model's vectors.
+        self._write_lock = anyio.Lock()
 
     @classmethod
     async def open(cls, db: str | None, embedder_spec: str, retriever: str) -> RefStore:
@@ -102,6 +107,10 @@ class RefStore:
 
     async def import_records(self, data: list[Any]) -> dict[str, int]:
         """Validate, dedup and upsert records; reply with counts only, like the target API."""
+        async with self._write_lock:
+            return await self._import(data)
+
+    async def _import(self, data: list[Any]) -> dict[str, int]:
         now = iso_now()
         parsed: list[NewRecord | None] = []
         for raw in data:
@@ -263,6 +272,10 @@ class RefStore:
     async def switch_embedder(self, spec: str) -> int:
         """Re-embed every stored record with a new embedder; return how many."""
         embedder = parse_embedder(spec)
+        async with self._write_lock:
+            return await self._switch(embedder)
+
+    async def _switch(self, embedder: Embedder) -> int:
         rows = self.index.texts()
         try:
             vectors = await embedder.embed([text for _rid, text in rows])
