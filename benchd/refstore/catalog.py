@@ -17,6 +17,10 @@ import numpy.typing as npt
 __all__ = ["Catalog", "SearchFilter"]
 
 FloatMatrix = npt.NDArray[np.float32]
+Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], FloatMatrix]
+# Below this share of non-zero entries (hashing embedders at 1024 dims sit
+# near 3%) per-dimension postings beat a full mat-vec by two orders of magnitude.
+SPARSE_MAX_DENSITY = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,8 @@ class Catalog:
     def __init__(self, dims: int) -> None:
         self._codes: dict[str, int] = {}
         self.size = 0
+        self._postings: Postings | None = None
+        self._postings_fresh = False
         self._allocate(1024, dims)
 
     def _allocate(self, capacity: int, dims: int) -> None:
@@ -97,6 +103,7 @@ class Catalog:
         """Store unit vectors for rows; a new dimension replaces the whole matrix."""
         if not rids:
             return
+        self._postings_fresh = False
         if matrix.shape[1] != self.dims:
             self.vectors = np.zeros((len(self.active), matrix.shape[1]), dtype=np.float32)
         self.vectors[np.asarray(rids, dtype=np.int64)] = matrix
@@ -114,3 +121,32 @@ class Catalog:
         if where.until_ts is not None:
             keep &= self.created[:n] <= where.until_ts
         return keep
+
+    def scores(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Dot product of ``query`` with every row in ``[0, size)``."""
+        postings = self._current_postings()
+        if postings is None:
+            return self.vectors[: self.size] @ query
+        indptr, rows, values = postings
+        dims = np.flatnonzero(query)
+        starts, ends = indptr[dims], indptr[dims + 1]
+        if len(dims) == 0 or not np.any(ends > starts):
+            return np.zeros(self.size, dtype=np.float32)
+        picks = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+        weights = values[picks] * np.repeat(query[dims], ends - starts)
+        return np.bincount(rows[picks], weights=weights, minlength=self.size).astype(np.float32)
+
+    def _current_postings(self) -> Postings | None:
+        """Per-dimension (row, value) lists when the vectors are sparse; rebuilt after writes."""
+        if self._postings_fresh:
+            return self._postings
+        live = self.vectors[: self.size]
+        self._postings = None
+        if np.count_nonzero(live) <= SPARSE_MAX_DENSITY * live.size:
+            rows, cols = np.nonzero(live)
+            order = np.argsort(cols, kind="stable")
+            indptr = np.zeros(self.dims + 1, dtype=np.int64)
+            np.cumsum(np.bincount(cols, minlength=self.dims), out=indptr[1:])
+            self._postings = (indptr, rows[order], live[rows[order], cols[order]])
+        self._postings_fresh = True
+        return self._postings

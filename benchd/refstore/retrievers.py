@@ -65,9 +65,7 @@ def dense_candidates(
     rows = np.flatnonzero(mask)
     if len(rows) == 0 or len(query_vector) != catalog.dims:
         return []
-    # One mat-vec over the live prefix, then pick rows: cheaper than copying
-    # the selected rows of a large matrix first.
-    scores = (catalog.vectors[: catalog.size] @ query_vector)[rows].astype(np.float64)
+    scores = catalog.scores(query_vector)[rows].astype(np.float64)
     return [(int(rows[i]), max(float(scores[i]), _FLOOR)) for i in _top(scores, depth)]
 
 

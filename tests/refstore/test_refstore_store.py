@@ -1,4 +1,4 @@
-"""RefStore in-process: writes and embedder switches never interleave."""
+"""RefStore and its catalog in-process: write ordering, sparse scoring."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import anyio
 import numpy as np
 import pytest
 
+from benchd.refstore.catalog import Catalog
 from benchd.refstore.embedders import FloatMatrix, HashEmbedder
 from benchd.refstore.store import RefStore, SearchQuery
 
@@ -45,3 +46,18 @@ async def test_an_embedder_switch_waits_for_a_running_import() -> None:
     reply = await store.search(SearchQuery(q="release train", track_access=False))
     assert [hit["id"] for hit in reply["results"]] == ["a"]
     await store.close()
+
+
+def test_sparse_postings_score_exactly_like_the_full_mat_vec() -> None:
+    embedder = HashEmbedder(1024)
+    texts = [f"memory {i} about topic {i % 7} and service {i % 13}" for i in range(300)]
+    catalog = Catalog(dims=1)
+    for rid in range(1, len(texts) + 1):
+        catalog.put(rid, client_id="c", type_="fact", created_ts=0.0, active=True, tags=frozenset())
+    catalog.set_vectors(list(range(1, len(texts) + 1)), embedder.embed_sync(texts))
+    query = embedder.embed_sync(["topic 3 service 5"])[0]
+    sparse = catalog.scores(query)
+    assert catalog._postings is not None  # the hashing vectors took the sparse path
+    dense = catalog.vectors[: catalog.size] @ query
+    assert np.allclose(sparse, dense, atol=1e-6)
+    assert not np.any(catalog.scores(np.zeros(1024, dtype=np.float32)))
