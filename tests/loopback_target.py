@@ -1,9 +1,10 @@
 """A tiny keep-alive HTTP/1.1 search target on loopback for the load-engine tests.
 
 ``GET /q/<i>`` answers ``{"results": [{"id": "doc-<i>"}]}`` after ``delay_s``.
-Tests shape behaviour per query index (``statuses``, ``garbage``, ``hang``)
-or for a time window (``stall_from`` / ``stall_until``, perf_counter times:
-a request arriving inside the window is held until the window closes).
+Tests shape behaviour per query index (``statuses``, ``garbage``, ``hang``,
+``raw``: exact bytes, then close) or for a time window (``stall_from`` /
+``stall_until``, perf_counter times: a request arriving inside the window is
+held until the window closes).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class LoopbackTarget:
     statuses: dict[int, int] = field(default_factory=dict)  # query -> HTTP status
     garbage: set[int] = field(default_factory=set)  # queries answered with invalid JSON
     hang: set[int] = field(default_factory=set)  # queries never answered
+    raw: dict[int, bytes] = field(default_factory=dict)  # exact bytes, then close
     stall_from: float = float("inf")
     stall_until: float = float("-inf")
     port: int = 0
@@ -65,7 +67,11 @@ class LoopbackTarget:
                 except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                     return
                 path = head.split(b" ", 2)[1].decode().partition("?")[0]
-                status, body = await self._answer(int(path.rsplit("/", 1)[1]))
+                query = int(path.rsplit("/", 1)[1])
+                if query in self.raw:
+                    await stream.send(self.raw[query])
+                    return
+                status, body = await self._answer(query)
                 extra = b"Retry-After: 2\r\n" if status == 429 else b""
                 await stream.send(
                     b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n%sContent-Length: %d"

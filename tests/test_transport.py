@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import gzip
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -130,21 +131,67 @@ async def test_run_load_over_the_http_fire_classifies_every_outcome(
     assert {ids for _, ids in run.answers()} == {("doc-0",), ("doc-3",)}
 
 
-def test_request_spec_keeps_method_headers_and_body_and_drops_derived_headers() -> None:
-    request = httpx.Request(
-        "POST",
-        "http://store.test:8080/export/import?x=1",
-        json={"data": []},
-        headers={"x-api-key": SECRET},
+def test_request_spec_serializes_the_request_once_without_accept_encoding() -> None:
+    client = httpx.Client(base_url="http://store.test:8080")
+    request = client.build_request(
+        "POST", "/export/import?x=1", json={"data": []}, headers={"x-api-key": SECRET}
     )
     spec = RequestSpec.from_httpx(request)
-    assert spec.method == "POST"
-    assert str(spec.url) == "http://store.test:8080/export/import?x=1"
-    assert spec.body == b'{"data":[]}'
-    assert spec.headers["x-api-key"] == SECRET
-    assert spec.headers["content-type"] == "application/json"
-    assert not {"host", "content-length"} & {name.lower() for name in spec.headers}
+    head, _, body = spec.wire.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /export/import?x=1 HTTP/1.1"
+    assert b"host: store.test:8080" in [line.lower() for line in lines]
+    assert b"x-api-key: " + SECRET.encode() in lines
+    assert b"content-length: 11" in [line.lower() for line in lines]
+    assert not [line for line in lines if line.lower().startswith(b"accept-encoding")]
+    assert body == b'{"data":[]}'
+    assert spec.origin == ("http", "store.test", 8080)
     assert spec.where == "POST http://store.test:8080/export/import"
+
+
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+_BODY = b'{"results": [{"id": "a"}, {"id": "b"}]}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _HEAD
+        + b"Transfer-Encoding: chunked\r\n\r\n5\r\n"
+        + _BODY[:5]
+        + b"\r\n"
+        + hex(len(_BODY) - 5)[2:].encode()
+        + b"\r\n"
+        + _BODY[5:]
+        + b"\r\n0\r\n\r\n",
+        _HEAD
+        + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(gzip.compress(_BODY)), gzip.compress(_BODY)),
+        _HEAD + b"Connection: close\r\n\r\n" + _BODY,  # delimited by closing
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        + _HEAD
+        + b"Content-Length: %d\r\n\r\n%s" % (len(_BODY), _BODY),
+    ],
+    ids=["chunked", "gzip", "close-delimited", "after-100-continue"],
+)
+async def test_answers_are_read_whatever_their_framing(target: LoopbackTarget, raw: bytes) -> None:
+    target.raw = {0: raw}
+    assert await _fire_once(target, 0) == ("a", "b")
+
+
+async def test_a_connection_the_store_closed_is_replaced_transparently(
+    target: LoopbackTarget,
+) -> None:
+    target.raw = {0: _HEAD + b"Content-Length: %d\r\n\r\n%s" % (len(_BODY), _BODY)}
+    build = _Builder(target.base_url)
+    async with make_http_fire(build, _parse, concurrency=1, timeout_s=5) as fire:
+        assert [await fire(0) for _ in range(3)] == [("a", "b")] * 3  # server closes each time
+
+
+async def test_a_malformed_status_line_is_a_protocol_error(target: LoopbackTarget) -> None:
+    target.raw = {0: b"HTTX/9 nonsense\r\n\r\n"}
+    with pytest.raises(TargetProtocolError, match="malformed HTTP"):
+        await _fire_once(target, 0)
 
 
 def test_retry_after_accepts_seconds_and_http_dates_and_ignores_garbage() -> None:

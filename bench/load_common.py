@@ -1,0 +1,139 @@
+"""Shared plumbing for the load benchmarks: a static nginx target and Locust runs.
+
+Not a benchmark itself; ``bench/load_*.py`` import it (run them from the repo root).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = [
+    "LOCUST_VENV",
+    "canned_search_body",
+    "free_port",
+    "nginx_serving",
+    "run_locust",
+    "wait_for_port",
+]
+
+LOCUST_VENV = Path("/tmp/locust-venv")
+SEARCH_PATH = "/memory/search"
+
+_NGINX_CONF = """worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  client_body_temp_path {tmp}/body;
+  proxy_temp_path {tmp}/proxy;
+  fastcgi_temp_path {tmp}/fcgi;
+  uwsgi_temp_path {tmp}/uwsgi;
+  scgi_temp_path {tmp}/scgi;
+  server {{
+    listen 127.0.0.1:{port};
+    location {path} {{ default_type application/json; return 200 '{body}'; }}
+  }}
+}}
+"""
+
+_LOCUSTFILE = """from locust import FastHttpUser, constant, task
+
+
+class Searcher(FastHttpUser):
+    wait_time = constant(0)
+
+    @task
+    def search(self):
+        self.client.get({path!r})
+"""
+
+
+def canned_search_body(n_results: int = 10) -> bytes:
+    """A Zengram-shaped search answer with ``n_results`` ranked memories."""
+    results = [
+        {
+            "id": f"mem-{rank}",
+            "effective_score": round(1.0 - rank * 0.05, 3),
+            "type": "fact",
+            "summary": f"summary of memory {rank} about the staging deploy",
+        }
+        for rank in range(n_results)
+    ]
+    answer = {"query": "what did alice say about the deploy", "count": n_results}
+    return json.dumps({**answer, "results": results}).encode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
+    """Poll until something accepts connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
+
+
+@contextmanager
+def nginx_serving(body: bytes) -> Iterator[str]:
+    """Run a private nginx on loopback answering ``body`` at /memory/search; yield its URL."""
+    binary = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if binary is None:
+        raise SystemExit("nginx not found: apt-get install -y nginx-light (benchmark skipped)")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="benchd-nginx-") as tmp:
+        conf = Path(tmp, "nginx.conf")
+        escaped = body.decode().replace("\\", "\\\\").replace("'", "\\'")
+        conf.write_text(_NGINX_CONF.format(tmp=tmp, port=port, path=SEARCH_PATH, body=escaped))
+        proc = subprocess.Popen(
+            [binary, "-p", tmp, "-c", str(conf), "-e", f"{tmp}/error.log"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_for_port(port)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
+    """Run Locust FastHttpUser headless in its own venv; return its req/s."""
+    binary = LOCUST_VENV / "bin" / "locust"
+    if not binary.exists():
+        raise SystemExit(
+            f"Locust not found at {binary}: python3 -m venv {LOCUST_VENV} && "
+            f"{LOCUST_VENV}/bin/pip install locust"
+        )
+    with tempfile.TemporaryDirectory(prefix="benchd-locust-") as tmp:
+        locustfile = Path(tmp, "locustfile.py")
+        locustfile.write_text(_LOCUSTFILE.format(path=path))
+        args = [str(binary), "-f", str(locustfile), "--headless", "--only-summary", "--json"]
+        args += ["-u", str(users), "-r", str(users), "-t", f"{duration_s:g}s", "--host", host]
+        proc = subprocess.run(args, capture_output=True, text=True, check=True, cwd=tmp)
+    stats = json.loads(proc.stdout)[0]
+    if stats["num_failures"]:
+        raise SystemExit(f"Locust saw {stats['num_failures']} failures; the target is unhealthy")
+    elapsed = stats["last_request_timestamp"] - stats["start_time"]
+    return float(stats["num_requests"] / elapsed)
