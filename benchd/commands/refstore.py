@@ -40,6 +40,11 @@ def register(sub: Any) -> None:
             "injection for drills. The API key is read from an environment variable."
         ),
     )
+    _add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--listen",
         default=DEFAULT_LISTEN,
@@ -87,7 +92,6 @@ def register(sub: Any) -> None:
         help="writes per minute per key (default 60; 0 = unlimited)",
     )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    p.set_defaults(handler=run)
 
 
 def config_from_args(args: argparse.Namespace) -> RefStoreConfig:

@@ -112,12 +112,27 @@ class MemoryIndex:
 
     def write(self, record: NewRecord) -> int:
         """Insert the record, or overwrite the one with the same id; return its row id."""
-        active = 1 if record.payload["active"] else 0
+        rid = self._upsert_row(record)
+        self._db.execute(
+            "INSERT INTO memories_fts (rowid, body) VALUES (?, ?)", (rid, record.content)
+        )
+        self.catalog.put(
+            rid,
+            client_id=record.client_id,
+            type_=record.type,
+            created_ts=record.created_ts,
+            active=bool(record.payload["active"]),
+            tags=frozenset(words(record.tag_text)),
+        )
+        return rid
+
+    def _upsert_row(self, record: NewRecord) -> int:
+        """Write the memories row (dropping an overwritten row's FTS entry); return its rid."""
         values = (
             record.client_id,
             record.type,
             record.content_hash,
-            active,
+            1 if record.payload["active"] else 0,
             record.created_ts,
             record.access_count,
             record.tag_text,
@@ -130,27 +145,15 @@ class MemoryIndex:
                 " access_count, tag_text, payload, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*values, record.id),
             )
-            rid = int(cursor.lastrowid or 0)
-        else:
-            rid = int(found[0])
-            self._db.execute(
-                "UPDATE memories SET client_id = ?, type = ?, content_hash = ?, active = ?,"
-                " created_ts = ?, access_count = ?, tag_text = ?, payload = ?, deleted_at = NULL"
-                " WHERE rid = ?",
-                (*values, rid),
-            )
-            self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
+            return int(cursor.lastrowid or 0)
+        rid = int(found[0])
         self._db.execute(
-            "INSERT INTO memories_fts (rowid, body) VALUES (?, ?)", (rid, record.content)
+            "UPDATE memories SET client_id = ?, type = ?, content_hash = ?, active = ?,"
+            " created_ts = ?, access_count = ?, tag_text = ?, payload = ?, deleted_at = NULL"
+            " WHERE rid = ?",
+            (*values, rid),
         )
-        self.catalog.put(
-            rid,
-            client_id=record.client_id,
-            type_=record.type,
-            created_ts=record.created_ts,
-            active=bool(active),
-            tags=frozenset(words(record.tag_text)),
-        )
+        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
         return rid
 
     def deactivate(self, memory_id: str, now: str) -> str | None:
