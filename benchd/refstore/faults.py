@@ -13,6 +13,8 @@ every API route; ``/health`` and ``/admin`` are never faulted)::
     degraded=0.1@search                  10% answer 503 with retrieval.degraded
     slow_body=500ms                      the body is dribbled out over 500 ms
     malformed=0.05                       5% of 2xx bodies are cut in half
+    auth_lockout=10                      10 bad keys from one IP in 60 s lock
+                                         that IP out (429, no Retry-After)
     seed=42                              seed the fault dice (reproducible drills)
 
 Durations take ``ms`` or ``s``; rates are fractions in [0, 1]. Stall windows
@@ -41,6 +43,7 @@ ROUTES = frozenset({"search", "import", "export", "delete"})
 _Z99 = 2.3263478740408408  # standard normal quantile at 0.99
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
 _RATE_FAULTS = ("error_rate", "rate_limit", "degraded", "malformed")
+LOCKOUT_WINDOW_S = 60.0
 
 
 class FaultSpecError(ValueError):
@@ -159,7 +162,11 @@ def _parse_value(name: str, value: str) -> float | Latency | tuple[float, float]
         return parse_duration(value)
     if name in _RATE_FAULTS:
         return _parse_rate(name, value)
-    known = ", ".join(("latency", "stall", "slow_body", "seed", *_RATE_FAULTS))
+    if name == "auth_lockout":
+        if not value.isdigit() or int(value) < 1:
+            raise FaultSpecError(f"bad auth_lockout '{value}': use a count >= 1, e.g. 10")
+        return float(value)
+    known = ", ".join(("latency", "stall", "slow_body", "auth_lockout", "seed", *_RATE_FAULTS))
     raise FaultSpecError(f"unknown fault '{name}': use one of {known}")
 
 
@@ -194,6 +201,7 @@ class FaultInjector:
         self._rng = random.Random(plan.seed)
         self._clock = clock
         self._t0 = clock()
+        self._auth_failures: dict[str, tuple[float, int]] = {}
 
     def _get(self, name: str, route: str) -> Scoped | None:
         found = self.plan.faults.get(name)
@@ -221,3 +229,23 @@ class FaultInjector:
     def slow_body(self, route: str) -> float:
         found = self._get("slow_body", route)
         return float(found.value) if found is not None else 0.0  # type: ignore[arg-type]
+
+    def locked_out(self, client: str) -> bool:
+        """True while ``client`` (an IP) has hit the ``auth_lockout`` count this window."""
+        found = self.plan.faults.get("auth_lockout")
+        if found is None:
+            return False
+        start, count = self._auth_failures.get(client, (0.0, 0))
+        if self._clock() - start >= LOCKOUT_WINDOW_S:
+            return False
+        return count >= float(found.value)  # type: ignore[arg-type]
+
+    def auth_failed(self, client: str) -> None:
+        """Count a rejected key from ``client`` (only while ``auth_lockout`` is set)."""
+        if "auth_lockout" not in self.plan.faults:
+            return
+        now = self._clock()
+        start, count = self._auth_failures.get(client, (now, 0))
+        if now - start >= LOCKOUT_WINDOW_S:
+            start, count = now, 0
+        self._auth_failures[client] = (start, count + 1)

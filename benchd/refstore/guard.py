@@ -1,7 +1,8 @@
 """ASGI middleware in front of every route: request id, auth, rate limits, faults.
 
 Order per request: tag the response with ``x-request-id`` (echoed or made
-up); ``/health`` passes; a missing or wrong ``x-api-key`` gets 401;
+up); ``/health`` passes; an IP locked out by the ``auth_lockout`` fault gets
+429 without ``Retry-After``; a missing or wrong ``x-api-key`` gets 401;
 ``/admin`` passes (a drill must be able to lift a fault it set); then the
 per-key rate limit (429 + ``Retry-After``) and the active fault plan.
 Written as plain ASGI, not ``BaseHTTPMiddleware``, to keep the hot path short.
@@ -142,10 +143,16 @@ class Guard:
             await self.app(scope, receive, send)
             return
         key = _header(scope, b"x-api-key") or ""
+        client = str((scope.get("client") or ("unknown", 0))[0])
+        admin = path.startswith("/admin/")
+        if not admin and self.state.injector.locked_out(client):
+            await send_json(send, 429, {"error": "Too many failed attempts. Try again later."})
+            return
         if not hmac.compare_digest(key.encode(), self.state.api_key.encode()):
+            self.state.injector.auth_failed(client)
             await send_json(send, 401, {"error": "Unauthorized: invalid or missing x-api-key"})
             return
-        if path.startswith("/admin/"):
+        if admin:
             await self.app(scope, receive, send)
             return
         await self._guarded(scope, receive, send, key)

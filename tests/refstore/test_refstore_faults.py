@@ -50,6 +50,7 @@ def test_durations_take_ms_or_s(text: str, seconds: float) -> None:
         "stall=often",
         "degraded=0.1@upload",
         "explode=1",
+        "auth_lockout=0",
         "seed=-1",
     ],
 )
@@ -172,4 +173,25 @@ def test_faults_given_at_start_are_active_and_reported_by_health() -> None:
 def test_clearing_faults_restores_normal_answers(client: httpx.Client) -> None:
     _set_faults(client, "error_rate=1")
     _set_faults(client)
+    assert client.get("/export").status_code == 200
+
+
+def test_auth_lockout_locks_an_ip_out_even_for_the_valid_key(
+    store: RefStoreThread, client: httpx.Client
+) -> None:
+    _set_faults(client, "auth_lockout=3")
+    bad = [httpx.get(f"{store.url}/export", headers={"x-api-key": "wrong"}) for _ in range(3)]
+    assert [reply.status_code for reply in bad] == [401, 401, 401]
+    locked = client.get("/export")
+    assert locked.status_code == 429
+    assert "retry-after" not in locked.headers
+    _set_faults(client)  # admin still works from the locked IP and lifts the lockout
+    assert client.get("/export").status_code == 200
+
+
+def test_without_auth_lockout_bad_keys_never_lock_anyone_out(
+    store: RefStoreThread, client: httpx.Client
+) -> None:
+    for _ in range(12):
+        httpx.get(f"{store.url}/export", headers={"x-api-key": "wrong"})
     assert client.get("/export").status_code == 200
