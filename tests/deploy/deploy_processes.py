@@ -149,10 +149,12 @@ def _get_ok(url: str) -> bool:
 
 
 @contextmanager
-def run_benchd(args: Sequence[str] = (), *, timeout: float = 30.0) -> Iterator[Running]:
+def run_benchd(
+    args: Sequence[str] = (), *, env: dict[str, str] | None = None, timeout: float = 30.0
+) -> Iterator[Running]:
     """``benchd run --listen 127.0.0.1:0 ARGS``; the URL comes from its 'started' log line."""
     cmd = [*BENCHD, "run", "--listen", "127.0.0.1:0", "--log-format", "json", *args]
-    proc = _spawn(cmd)
+    proc = _spawn(cmd, env)
     logs = LogReader(proc)
     try:
         started = logs.wait_json(lambda e: e.get("event") == "started", time.monotonic() + timeout)

@@ -1,0 +1,159 @@
+"""End to end: an embedding-model change makes the shipped drift alert fire in Prometheus.
+
+Real processes only: ``benchd refstore`` (dense retrieval, hashing embedder
+with 1024 dimensions), ``benchd run`` probing it every 2 s against a pinned
+baseline, and Debian's ``prometheus`` scraping benchd every second with
+deploy/prometheus/alerts.yml and recording.yml loaded exactly as shipped.
+The test degrades the store's embedder to 16 dimensions through its admin
+endpoint and waits for BenchdQualityDrift to go pending, then firing once
+its own ``for:`` has passed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from deploy_processes import (
+    BENCHD,
+    prometheus_query,
+    run_benchd,
+    run_prometheus,
+    run_refstore,
+    wait_for,
+)
+from deploy_support import DEPLOY, PROMETHEUS_DIR, alert_rules, require_tool
+
+ALERT = "BenchdQualityDrift"
+PROBE = "e2e"
+KEY_ENV = "BENCHD_E2E_KEY"
+GOOD_EMBEDDER, BAD_EMBEDDER = "hash:1024", "hash:16"
+# 60 queries: enough for the exact paired test to reach p < 0.01 (the
+# 16-query smoke fixture barely can); the same arguments give the same file.
+SYNTH_ARGS = ["--memories", "300", "--queries", "60", "--seed", "7"]
+CONFIG = """\
+[[probe]]
+name = "{probe}"
+fixture = "fixture.json"
+k = [5, 10]
+interval_s = 2.0
+jitter_s = 0.0
+timeout_s = 30.0
+{baseline}
+
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{key_env}"
+namespace = "benchd-e2e"
+cleanup = "before"
+
+[probe.load]
+mode = "serial"
+"""
+
+
+def _for_seconds() -> float:
+    rule = next(r for r in alert_rules() if r["alert"] == ALERT)
+    match = re.fullmatch(r"(\d+)([smh])", rule["for"])
+    assert match, rule["for"]
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _benchd(args: list[str], env: dict[str, str], cwd: Path) -> None:
+    result = subprocess.run(
+        [*BENCHD, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, f"benchd {args[0]}: {result.stderr}"
+
+
+def _write_configs(workdir: Path, store_url: str, env: dict[str, str]) -> Path:
+    """A synthetic fixture, a config, and a baseline pinned on the good embedder."""
+    _benchd(["synth", *SYNTH_ARGS, "--out", "fixture.json"], env, workdir)
+    fields = {"probe": PROBE, "url": store_url, "key_env": KEY_ENV}
+    (workdir / "pin.toml").write_text(CONFIG.format(baseline="", **fields), encoding="utf-8")
+    _benchd(["baseline", "save", "--config", "pin.toml", "--out", "baseline.toml"], env, workdir)
+    config = workdir / "benchd.toml"
+    config.write_text(CONFIG.format(baseline='baseline = "baseline.toml"', **fields), "utf-8")
+    return config
+
+
+def _drift_alerts(prometheus: str) -> list[dict[str, Any]]:
+    reply = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10.0).json()
+    assert reply["status"] == "success", reply
+    return [a for a in reply["data"]["alerts"] if a["labels"]["alertname"] == ALERT]
+
+
+def _in_state(prometheus: str, state: str) -> list[dict[str, Any]]:
+    return [a for a in _drift_alerts(prometheus) if a["state"] == state]
+
+
+def _switch_embedder(store_url: str, key: str, spec: str) -> None:
+    reply = httpx.post(
+        f"{store_url}/admin/config", json={"embedder": spec}, headers={"x-api-key": key}, timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["model"] == spec
+
+
+def _model_change_annotation(prometheus: str) -> list[dict[str, Any]]:
+    dashboard = json.loads((DEPLOY / "grafana" / "benchd.json").read_text(encoding="utf-8"))
+    annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == "Model change")
+    return prometheus_query(prometheus, annotation["expr"].replace("$probe", PROBE))
+
+
+@pytest.mark.slow
+@pytest.mark.promtool
+@pytest.mark.timeout(180)
+def test_embedding_model_change_fires_the_shipped_drift_alert(tmp_path: Path) -> None:
+    prometheus = require_tool("prometheus")
+    key = secrets.token_urlsafe(24)
+    env = {KEY_ENV: key}
+    rule_files = [PROMETHEUS_DIR / "recording.yml", PROMETHEUS_DIR / "alerts.yml"]
+    refstore_args = ["--retriever", "dense", "--embedder", GOOD_EMBEDDER]
+    with run_refstore(key, [*refstore_args, "--read-limit", "0", "--write-limit", "0"]) as store:
+        config = _write_configs(tmp_path, store.url, env)
+        with (
+            run_benchd(["--config", str(config)], env=env) as benchd,
+            run_prometheus(
+                prometheus, tmp_path, [benchd.url.removeprefix("http://")], rule_files=rule_files
+            ) as prom,
+        ):
+            # Before the change: benchd compares with the baseline and finds nothing.
+            before = wait_for(
+                lambda: prometheus_query(
+                    prom.url, f'benchd_drift_detected{{probe="{PROBE}", metric="recall"}}'
+                ),
+                timeout=30,
+                what="a drift comparison scraped by Prometheus",
+            )
+            assert {s["value"][1] for s in before} == {"0"}
+            assert _drift_alerts(prom.url) == []
+
+            _switch_embedder(store.url, key, BAD_EMBEDDER)
+            switched = time.monotonic()
+
+            pending = wait_for(
+                lambda: _in_state(prom.url, "pending") or _in_state(prom.url, "firing"),
+                timeout=30,
+                what=f"{ALERT} pending after the embedder switch",
+            )
+            assert _model_change_annotation(prom.url), "no model-change annotation"
+            firing = wait_for(
+                lambda: _in_state(prom.url, "firing"),
+                timeout=_for_seconds() + 30,
+                what=f"{ALERT} firing within its for: window",
+            )
+    assert time.monotonic() - switched >= _for_seconds()  # its for: was honoured
+    alert = firing[0]
+    assert alert["labels"]["probe"] == PROBE and alert["labels"]["severity"] == "critical"
+    assert alert["labels"]["metric"] in {"recall", "ndcg"}
+    assert alert["annotations"]["runbook_url"].endswith("#benchdqualitydrift")
+    assert pending[0]["labels"]["alertname"] == ALERT
