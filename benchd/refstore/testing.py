@@ -4,7 +4,7 @@ Use from a conftest::
 
     from benchd.refstore.testing import refstore_fixture, load_fixture_records
 
-    refstore = refstore_fixture(scope="session")          # -> RefStoreThread (started)
+    refstore = refstore_fixture(scope="session")     # -> a started RefStoreThread
 
 or directly ``with started_refstore() as store: ...``. Stores run on an
 ephemeral loopback port with rate limits off unless asked otherwise.
@@ -53,11 +53,15 @@ def started_refstore(**overrides: Any) -> Iterator[RefStoreThread]:
         yield store
 
 
-def refstore_fixture(scope: str = "function", **overrides: Any) -> Any:
-    """A pytest fixture yielding a started :class:`RefStoreThread`."""
+def refstore_fixture(name: str = "refstore", scope: str = "function", **overrides: Any) -> Any:
+    """A pytest fixture called ``name`` yielding a started :class:`RefStoreThread`.
+
+    Assign it in a conftest or test module: ``refstore = refstore_fixture(scope="module")``.
+    ``overrides`` are :class:`RefStoreConfig` fields (e.g. ``retriever="bm25"``).
+    """
     import pytest
 
-    @pytest.fixture(scope=scope)  # type: ignore[call-overload,untyped-decorator]
+    @pytest.fixture(scope=scope, name=name)  # type: ignore[call-overload,untyped-decorator]
     def refstore() -> Iterator[RefStoreThread]:
         with started_refstore(**overrides) as store:
             yield store
