@@ -7,7 +7,8 @@ Inputs are trec_eval's: qrels lines ``qid iter docno rel`` and run lines
 - a line starting with ``#`` is a comment; blank lines are skipped;
 - the run's rank column is ignored: documents are ordered by score
   descending, ties broken by docno descending (byte order, like ``strcmp``);
-- a docno listed twice for one topic, in either file, is an error;
+- a docno listed twice for one topic, in either file, is an error (in the
+  run, for the topics that are scored);
 - ``-M N`` keeps the first N documents of each topic after that ordering;
 - only topics in the qrels are scored; run topics absent from the qrels are
   ignored; the runid is the tag of the run's last line.
@@ -26,7 +27,7 @@ import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from itertools import compress, count, groupby, islice, repeat
+from itertools import compress, count, groupby, islice
 from pathlib import Path
 
 from benchd.errors import RunFileError
@@ -71,8 +72,9 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _chunks(path: Path, size: int = _CHUNK) -> Iterator[tuple[int, bytes]]:
-    """Whole lines of ``path``, ``size`` bytes at a time, with the first line's number."""
+def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Whole lines of ``path``, about ``_CHUNK`` bytes at a time, with the first line's number."""
+    size = _CHUNK
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -304,18 +306,29 @@ def _finish(
 ) -> tuple[bytes, list[bytes]]:
     """The topic's ranking: trec_eval's order (score desc, docno desc), cut at -M."""
     docs = bucket.docs
-    if len(set(docs)) != len(docs):
+    if not bucket.ordered:
+        pairs = sorted(zip(bucket.scores, docs, strict=True), reverse=True)
+        docs = [doc for _, doc in pairs]
+    return qid, docs if max_docs is None else docs[:max_docs]
+
+
+def _topic(
+    path: Path, qid: bytes, ranked: list[bytes], judged: dict[bytes, int], level: int
+) -> Topic:
+    """Where the judged documents landed in ``ranked`` (a docno twice is an error)."""
+    rank_of = dict(zip(ranked, count(1)))
+    if len(rank_of) != len(ranked):
         seen: set[bytes] = set()
-        dup = next(d for d in docs if d in seen or seen.add(d))  # type: ignore[func-returns-value]
+        dup = next(d for d in ranked if d in seen or seen.add(d))  # type: ignore[func-returns-value]
         line = _find_line(path, qid, dup, 2)
         raise RunFileError(
             f"{path}: topic {_text(qid)} lists docno {_text(dup)} more than once (first at "
             f"line {line}); trec_eval rejects duplicates: keep one line per topic and docno"
         )
-    if not bucket.ordered:
-        pairs = sorted(zip(bucket.scores, docs, strict=True), reverse=True)
-        docs = [doc for _, doc in pairs]
-    return qid, docs if max_docs is None else docs[:max_docs]
+    get = rank_of.get
+    hits = [(rank, g) for d, g in judged.items() if g >= 0 and (rank := get(d)) is not None]
+    hits.sort()
+    return Topic(len(ranked), hits, judged.values(), level)
 
 
 def score_files(qrels_path: Path, run_path: Path, options: ScoreOptions) -> ScoredRun:
@@ -345,8 +358,7 @@ def _score_files(qrels_path: Path, run_path: Path, options: ScoreOptions) -> Sco
             break
         judged = qrels.get(qid)
         if judged is not None:
-            grades = list(map(judged.get, ranked, repeat(-1)))
-            values[qid] = evaluate(Topic(grades, judged.values(), level), level)
+            values[qid] = evaluate(_topic(run_path, qid, ranked, judged, level), level)
     if not values:
         raise RunFileError(
             f"{run_path}: no topic of the run is in {qrels_path}, so nothing can be "
@@ -367,7 +379,7 @@ def _collect(
             unscored.append(_text(qid))
             if not options.complete:
                 continue
-            empty = Topic([], qrels[qid].values(), options.rel_level)
+            empty = Topic(0, [], qrels[qid].values(), options.rel_level)
             row = options.selection.evaluate(empty, options.rel_level)
         per_query.append((_text(qid), row))
     num_rel_all = 0

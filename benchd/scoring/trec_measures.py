@@ -3,10 +3,9 @@
 Each measure family mirrors a trec_eval ``m_*.c`` file: same name, same
 default cut-offs, same arithmetic in the same order (so the values are
 bit-identical), same averaging (arithmetic mean over topics; sums for the
-counts; geometric mean for ``gm_map`` / ``gm_bpref``). A topic arrives as the
-grades of its ranked documents (``-1`` when the document is not in the qrels,
-the qrels grade otherwise; negative qrels grades mean "in the pool but not
-judged", as in trec_eval) plus its judgments.
+counts; geometric mean for ``gm_map`` / ``gm_bpref``). A topic arrives as the ranks
+and grades of its retrieved judged documents plus all its judgments; negative
+qrels grades mean "in the pool but not judged", as in trec_eval.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import math
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from itertools import compress, count
 from typing import Literal
 
 from benchd.errors import UsageError
@@ -37,17 +35,30 @@ Aggregate = Literal["mean", "sum", "gmean", "count", "runid"]
 
 
 class Topic:
-    """One topic's ranked grades and judgments, with the derived counts."""
+    """One topic: where its judged documents were ranked, and all its judgments.
 
-    __slots__ = ("grades", "judged", "num_rel", "num_ret", "ranks")
+    ``hits`` holds ``(rank, grade)`` for every retrieved document the qrels
+    judge (grade >= 0), by rank; unjudged documents only occupy ranks, which
+    is all trec_eval's measures need from them (``num_ret``).
+    """
 
-    def __init__(self, grades: list[int], judged: Collection[int], rel_level: int) -> None:
-        self.grades = grades  # grade of each ranked document, -1 when not in the qrels
+    __slots__ = ("hits", "judged", "num_rel", "num_ret", "ranks")
+
+    def __init__(
+        self, num_ret: int, hits: list[tuple[int, int]], judged: Collection[int], rel_level: int
+    ) -> None:
+        self.num_ret = num_ret
+        self.hits = hits
         self.judged = judged  # every grade the qrels give this topic
-        self.num_ret = len(grades)
         self.num_rel = sum(map(rel_level.__le__, judged))
         # 1-based ranks of the relevant retrieved documents, ascending.
-        self.ranks: list[int] = list(compress(count(1), map(rel_level.__le__, grades)))
+        self.ranks = [rank for rank, grade in hits if grade >= rel_level]
+
+    @classmethod
+    def from_grades(cls, grades: Sequence[int], judged: Collection[int], level: int) -> Topic:
+        """From the grade of each ranked document (negative: not judged)."""
+        hits = [(rank, g) for rank, g in enumerate(grades, start=1) if g >= 0]
+        return cls(len(grades), hits, judged, level)
 
 
 Compute = Callable[[Topic, tuple[float, ...], int], list[float]]
@@ -118,9 +129,7 @@ def _bpref(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     num_nonrel = sum(1 for g in t.judged if 0 <= g < lvl)
     denom = float(min(num_nonrel, num_rel))
     total, nonrel_so_far = 0.0, 0
-    for g in t.grades:
-        if g < 0:
-            continue
+    for _, g in t.hits:
         if g < lvl:
             nonrel_so_far += 1
         elif nonrel_so_far > 0:
@@ -161,25 +170,39 @@ def _map_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     return [_psum(t.ranks, bisect_right(t.ranks, k)) / t.num_rel for k in p]
 
 
-def _dcg_prefix_at(grades: Sequence[int], cuts: Sequence[int]) -> list[float]:
-    """DCG of the ranked grades at each ascending cut (gain = grade when > 0)."""
-    positive = list(compress(count(), map((0).__lt__, grades)))
-    disc = dcg_discounts(len(grades))
+def _dcg_prefix_at(hits: Sequence[tuple[int, int]], cuts: Sequence[int]) -> list[float]:
+    """DCG at each ascending cut: gain = grade when > 0, discount log2(rank + 1)."""
+    disc = dcg_discounts(hits[-1][0] if hits else 0)
     out: list[float] = []
-    total, idx = 0.0, 0
+    total, idx, end = 0.0, 0, len(hits)
     for cut in cuts:
-        while idx < len(positive) and positive[idx] < cut:
-            pos = positive[idx]
-            total += grades[pos] / disc[pos]
+        while idx < end and hits[idx][0] <= cut:
+            rank, grade = hits[idx]
+            if grade > 0:
+                total += grade / disc[rank - 1]
             idx += 1
         out.append(total)
     return out
 
 
+def _ideal(judged: Collection[int]) -> list[float]:
+    """Ideal DCG prefix of a topic's judgments, memoised by the multiset of grades."""
+    key = tuple(sorted(judged))
+    ideal = _IDEAL_CACHE.get(key)
+    if ideal is None:
+        if len(_IDEAL_CACHE) > 4096:
+            _IDEAL_CACHE.clear()
+        ideal = _IDEAL_CACHE[key] = ideal_dcg_prefix(key)
+    return ideal
+
+
+_IDEAL_CACHE: dict[tuple[int, ...], list[float]] = {}
+
+
 def _ndcg_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
     cuts = [int(k) for k in p]
-    dcgs = _dcg_prefix_at(t.grades, cuts)
-    ideal = ideal_dcg_prefix(t.judged)
+    dcgs = _dcg_prefix_at(t.hits, cuts)
+    ideal = _ideal(t.judged)
     out = []
     for k, dcg in zip(cuts, dcgs, strict=True):
         idcg = ideal[min(k, len(ideal) - 1)]
@@ -188,8 +211,8 @@ def _ndcg_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
 
 
 def _ndcg(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
-    (dcg,) = _dcg_prefix_at(t.grades, [t.num_ret])
-    idcg = ideal_dcg_prefix(t.judged)[-1]
+    (dcg,) = _dcg_prefix_at(t.hits, [t.num_ret])
+    idcg = _ideal(t.judged)[-1]
     return [dcg / idcg if idcg > 0.0 else 0.0]
 
 
@@ -280,8 +303,7 @@ def _set_f(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
 
 
 def _num_nonrel_judged_ret(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
-    judged = sum(1 for g in t.grades if g >= 0)
-    return [float(judged - len(t.ranks))]
+    return [float(len(t.hits) - len(t.ranks))]
 
 
 _CUTS = (5.0, 10.0, 15.0, 20.0, 30.0, 100.0, 200.0, 500.0, 1000.0)
