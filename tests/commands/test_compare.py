@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchd.cli import main
+from benchd.fixtures import packaged_fixture
+from benchd.refstore.testing import started_refstore
 from benchd.result import CycleResult, QueryResult
 from benchd.scoring.stats import paired_bootstrap_delta_ci, paired_permutation_test
 from benchd.surfacers.status import result_to_json
@@ -172,3 +174,41 @@ def test_a_single_probe_file_needs_a_second_file(
     assert code == 2 and "holds one probe; give a second result file" in err
     code, _, err = _run(capsys)
     assert code == 2 and "needs one or two RESULT.json files" in err
+
+
+CONFIG_PROBE = """
+[[probe]]
+name = "{name}"
+fixture = "{fixture}"
+
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{env}"
+
+[probe.load]
+mode = "serial"
+"""
+
+
+def test_config_runs_every_probe_and_compares_them_with_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture = packaged_fixture("smoke")
+    with (
+        started_refstore(retriever="bm25") as bm25,
+        started_refstore(retriever="dense", embedder="hash:16") as dense,
+    ):
+        parts = []
+        for name, store in (("bm25", bm25), ("dense16", dense)):
+            env = f"BENCHD_COMPARE_{name.upper()}"
+            monkeypatch.setenv(env, store.api_key)
+            parts.append(CONFIG_PROBE.format(name=name, fixture=fixture, url=store.url, env=env))
+        config = tmp_path / "ab.toml"
+        config.write_text("".join(parts))
+        code, out, err = _run(capsys, "--config", str(config), "--format", "markdown")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line.startswith("|")]  # not the store's log
+    assert lines[0] == "| Retriever | mean_recall@10 | mean_precision@10 | MRR@10 |"
+    assert lines[2].startswith("| bm25 | ") and lines[3].startswith("| dense16 | ")
+    assert "**" in lines[3]  # a 16-dim hashing embedder is significantly worse than BM25
