@@ -9,6 +9,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,9 +19,11 @@ from pathlib import Path
 __all__ = [
     "LOCUST_VENV",
     "canned_search_body",
+    "delay_server",
     "free_port",
     "nginx_serving",
     "run_locust",
+    "run_wrk",
     "wait_for_port",
 ]
 
@@ -137,3 +140,48 @@ def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
         raise SystemExit(f"Locust saw {stats['num_failures']} failures; the target is unhealthy")
     elapsed = stats["last_request_timestamp"] - stats["start_time"]
     return float(stats["num_requests"] / elapsed)
+
+
+@contextmanager
+def delay_server(
+    delay_ms: float, stall_after_s: float = 0.0, stall_s: float = 0.0
+) -> Iterator[str]:
+    """Run bench/load_server.py in its own process; yield its base URL."""
+    port = free_port()
+    script = Path(__file__).resolve().parent / "load_server.py"
+    args = [sys.executable, str(script), "--port", str(port), "--delay-ms", f"{delay_ms:g}"]
+    args += ["--stall-after-s", f"{stall_after_s:g}", "--stall-s", f"{stall_s:g}"]
+    proc = subprocess.Popen(args)
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+def run_wrk(url: str, connections: int, duration_s: float) -> dict[str, float]:
+    """Run ``wrk -t1 -cN -dDs --latency``; return its latency percentiles (seconds) and req/s."""
+    binary = shutil.which("wrk")
+    if binary is None:
+        raise SystemExit("wrk not found: apt-get install -y wrk (benchmark skipped)")
+    args = [binary, "-t1", f"-c{connections}", f"-d{duration_s:g}s", "--latency", url]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    figures: dict[str, float] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("50%", "75%", "90%", "99%"):
+            figures[f"p{parts[0][:-1]}"] = _seconds(parts[1])
+        elif line.startswith("Requests/sec:"):
+            figures["rate"] = float(parts[1])
+    return figures
+
+
+def _seconds(text: str) -> float:
+    for unit in ("us", "ms", "s", "m"):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * _UNITS[unit]
+    raise ValueError(f"unexpected wrk duration {text!r}")
