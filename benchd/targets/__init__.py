@@ -12,6 +12,8 @@ from typing import Any
 
 from benchd.secrets import Secret
 from benchd.targets.base import SearchQuery, Target
+from benchd.targets.http import HttpConfig, HttpTarget
+from benchd.targets.python import PythonConfig, python_target
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 __all__ = ["TARGET_KINDS", "SearchQuery", "Target", "TargetKind", "build_target"]
@@ -27,7 +29,12 @@ class TargetKind:
 
 
 TARGET_KINDS: dict[str, TargetKind] = {
-    kind.name: kind for kind in (TargetKind("zengram", ZengramConfig, ZengramTarget),)
+    kind.name: kind
+    for kind in (
+        TargetKind("zengram", ZengramConfig, ZengramTarget),
+        TargetKind("http", HttpConfig, HttpTarget),
+        TargetKind("python", PythonConfig, python_target),
+    )
 }
 
 

@@ -1,0 +1,1 @@
+"""Worked examples that ship with benchd (importable, used by configs/ and the docs)."""

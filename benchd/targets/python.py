@@ -1,0 +1,193 @@
+"""The ``python`` target: an in-process retriever loaded from ``module:callable``.
+
+For libraries with no server (a BM25 package, a reranker, a vector index):
+``factory = "pkg.mod:make"`` is imported when the config loads (a bad name
+is a config error naming the key) and called as ``make(**options)`` when the
+probe starts. It may return either
+
+- a full :class:`~benchd.targets.base.Target` (async ``info``, ``seed``,
+  ``search``, ``cleanup``, ``aclose``), used as it is; or
+- a simple *retriever*, wrapped here::
+
+      index(memories: list[dict]) -> None     # the whole corpus, on every seed
+      search(q: str, k: int) -> list[str]      # fixture ids, best first
+      delete(ids: list[str]) -> int            # optional
+      close() -> None                          # optional
+      model: str                               # optional label
+
+  Its methods are plain functions run in worker threads, at most
+  ``concurrency`` at a time (1 unless the retriever is thread-safe), so the
+  daemon's event loop stays free. An exception inside them becomes a
+  ``TargetProtocolError`` (error kind ``decode``) recorded in the cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from benchd.errors import ConfigError, TargetProtocolError
+from benchd.result import SeedReport, TargetInfo
+from benchd.schema import check
+from benchd.secrets import Secret
+from benchd.targets.base import Progress, SearchQuery, Target
+
+__all__ = ["KIND", "PythonConfig", "RetrieverTarget", "load_factory", "python_target"]
+
+KIND = "python"
+T = TypeVar("T")
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """Import ``module:callable`` (dotted attributes allowed); ValueError says what failed."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(
+            f"expected 'module:callable' such as 'mypkg.retrievers:make', got {spec!r}"
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(
+            f"cannot import module {module_name!r} ({exc}); install it or add its "
+            "directory to PYTHONPATH"
+        ) from None
+    except Exception as exc:  # a user module may fail in any way while importing
+        raise ValueError(
+            f"importing module {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _factory_problem(spec: str) -> str | None:
+    try:
+        load_factory(spec)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _positive(v: int) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+@dataclass(frozen=True, slots=True)
+class PythonConfig:
+    """``[probe.target]`` keys for ``kind = "python"``."""
+
+    factory: str = field(metadata=check(_factory_problem))
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
+    model: str = ""  # label for the model; else the retriever's ``model`` attribute
+    concurrency: int = field(default=1, metadata=check(_positive))
+
+
+def python_target(config: PythonConfig, secret: Secret | None) -> Target:
+    """Call the factory; use a full Target as is, wrap a simple retriever."""
+    where = f"[probe.target] factory {config.factory!r}"
+    try:
+        made = load_factory(config.factory)(**config.options)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except Exception as exc:  # the factory is user code
+        keys = ", ".join(sorted(config.options)) or "none"
+        raise ConfigError(
+            f"{where}: calling it with options ({keys}) raised {type(exc).__name__}: {exc}; "
+            "fix [probe.target] options"
+        ) from None
+    if isinstance(made, Target):
+        return made
+    if callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
+        return RetrieverTarget(made, config)
+    raise ConfigError(
+        f"{where}: returned a {type(made).__name__}, which has neither the Target methods "
+        "(info, seed, search, cleanup, aclose) nor index(memories) and search(q, k)"
+    )
+
+
+class RetrieverTarget:
+    """Adapts a simple ``index``/``search`` retriever to the Target protocol."""
+
+    kind = KIND
+
+    def __init__(self, retriever: Any, config: PythonConfig) -> None:
+        self.retriever = retriever
+        self.config = config
+        self._limiter = anyio.CapacityLimiter(config.concurrency)
+
+    async def _run(self, method: str, fn: Callable[..., T], *args: Any) -> T:
+        def call() -> T:
+            try:
+                return fn(*args)
+            except Exception as exc:  # user code: record it in the cycle, do not crash
+                raise TargetProtocolError(
+                    f"python target {self.config.factory}: {method}() raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+
+    async def info(self) -> TargetInfo:
+        model = self.config.model or str(getattr(self.retriever, "model", "") or "")
+        return TargetInfo(kind=KIND, endpoint=f"python:{self.config.factory}", model=model)
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        """Index the whole corpus (in-process, so it is searchable as soon as it returns)."""
+        started = time.monotonic()
+        records = [dict(m) for m in memories]
+        await self._run("index", self.retriever.index, records)
+        if progress is not None:
+            progress(len(records), len(records))
+        n = len(records)
+        return SeedReport(
+            requested=n,
+            imported=n,
+            skipped=0,
+            errors=0,
+            verified=n,
+            duration_s=time.monotonic() - started,
+            searchable_after_s=0.0,
+        )
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        ranked = await self._run("search", self.retriever.search, query.q, query.limit)
+        return _ids(ranked, self.config.factory)[: query.limit]
+
+    async def cleanup(self, ids: Sequence[str]) -> int:
+        delete = getattr(self.retriever, "delete", None)
+        if not callable(delete):
+            return 0
+        deleted = await self._run("delete", delete, list(ids))
+        return deleted if isinstance(deleted, int) and not isinstance(deleted, bool) else 0
+
+    async def aclose(self) -> None:
+        close = getattr(self.retriever, "close", None)
+        if callable(close):
+            await self._run("close", close)
+
+
+def _ids(ranked: Any, factory: str) -> tuple[str, ...]:
+    if isinstance(ranked, str | bytes) or not isinstance(ranked, Sequence):
+        raise TargetProtocolError(
+            f"python target {factory}: search() returned {type(ranked).__name__}, "
+            "expected a list of ids"
+        )
+    for item in ranked:
+        if isinstance(item, bool) or not isinstance(item, str | int):
+            raise TargetProtocolError(
+                f"python target {factory}: search() returned an id of type "
+                f"{type(item).__name__}; ids are strings (or integers)"
+            )
+    return tuple(str(item) for item in ranked)
