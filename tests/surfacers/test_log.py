@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+import structlog
 from cycles import make_result
 from structlog.testing import capture_logs
 
 from benchd.surfacers.log import log_cycle
+
+
+@pytest.fixture(autouse=True)
+def default_structlog() -> Iterator[None]:
+    """Other tests run cli.main(), which filters below warning; start from the defaults."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    yield
+    structlog.configure(**saved)
 
 
 def test_successful_cycle_logs_one_info_event_with_key_metrics() -> None:
