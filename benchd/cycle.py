@@ -15,16 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from benchd.config import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures import Fixture, LabeledQuery
-from benchd.load import run_load
+from benchd.load import LoadRun, run_load
 from benchd.result import CycleResult, LoadResult, QueryResult, SeedReport, TargetInfo
 from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_ci
-from benchd.targets.base import Progress, SearchQuery, Target
+from benchd.targets.base import HttpSearch, Progress, SearchQuery, Target
+from benchd.transport import make_http_fire
 
 __all__ = ["CycleFailure", "make_fire", "run_cycle", "score_queries"]
 
@@ -121,10 +124,32 @@ def _found(
     return found, expected
 
 
+async def _load_run(target: Target, probe: ProbeConfig, fixture: Fixture) -> LoadRun:
+    """Run the load pass, over the engine's own pool when the target is sans-I/O HTTP."""
+    n = len(fixture.queries)
+    if not isinstance(target, HttpSearch):
+        return await run_load(make_fire(target, probe, fixture), n, probe.load)
+    queries = [_search_query(q, probe, fixture) for q in fixture.queries]
+    http: HttpSearch = target
+
+    def build(i: int) -> httpx.Request:
+        return http.build_search_request(queries[i % n])
+
+    def parse(i: int, status: int, headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
+        return http.parse_search_response(status, headers, body)
+
+    async with make_http_fire(
+        build, parse, concurrency=probe.load.concurrency, timeout_s=probe.load.request_timeout_s
+    ) as fire:
+        return await run_load(fire, n, probe.load)
+
+
 async def _load_pass(target: Target, probe: ProbeConfig, fixture: Fixture) -> LoadResult:
-    run = await run_load(make_fire(target, probe, fixture), len(fixture.queries), probe.load)
-    ranked = run.answers()  # (query index, ranked ids) of each successful request
-    per_request = [query_metrics(ids, fixture.queries[i].relevance, probe.k) for i, ids in ranked]
+    run = await _load_run(target, probe, fixture)
+    per_request = [
+        query_metrics(ids, fixture.queries[i % len(fixture.queries)].relevance, probe.k)
+        for i, ids in run.answers()
+    ]
     return run.to_result(aggregate=mean_metrics(per_request) if per_request else {})
 
 

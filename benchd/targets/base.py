@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import httpx
+
 from benchd.result import SeedReport, TargetInfo
 
-__all__ = ["Progress", "SearchQuery", "Target"]
+__all__ = ["HttpSearch", "Progress", "SearchQuery", "Target"]
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
@@ -53,3 +55,19 @@ class Target(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+@runtime_checkable
+class HttpSearch(Protocol):
+    """Optional sans-I/O halves of ``search`` for HTTP targets.
+
+    A target that offers them lets the load engine own the connections (one
+    fast pool sized to the load) while the adapter still decides what a
+    request looks like and what an answer means.
+    """
+
+    def build_search_request(self, query: SearchQuery) -> httpx.Request: ...
+
+    def parse_search_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = ...
+    ) -> tuple[str, ...]: ...
