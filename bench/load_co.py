@@ -6,7 +6,7 @@ in flight: its *corrected* latency (from each request's scheduled time, as
 wrk2 measures) must show the stall at p99 while its *service* latency (from
 the actual send) does not. wrk (closed loop, 4 connections; Debian has no
 wrk2) runs against a fresh stalled target as the peer: its connections stop
-sending during the stall, but since 4.0 it corrects its histogram after the
+sending during the stall, but it corrects its histogram after the
 fact (it back-fills samples at a connection's mean request interval, HdrHistogram's
 "corrected" recording), so its p99 should show the stall too.
 
