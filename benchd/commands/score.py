@@ -12,6 +12,7 @@ from benchd.errors import UsageError
 from benchd.scoring.trec import ScoreOptions, score_files
 from benchd.scoring.trec_format import format_json, format_text
 from benchd.scoring.trec_measures import parse_measures
+from benchd.scoring.trec_parallel import default_jobs
 
 __all__ = ["options_from_args", "register", "run_score"]
 
@@ -56,6 +57,14 @@ def register(sub: Any) -> None:
         metavar="MEASURE",
         help="measure, nickname (official, all_trec) or measure.params; repeatable",
     )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for a large run (default: usable cores, at most 4; benchd only)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument("qrels", type=Path, metavar="QRELS", help="trec_eval qrels file")
     p.add_argument("run", type=Path, metavar="RUN", help="trec_eval run (results) file")
@@ -68,11 +77,14 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
         raise UsageError(f"-l {args.l}: the relevance level must be 0 or more")
     if args.M is not None and args.M <= 0:
         raise UsageError(f"-M {args.M}: the maximum documents per topic must be positive")
+    if args.jobs is not None and args.jobs <= 0:
+        raise UsageError(f"-j {args.jobs}: the number of processes must be positive")
     return ScoreOptions(
         selection=parse_measures(args.m),
         rel_level=args.l,
         max_docs=args.M,
         complete=args.c,
+        jobs=default_jobs() if args.jobs is None else args.jobs,
     )
 
 

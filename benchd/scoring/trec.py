@@ -32,6 +32,7 @@ from pathlib import Path
 
 from benchd.errors import RunFileError
 from benchd.scoring.trec_measures import Selection, Topic
+from benchd.scoring.trec_parallel import WHOLE, Span, map_forked, topic_spans
 
 __all__ = [
     "Qrels",
@@ -56,6 +57,7 @@ class ScoreOptions:
     rel_level: int = 1
     max_docs: int | None = None  # -M
     complete: bool = False  # -c: average over every qrels topic, missing ones score 0
+    jobs: int = 1  # processes to score a large run with
 
 
 @dataclass(slots=True)
@@ -72,16 +74,19 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """Whole lines of ``path``, about ``_CHUNK`` bytes at a time, with the first line's number."""
-    size = _CHUNK
+def _chunks(path: Path, span: Span = WHOLE) -> Iterator[tuple[int, bytes]]:
+    """Whole lines of a span of ``path``, ``_CHUNK`` bytes at a time, with line numbers."""
+    first, end, line = span
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise RunFileError(f"{path}: cannot read: {exc.strerror}") from None
     with handle:
-        carry, line = b"", 1
-        while block := handle.read(size):
+        handle.seek(first)
+        left = -1 if end is None else end - first
+        carry = b""
+        while left and (block := handle.read(_CHUNK if left < 0 else min(_CHUNK, left))):
+            left -= len(block) if left > 0 else 0
             block = carry + block
             cut = block.rfind(b"\n") + 1
             carry = block[cut:]
@@ -258,20 +263,30 @@ def read_run_topics(
     path: Path, max_docs: int | None = None
 ) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
     """Yield ``(qid, ranked docnos)`` per topic; the generator returns the runid."""
+    runid = yield from _span_topics(path, max_docs, WHOLE)
+    if not runid:
+        raise RunFileError(f"{path}: no result lines ({_RUN_FORMAT})")
+    return runid
+
+
+def _span_topics(
+    path: Path, max_docs: int | None, span: Span
+) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
+    """Stream the span's topics; regroup in memory if they turn out interleaved."""
     try:
-        return (yield from _topics(path, max_docs, grouped=False))
+        return (yield from _topics(path, max_docs, span, grouped=False))
     except _Interleaved:
         pass
-    return (yield from _topics(path, max_docs, grouped=True))
+    return (yield from _topics(path, max_docs, span, grouped=True))
 
 
 def _topics(
-    path: Path, max_docs: int | None, *, grouped: bool
+    path: Path, max_docs: int | None, span: Span, *, grouped: bool
 ) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
     pending: dict[bytes, _Bucket] = {}
     done: set[bytes] = set()
     runid = b""
-    for start, chunk in _chunks(path):
+    for start, chunk in _chunks(path, span):
         cols = _fast_columns(chunk) or _slow_columns(chunk, path, start)
         if cols is None:
             continue
@@ -289,21 +304,17 @@ def _topics(
                     if qid in done:
                         raise _Interleaved
                     for old in list(pending):
-                        yield _finish(path, old, pending.pop(old), max_docs)
+                        yield _finish(old, pending.pop(old), max_docs)
                         done.add(old)
                 bucket = pending[qid] = _Bucket()
             bucket.add(docs[pos:end], scores[pos:end], ordered)
             pos = end
-    if not runid:
-        raise RunFileError(f"{path}: no result lines ({_RUN_FORMAT})")
     for qid, bucket in pending.items():
-        yield _finish(path, qid, bucket, max_docs)
+        yield _finish(qid, bucket, max_docs)
     return runid
 
 
-def _finish(
-    path: Path, qid: bytes, bucket: _Bucket, max_docs: int | None
-) -> tuple[bytes, list[bytes]]:
+def _finish(qid: bytes, bucket: _Bucket, max_docs: int | None) -> tuple[bytes, list[bytes]]:
     """The topic's ranking: trec_eval's order (score desc, docno desc), cut at -M."""
     docs = bucket.docs
     if not bucket.ordered:
@@ -347,24 +358,49 @@ def score_files(qrels_path: Path, run_path: Path, options: ScoreOptions) -> Scor
 
 def _score_files(qrels_path: Path, run_path: Path, options: ScoreOptions) -> ScoredRun:
     qrels = read_qrels(qrels_path)
-    evaluate, level = options.selection.evaluate, options.rel_level
-    values: dict[bytes, list[float]] = {}
-    topics = read_run_topics(run_path, options.max_docs)
-    while True:
-        try:
-            qid, ranked = next(topics)
-        except StopIteration as stop:
-            runid: bytes = stop.value
-            break
-        judged = qrels.get(qid)
-        if judged is not None:
-            values[qid] = evaluate(_topic(run_path, qid, ranked, judged, level), level)
+    state = (qrels, options, run_path)
+    spans = topic_spans(run_path, options.jobs)
+    scored = _score_forked(spans, state) if len(spans) > 1 else None
+    values, runid = scored or _score_span(state, WHOLE)
+    if not runid:
+        raise RunFileError(f"{run_path}: no result lines ({_RUN_FORMAT})")
     if not values:
         raise RunFileError(
             f"{run_path}: no topic of the run is in {qrels_path}, so nothing can be "
             "scored (check that the qids match)"
         )
     return _collect(qrels, values, _text(runid), options)
+
+
+_State = tuple[Qrels, ScoreOptions, Path]
+_Values = dict[bytes, list[float]]
+
+
+def _score_forked(spans: list[Span], state: _State) -> tuple[_Values, bytes] | None:
+    """Score the spans in forked workers; None if a topic turned up in two spans."""
+    parts = map_forked(_score_span, spans, state)
+    merged: _Values = {}
+    for values, _ in parts:
+        merged.update(values)
+    if len(merged) != sum(len(values) for values, _ in parts):
+        return None  # interleaved topics: only a single pass can group them
+    return merged, next((runid for _, runid in reversed(parts) if runid), b"")
+
+
+def _score_span(state: _State, span: Span) -> tuple[_Values, bytes]:
+    """Per-topic values of the scored topics in one span of the run, and its runid."""
+    qrels, options, run_path = state
+    evaluate, level = options.selection.evaluate, options.rel_level
+    values: _Values = {}
+    topics = _span_topics(run_path, options.max_docs, span)
+    while True:
+        try:
+            qid, ranked = next(topics)
+        except StopIteration as stop:
+            return values, stop.value
+        judged = qrels.get(qid)
+        if judged is not None:
+            values[qid] = evaluate(_topic(run_path, qid, ranked, judged, level), level)
 
 
 def _collect(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchd.errors import RunFileError, UsageError
-from benchd.scoring import trec
+from benchd.scoring import trec, trec_parallel
 from benchd.scoring.trec import ScoreOptions, read_qrels, read_run_topics, score_files
 from benchd.scoring.trec_measures import parse_measures
 
@@ -146,3 +146,54 @@ def test_measure_parameters_are_merged_sorted_and_named_like_trec_eval() -> None
 def test_bad_measure_specs_are_usage_errors(spec: str, match: str) -> None:
     with pytest.raises(UsageError, match=match):
         parse_measures([spec])
+
+
+def _run_lines(topics: int, per_topic: int) -> list[str]:
+    return [
+        f"q{t:03d} Q0 d{d} {d + 1} {(t * 7 + d * 13) % 11 / 2} tag{t % 3}"
+        for t in range(topics)
+        for d in range(per_topic)
+    ]
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_scoring_in_forked_workers_gives_the_single_process_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    lines = _run_lines(40, 25)
+    run = _file(tmp_path, "run", "\n".join(lines) + "\n")
+    qrels = _file(
+        tmp_path, "qrels", "".join(f"q{t:03d} 0 d{t % 25} {1 + t % 2}\n" for t in range(0, 40, 2))
+    )
+    options = ScoreOptions(parse_measures(["all_trec"]), complete=True)
+    single = score_files(qrels, run, options)
+    monkeypatch.setattr(trec_parallel, "PARALLEL_MIN_BYTES", 0)
+    assert len(trec_parallel.topic_spans(run, jobs)) == jobs
+    forked = score_files(qrels, run, ScoreOptions(options.selection, complete=True, jobs=jobs))
+    assert forked == single
+
+
+def test_interleaved_topics_across_spans_fall_back_to_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _run_lines(20, 10)
+    lines.append("q000 Q0 late 99 100 tag0")  # topic q000 again, at the very end
+    run = _file(tmp_path, "run", "\n".join(lines) + "\n")
+    qrels = _file(tmp_path, "qrels", "q000 0 late 1\nq001 0 d1 1\n")
+    single = score_files(qrels, run, ScoreOptions(parse_measures(["recip_rank"])))
+    monkeypatch.setattr(trec_parallel, "PARALLEL_MIN_BYTES", 0)
+    forked = score_files(qrels, run, ScoreOptions(parse_measures(["recip_rank"]), jobs=2))
+    assert forked == single
+    assert forked.per_query[0] == ("q000", [1.0])
+
+
+def test_a_bad_line_in_a_later_span_names_its_true_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _run_lines(20, 10)
+    lines[180] = "q018 Q0 broken"
+    run = _file(tmp_path, "run", "\n".join(lines) + "\n")
+    qrels = _file(tmp_path, "qrels", "q001 0 d1 1\n")
+    monkeypatch.setattr(trec_parallel, "PARALLEL_MIN_BYTES", 0)
+    with pytest.raises(RunFileError, match=rf"^{run}:181: 3 fields, not 6"):
+        score_files(qrels, run, ScoreOptions(parse_measures(["map"]), jobs=2))
