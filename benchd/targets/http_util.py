@@ -4,7 +4,9 @@ This is the one place where httpx exceptions and unexpected statuses become
 :mod:`benchd.errors`. Retries are bounded and counted: 429 waits for
 ``Retry-After`` (capped), 5xx and connection errors back off with full
 jitter, 401/403 are never retried (the real store locks an IP out after ten
-failed authentications).
+failed authentications). Every answer is read under a size cap and every
+attempt under a total deadline, so an oversized or dribbled body is a
+classified error (``decode`` / ``timeout``), never unbounded memory or a hang.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from benchd.errors import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "RetryPolicy",
     "RetryingClient",
     "decode_json",
@@ -37,6 +40,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+_DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +101,20 @@ def _error_detail(response: httpx.Response) -> str:
 class RetryingClient:
     """An httpx.AsyncClient wrapper that translates errors and retries within bounds."""
 
-    def __init__(self, client: httpx.AsyncClient, policy: RetryPolicy, base: str) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        policy: RetryPolicy,
+        base: str,
+        *,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        deadline_s: float | None = None,
+    ) -> None:
         self._client = client
         self._policy = policy
         self._base = base
+        self._max_bytes = max_response_bytes
+        self._deadline_s = deadline_s  # whole attempt, body included (httpx's is per read)
         self.retries = 0  # counted, never hidden
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -125,15 +141,25 @@ class RetryingClient:
             await anyio.sleep(delay)
 
     async def _send(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
+        request = self._client.build_request(method, path, **kwargs)
         try:
-            return await self._client.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise TargetTimeout(f"{what}: no answer within the timeout") from None
+            with anyio.fail_after(self._deadline_s):
+                response = await self._client.send(request, stream=True)
+                try:
+                    body = await _read_bounded(response, self._max_bytes, what)
+                finally:
+                    await response.aclose()
+        except (httpx.TimeoutException, TimeoutError):
+            raise TargetTimeout(f"{what}: no complete answer within the timeout") from None
+        except httpx.DecodingError:
+            raise TargetProtocolError(f"{what}: the body's content-encoding is corrupt") from None
         except httpx.TransportError as exc:
             raise TargetUnreachable(
                 f"{what}: cannot connect ({type(exc).__name__}); is the store running "
                 "and is the url right?"
             ) from None
+        headers = [(k, v) for k, v in response.headers.multi_items() if k not in _DROPPED_HEADERS]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
 
     def _retry_delay(self, exc: TargetError, attempt: int) -> float | None:
         policy = self._policy
@@ -151,6 +177,28 @@ class RetryingClient:
             return None
         ceiling = min(policy.max_backoff_s, policy.backoff_s * (2**attempt))
         return random.uniform(0.0, ceiling)  # full jitter
+
+
+async def _read_bounded(response: httpx.Response, limit: int, what: str) -> bytes:
+    """The (decoded) body, or TargetProtocolError as soon as it exceeds ``limit`` bytes."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(what, f"{declared} bytes", limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(what, f"more than {limit} bytes", limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(what: str, size: str, limit: int) -> TargetProtocolError:
+    return TargetProtocolError(
+        f"{what}: answer of {size} exceeds max_response_bytes = {limit}; "
+        "raise max_response_bytes in [probe.target] if the store really answers this much"
+    )
 
 
 async def run_bounded(

@@ -28,6 +28,7 @@ from benchd.schema import check
 from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.http_util import (
+    DEFAULT_MAX_RESPONSE_BYTES,
     RetryingClient,
     RetryPolicy,
     decode_json,
@@ -83,6 +84,7 @@ class ZengramConfig:
     max_retries: int = 3
     backoff_s: float = 0.25
     max_retry_after_s: float = 30.0
+    max_response_bytes: int = field(default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(_positive))
     verify: bool = True
     searchable_timeout_s: float = 30.0
     keep_ids: bool = True  # false: the store assigns ids; map them back by content
@@ -122,6 +124,8 @@ class ZengramTarget:
                 config.max_retries, config.backoff_s, max_retry_after_s=config.max_retry_after_s
             ),
             self._base,
+            max_response_bytes=config.max_response_bytes,
+            deadline_s=config.timeout_s,
         )
         self._server_ids: dict[str, str] = {}  # fixture id -> server id
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
