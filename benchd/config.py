@@ -10,6 +10,7 @@ environment or a file. Fixture paths are relative to the config file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -33,6 +34,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_listen",
+    "with_adopted_namespaces",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9108"
@@ -165,6 +167,26 @@ def parse_config(data: dict[str, Any], *, file: str, base: Path) -> Config:
         raise ConfigError(f"{file}: probe name {name!r} is used twice; probe names must be unique")
     parse_listen(table.server.listen, f"{file}: server.listen")
     return Config(path=file, server=table.server, probes=probes)
+
+
+def with_adopted_namespaces(config: Config) -> Config:
+    """``config`` with ``adopt_namespace = true`` on every target kind that has the setting.
+
+    What ``--adopt-namespace`` means for ``benchd once`` and ``benchd run``: seed
+    into (and mark as benchd's) a namespace that already holds foreign records.
+    """
+    probes = tuple(
+        dataclasses.replace(
+            p,
+            target=dataclasses.replace(
+                p.target, settings=dataclasses.replace(p.target.settings, adopt_namespace=True)
+            ),
+        )
+        if hasattr(p.target.settings, "adopt_namespace")
+        else p
+        for p in config.probes
+    )
+    return dataclasses.replace(config, probes=probes)
 
 
 def _probe(raw: Any, *, file: str, path: str, base: Path) -> ProbeConfig:

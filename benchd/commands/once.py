@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchd import __version__
-from benchd.config import Config, load_config
+from benchd.config import Config, load_config, with_adopted_namespaces
 from benchd.errors import EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
 from benchd.probe import ProbeRunner
 from benchd.report import render_many, render_progress
@@ -78,19 +78,8 @@ def _select(config: Config, names: Sequence[str], adopt: bool) -> Config:
     probes = tuple(config.probe(n) for n in names) if names else config.probes
     if not probes:
         raise UsageError(f"{config.path}: no [[probe]] tables; nothing to run")
-    if adopt:
-        probes = tuple(
-            dataclasses.replace(
-                p,
-                target=dataclasses.replace(
-                    p.target, settings=dataclasses.replace(p.target.settings, adopt_namespace=True)
-                ),
-            )
-            if hasattr(p.target.settings, "adopt_namespace")
-            else p
-            for p in probes
-        )
-    return dataclasses.replace(config, probes=probes)
+    selected = dataclasses.replace(config, probes=probes)
+    return with_adopted_namespaces(selected) if adopt else selected
 
 
 @asynccontextmanager

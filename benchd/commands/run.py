@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from benchd.config import load_config, parse_listen
+from benchd.config import load_config, parse_listen, with_adopted_namespaces
 from benchd.errors import EXIT_OK
 from benchd.logging import configure_logging
 
@@ -32,6 +32,11 @@ def register(sub: Any) -> None:
         help="override [server] listen (default 127.0.0.1:9108)",
     )
     p.add_argument(
+        "--adopt-namespace",
+        action="store_true",
+        help="seed into namespaces that hold records benchd did not write (marks them as benchd's)",
+    )
+    p.add_argument(
         "--log-format",
         choices=("auto", "json", "console"),
         default="auto",
@@ -48,6 +53,8 @@ async def _handle(args: argparse.Namespace) -> int:
     json_logs = None if args.log_format == "auto" else args.log_format == "json"
     if args.config:
         config = load_config(args.config)
+        if args.adopt_namespace:
+            config = with_adopted_namespaces(config)
         configure_logging(config.server.log_level, json=json_logs)
         await Daemon(config, config_path=args.config, listen=args.listen).run()
         return EXIT_OK
