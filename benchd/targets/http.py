@@ -12,7 +12,6 @@ so the load engine sends searches over its own pool.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,18 @@ from benchd.result import SeedReport, TargetInfo
 from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.http_config import HttpConfig
+from benchd.targets.http_records import (
+    Listing,
+    column_at,
+    content_of,
+    count_at,
+    digest,
+    ids_at,
+    map_fixture_ids,
+    more_pages,
+    sentinel_id,
+    sentinel_memory,
+)
 from benchd.targets.http_util import (
     RetryingClient,
     RetryPolicy,
@@ -34,34 +45,11 @@ from benchd.targets.http_util import (
     raise_for_status,
     run_bounded,
 )
-from benchd.targets.templating import (
-    MISSING,
-    PathError,
-    as_text,
-    extract,
-    lookup,
-    parse_path,
-    render,
-    render_text,
-)
+from benchd.targets.templating import MISSING, as_text, lookup, parse_path, render, render_text
 
-__all__ = ["KIND", "HttpConfig", "HttpTarget", "content_of", "sentinel_id"]
+__all__ = ["KIND", "HttpConfig", "HttpTarget"]
 
 KIND = "http"
-
-
-def sentinel_id(namespace: str) -> str:
-    """The id of the record that marks a namespace as benchd's (same as ``zengram``)."""
-    return f"benchd-sentinel-{namespace}"
-
-
-def content_of(record: Mapping[str, Any]) -> str:
-    """A fixture memory's text (``content``, or ``text`` as the import format allows)."""
-    return str(record.get("content") or record.get("text") or "")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _params(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, str]:
@@ -77,22 +65,6 @@ def _params(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str,
 def _quote(value: str) -> str:
     """Escape a value substituted into a URL path (an id may hold '/' or spaces)."""
     return quote(value, safe="")
-
-
-def _scalar_ids(value: Any, path: str, what: str) -> list[str]:
-    if not isinstance(value, list):
-        raise TargetProtocolError(
-            f"{what}: path {path!r} gave {type(value).__name__}, expected an array of ids"
-        )
-    ids: list[str] = []
-    for i, item in enumerate(value):
-        if isinstance(item, bool) or not isinstance(item, str | int):
-            raise TargetProtocolError(
-                f"{what}: path {path!r}: element {i} is {json.dumps(item)[:60]}, "
-                "expected a string or integer id"
-            )
-        ids.append(str(item))
-    return ids
 
 
 class HttpTarget:
@@ -118,7 +90,6 @@ class HttpTarget:
             max_response_bytes=config.max_response_bytes,
             deadline_s=config.timeout_s,
         )
-        self._ids_path = parse_path(config.search.ids)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         self._server_ids: dict[str, str] = {}  # fixture id -> server id
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
@@ -174,7 +145,8 @@ class HttpTarget:
         verified, missing = len(memories), tuple[str, ...]()
         if self.config.export is not None and self.config.verify:
             verified, missing = await self._verify(memories)
-        searchable = await self._time_to_searchable(memories)
+        kept = [m for m in memories if str(m["id"]) not in missing]  # a lost one never shows
+        searchable = await self._time_to_searchable(kept)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -249,15 +221,8 @@ class HttpTarget:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
-        ids = self._extract_ids(self._ids_path.text, data, what)
+        ids = ids_at(self.config.search.ids, data, what)
         return tuple(self._fixture_ids.get(i, i) for i in ids if i not in self._sentinels)
-
-    def _extract_ids(self, path: str, data: Any, what: str) -> list[str]:
-        try:
-            value = extract(parse_path(path), data)
-        except PathError as exc:
-            raise TargetProtocolError(f"{what}: ids path {path!r}: {exc}") from None
-        return _scalar_ids(value, path, what)
 
     # -- seeding ------------------------------------------------------------------
 
@@ -279,27 +244,17 @@ class HttpTarget:
             record.update(render(seed.fields, values))
         return record
 
-    def _sentinel_memory(self) -> dict[str, Any]:
-        ns = self.config.namespace
-        return {
-            "id": sentinel_id(ns),
-            "type": "fact",
-            "key": "benchd-sentinel",
-            "importance": "low",
-            "content": f"benchd sentinel: client_id {ns} is reserved for benchd's probe corpus",
-        }
-
-    def _has_sentinel(self, existing: Mapping[str, Mapping[str, Any]]) -> bool:
-        sentinel = self._sentinel_memory()
-        digest = _digest(content_of(sentinel))
+    def _has_sentinel(self, existing: Listing) -> bool:
+        sentinel = sentinel_memory(self.config.namespace)
+        mark = digest(content_of(sentinel))
         for sid, rec in existing.items():
-            if sentinel["id"] in (sid, rec.get("fid")) or rec.get("digest") == digest:
+            if sentinel["id"] in (sid, rec.get("fid")) or rec.get("digest") == mark:
                 self._sentinels.add(sid)
                 return True
         return False
 
     async def _write_sentinel(self) -> None:
-        counts = await self._seed_batch([self._sentinel_memory()])
+        counts = await self._seed_batch([sentinel_memory(self.config.namespace)])
         if counts[2]:
             raise TargetProtocolError(
                 f"{self._what(self.config.seed)}: the store rejected benchd's sentinel record; "
@@ -340,27 +295,17 @@ class HttpTarget:
         counts = [0, 0, 0]
         for i, path in enumerate(paths):
             if path:
-                counts[i] = self._count(path, data)
+                counts[i] = count_at(path, data, self._what(seed))
         if not seed.imported:
             counts[0] = len(batch) - counts[1] - counts[2]
         return counts[0], counts[1], counts[2]
 
-    def _count(self, path: str, data: Any) -> int:
-        what = self._what(self.config.seed)
-        try:
-            value = extract(parse_path(path), data)
-        except PathError as exc:
-            raise TargetProtocolError(f"{what}: count path {path!r}: {exc}") from None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TargetProtocolError(f"{what}: count path {path!r} is not an integer")
-        return value
-
     async def _delete_seeded(
-        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
     ) -> None:
         """Delete earlier copies of the corpus (same id, or same content) so it is re-written."""
         ids = {str(m["id"]) for m in memories}
-        digests = {_digest(content_of(m)) for m in memories}
+        digests = {digest(content_of(m)) for m in memories}
         ours = [
             sid
             for sid, rec in existing.items()
@@ -373,12 +318,12 @@ class HttpTarget:
 
     # -- export, ownership, verification ----------------------------------------
 
-    async def export_namespace(self) -> dict[str, dict[str, Any]]:
+    async def export_namespace(self) -> dict[str, dict[str, str]]:
         """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known."""
         export = self.config.export
         assert export is not None
         what = self._what(export)
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, dict[str, str]] = {}
         offset = 0
         for page in range(1, export.max_pages + 1):
             values = {
@@ -388,54 +333,24 @@ class HttpTarget:
                 "page": page,
             }
             data = decode_json(await self._call(export, values), what)
-            ids = self._extract_ids(export.ids, data, what)
-            fids = self._column(export.fixture_ids, data, len(ids), what)
-            texts = self._column(export.contents, data, len(ids), what)
+            ids = ids_at(export.ids, data, what)
+            fids = column_at(export.fixture_ids, data, len(ids), what)
+            texts = column_at(export.contents, data, len(ids), what)
             for sid, fid, text in zip(ids, fids, texts, strict=True):
                 rec = records[sid] = {}
                 if fid is not None:
                     rec["fid"] = fid
                 if text is not None:
-                    rec["digest"] = _digest(text)
+                    rec["digest"] = digest(text)
             offset += len(ids)
-            if not export.paged or not self._more(data, len(ids), offset, what):
+            if not export.paged or not more_pages(export, data, len(ids), offset, what):
                 return records
         raise TargetProtocolError(
             f"{what}: still more pages after export.max_pages = {export.max_pages}; "
             "check export.has_more / export.total, or raise max_pages"
         )
 
-    def _column(self, path: str | None, data: Any, n: int, what: str) -> list[str | None]:
-        """A per-record column parallel to the ids (fixture ids, contents), or all None."""
-        if not path:
-            return [None] * n
-        try:
-            value = extract(parse_path(path), data)
-        except PathError as exc:
-            raise TargetProtocolError(f"{what}: path {path!r}: {exc}") from None
-        if not isinstance(value, list) or len(value) != n:
-            raise TargetProtocolError(f"{what}: path {path!r} must give one value per id ({n})")
-        return [None if v is None else as_text(v) for v in value]
-
-    def _more(self, data: Any, page: int, offset: int, what: str) -> bool:
-        export = self.config.export
-        assert export is not None
-        if page == 0:
-            return False
-        path = export.has_more or export.total
-        if path is None:
-            return page >= export.page_size
-        try:
-            value = extract(parse_path(path), data)
-        except PathError as exc:
-            raise TargetProtocolError(f"{what}: path {path!r}: {exc}") from None
-        if export.has_more:
-            return bool(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TargetProtocolError(f"{what}: total path {path!r} is not an integer")
-        return offset < value
-
-    def _check_ownership(self, existing: Mapping[str, Mapping[str, Any]]) -> bool:
+    def _check_ownership(self, existing: Listing) -> bool:
         ns = self.config.namespace
         if not existing or self._has_sentinel(existing):
             return False
@@ -448,26 +363,12 @@ class HttpTarget:
         )
 
     async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is listed; map store-assigned ids back by content."""
+        """Check every fixture id is listed; map store-assigned ids back (fixture id, content)."""
         existing = await self.export_namespace()
         self._has_sentinel(existing)  # learn a store-assigned sentinel id
-        by_fid = {rec["fid"]: sid for sid, rec in existing.items() if "fid" in rec}
-        by_digest = {rec["digest"]: sid for sid, rec in existing.items() if "digest" in rec}
-        self._server_ids.clear()
-        self._fixture_ids.clear()
-        missing: list[str] = []
-        for memory in memories:
-            fid = str(memory["id"])
-            sid = (
-                fid
-                if fid in existing
-                else by_fid.get(fid) or by_digest.get(_digest(content_of(memory)))
-            )
-            if sid is None:
-                missing.append(fid)
-            elif sid != fid:
-                self._server_ids[fid] = sid
-                self._fixture_ids[sid] = fid
+        mapping, missing = map_fixture_ids(existing, memories, self._sentinels)
+        self._server_ids = mapping
+        self._fixture_ids = {sid: fid for fid, sid in mapping.items()}
         return len(memories) - len(missing), tuple(missing)
 
     async def _time_to_searchable(self, memories: Sequence[Mapping[str, Any]]) -> float | None:
