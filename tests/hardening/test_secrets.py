@@ -1,0 +1,115 @@
+"""API keys never leak: not in logs, /metrics, /api/status, error messages or command output.
+
+Distinctive keys are used so that a hit anywhere is unambiguous. Both the
+right key and a wrong one (an auth failure) are searched for, from the key's
+environment variable and from a key file, with debug logging switched on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from drill_support import KEY_ENV, RefstoreProcess, free_port, probe_toml, write_config
+from drill_support import write_tiny_fixture as tiny
+from support import BenchdProcess
+
+RIGHT = "sk-benchd-RIGHT-8d3f0c6b91e2a7d4"
+WRONG = "sk-benchd-WRONG-1a6e44f0c9b7d358"
+SECRETS = (RIGHT, WRONG)
+DEBUG = '[server]\nlog_level = "debug"\n'
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[RefstoreProcess]:
+    with RefstoreProcess(free_port(), key=RIGHT) as running:
+        yield running
+
+
+def assert_clean(where: str, text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"a key leaked into {where}"
+        assert secret[-12:] not in text, f"part of a key leaked into {where}"
+
+
+def daemon_config(tmp_path: Path, url: str, *, key_file: Path | None = None) -> Path:
+    fixture = tiny(tmp_path / "tiny.json")
+    probe = probe_toml("secret", url, fixture, interval=0.2, retries=0)
+    if key_file is not None:
+        probe = probe.replace(f'api_key_env = "{KEY_ENV}"', f'api_key_file = "{key_file}"')
+    path = write_config(tmp_path, probe)
+    path.write_text(path.read_text().replace("[server]\n", DEBUG, 1))
+    return path
+
+
+def once(config: Path, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", "once", "--config", str(config), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, KEY_ENV: key},
+    )
+
+
+def scrape_everything(benchd: BenchdProcess) -> str:
+    pages = ("/", "/metrics", "/api/status", "/readyz", "/healthz")
+    return "".join(benchd.get(page).text for page in pages)
+
+
+@pytest.mark.parametrize("key", [RIGHT, WRONG], ids=["right-key", "wrong-key"])
+def test_run_never_shows_the_key_in_logs_metrics_or_status(
+    tmp_path: Path, store: RefstoreProcess, key: str
+) -> None:
+    config = daemon_config(tmp_path, store.url)
+    with BenchdProcess(["--config", str(config)], env={KEY_ENV: key}) as benchd:
+        cycles = benchd.wait_cycles("secret", 2)
+        expected = ("success", None) if key == RIGHT else ("failed", "auth")
+        assert (cycles[-1]["outcome"], cycles[-1].get("error_kind")) == expected
+        assert_clean("/metrics, /api/status and pages", scrape_everything(benchd))
+        reload = benchd.post("/-/reload")
+        assert_clean("the reload answer", reload.text)
+        assert benchd.stop() == 0
+    assert any('"level": "debug"' in line for line in benchd.lines)  # debug logging was on
+    assert_clean("benchd run's stderr", "".join(benchd.lines))
+    assert_clean("benchd refstore's log", "".join(store.stderr))
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+@pytest.mark.parametrize("key", [RIGHT, WRONG], ids=["right-key", "wrong-key"])
+def test_once_output_and_errors_never_show_the_key(
+    tmp_path: Path, store: RefstoreProcess, key: str, fmt: str
+) -> None:
+    proc = once(daemon_config(tmp_path, store.url), key, "--format", fmt)
+    assert proc.returncode == (0 if key == RIGHT else 3), proc.stderr
+    if key == WRONG:
+        assert "refused the API key" in proc.stderr
+    assert_clean("benchd once's output", proc.stdout + proc.stderr)
+
+
+def test_a_key_from_a_file_never_shows_either(tmp_path: Path, store: RefstoreProcess) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(WRONG + "\n")
+    config = daemon_config(tmp_path, store.url, key_file=key_file)
+    proc = once(config, "unused", "--format", "json")
+    assert proc.returncode == 3
+    assert_clean("benchd once's output", proc.stdout + proc.stderr)
+    with BenchdProcess(["--config", str(config)]) as benchd:
+        assert benchd.wait_cycles("secret", 1)[0]["error_kind"] == "auth"
+        assert_clean("/metrics, /api/status and pages", scrape_everything(benchd))
+        assert benchd.stop() == 0
+    assert_clean("benchd run's stderr", "".join(benchd.lines))
+
+
+def test_a_config_error_names_the_variable_never_a_value(tmp_path: Path) -> None:
+    config = daemon_config(tmp_path, "http://127.0.0.1:9")
+    config.write_text(config.read_text() + '\n[bogus]\nkey = "x"\n')
+    proc = once(config, RIGHT)
+    assert proc.returncode == 2
+    assert "bogus" in proc.stderr
+    assert_clean("a config error", proc.stdout + proc.stderr)
