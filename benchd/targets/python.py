@@ -66,7 +66,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
             raise ValueError(f"module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"{spec!r} is a {type(obj).__name__}, not a callable")
+        raise ValueError(f"{spec!r} is not callable (type {type(obj).__name__})")
     return obj  # type: ignore[no-any-return]
 
 
@@ -110,8 +110,9 @@ def python_target(config: PythonConfig, secret: Secret | None) -> Target:
     if callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
         return RetrieverTarget(made, config)
     raise ConfigError(
-        f"{where}: returned a {type(made).__name__}, which has neither the Target methods "
-        "(info, seed, search, cleanup, aclose) nor index(memories) and search(q, k)"
+        f"{where}: returned an object of type {type(made).__name__}, which has neither the "
+        "Target methods (info, seed, search, cleanup, aclose) nor index(memories) and "
+        "search(q, k)"
     )
 
 

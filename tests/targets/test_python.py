@@ -1,0 +1,205 @@
+"""The python target: factories, the wrapped retriever protocol, and the shipped example."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchd.config import TargetConfig, parse_config
+from benchd.errors import ConfigError, TargetProtocolError
+from benchd.examples.retrievers import BM25Retriever, TagRetriever
+from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.targets import build_target
+from benchd.targets.base import SearchQuery, Target
+from benchd.targets.python import RetrieverTarget
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+MEMORIES = [
+    {"id": "m-port", "content": "The staging database listens on port 5544.", "tags": ["db"]},
+    {"id": "m-deploy", "content": "We deploy every Thursday at 14:00 UTC.", "tags": ["deploy"]},
+    {"id": "m-cert", "content": "The payments outage was an expired TLS cert.", "key": "tls-cert"},
+]
+
+USER_MODULE = """
+class Broken:
+    def index(self, memories):
+        self.n = len(memories)
+    def search(self, q, k):
+        if q == "boom":
+            raise RuntimeError("index corrupted")
+        return "not-a-list" if q == "text" else [{"id": 1}]
+
+class FullTarget:
+    async def info(self): ...
+    async def seed(self, memories, *, progress=None): ...
+    async def search(self, query): return ("x",)
+    async def cleanup(self, ids): return 0
+    async def aclose(self): ...
+
+def broken(): return Broken()
+def full(): return FullTarget()
+def nothing(): return 42
+NOT_CALLABLE = 3
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An importable module of odd retrievers; returns its name."""
+    (tmp_path / "benchd_test_retrievers.py").write_text(textwrap.dedent(USER_MODULE))
+    (tmp_path / "benchd_test_explodes.py").write_text("raise RuntimeError('at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "benchd_test_retrievers"
+
+
+def parse_target(target: dict[str, Any]) -> TargetConfig:
+    data = {"probe": [{"name": "p", "fixture": "f.json", "target": {"kind": "python", **target}}]}
+    return parse_config(data, file="t.toml", base=Path(".")).probes[0].target
+
+
+def built(factory: str, **options: Any) -> Target:
+    parsed = parse_target({"factory": factory, "options": options})
+    return build_target("python", parsed.settings, parsed.secret)
+
+
+@pytest.mark.parametrize(
+    ("factory", "problem"),
+    [
+        ("benchd.examples.retrievers", "expected 'module:callable'"),
+        ("benchd_no_such_module:make", "cannot import module 'benchd_no_such_module'"),
+        ("benchd.examples.retrievers:nope", "module 'benchd.examples.retrievers' has no attribute"),
+        ("benchd_test_retrievers:NOT_CALLABLE", "is not callable (type int)"),
+        ("benchd_test_explodes:f", "raised RuntimeError: at import"),
+    ],
+)
+def test_bad_factories_are_config_errors_naming_the_key(
+    user_module: str, factory: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_target({"factory": factory})
+    message = str(err.value)
+    assert message.startswith("t.toml: probe[0].target.factory: ")
+    assert problem in message and "\n" not in message
+
+
+def test_unknown_keys_and_bad_options_are_config_errors(user_module: str) -> None:
+    with pytest.raises(ConfigError, match=r"probe\[0\]\.target\.option: unknown key"):
+        parse_target({"factory": "benchd.examples.retrievers:bm25", "option": {}})
+    with pytest.raises(ConfigError, match=r"options \(k3\) raised TypeError"):
+        built("benchd.examples.retrievers:bm25", k3=1.0)
+    with pytest.raises(ConfigError, match=r"returned an object of type int, which has neither"):
+        built(f"{user_module}:nothing")
+
+
+def test_a_full_target_is_used_as_it_is(user_module: str) -> None:
+    target = built(f"{user_module}:full")
+    assert type(target).__name__ == "FullTarget"
+
+
+async def test_a_simple_retriever_is_wrapped_into_a_target() -> None:
+    target = built("benchd.examples.retrievers:bm25", k1=1.5, b=0.5)
+    assert isinstance(target, RetrieverTarget)
+    report = await target.seed(MEMORIES)
+    assert (report.requested, report.imported, report.verified) == (3, 3, 3)
+    assert (await target.search(SearchQuery("staging database port", 2)))[0] == "m-port"
+    info = await target.info()
+    assert (info.kind, info.model) == ("python", "bm25(k1=1.5,b=0.5)")
+    assert await target.cleanup(["m-port"]) == 0  # the retriever has no delete()
+    await target.aclose()
+
+
+@pytest.mark.parametrize(
+    ("q", "problem"),
+    [
+        ("boom", r"search\(\) raised RuntimeError: index corrupted"),
+        ("text", r"search\(\) returned str, expected a list of ids"),
+        ("other", r"search\(\) returned an id of type dict"),
+    ],
+)
+async def test_retriever_failures_are_target_errors_naming_the_factory(
+    user_module: str, q: str, problem: str
+) -> None:
+    target = built(f"{user_module}:broken")
+    await target.seed(MEMORIES)
+    with pytest.raises(TargetProtocolError, match=problem) as err:
+        await target.search(SearchQuery(q, 5))
+    assert f"python target {user_module}:broken" in str(err.value)
+
+
+def test_bm25_prefers_rare_terms_and_breaks_ties_by_corpus_order() -> None:
+    bm25 = BM25Retriever()
+    bm25.index(
+        [
+            {"id": "common", "content": "service service restart"},
+            {"id": "rare", "content": "service kafka restart"},
+            {"id": "twin", "content": "service kafka restart"},
+            {"id": "none", "content": "nothing relevant"},
+        ]
+    )
+    assert bm25.search("kafka service", 10) == ["rare", "twin", "common"]
+    assert bm25.search("kafka service", 1) == ["rare"]
+    assert bm25.search("the of", 10) == []
+
+
+def test_tag_scorer_ranks_tag_matches_above_content_matches() -> None:
+    tags = TagRetriever(content_weight=0.1)
+    tags.index(
+        [
+            {"id": "text-only", "content": "postgres tuning notes"},
+            {"id": "tagged", "content": "notes", "tags": ["postgres-db"]},
+        ]
+    )
+    assert tags.search("postgres", 10) == ["tagged", "text-only"]
+    pure = TagRetriever(content_weight=0.0)
+    pure.index([{"id": "text-only", "content": "postgres"}, {"id": "k", "key": "pg-postgres"}])
+    assert pure.search("postgres", 10) == ["k"]
+
+
+def run_benchd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_two_retrievers_compared_side_by_side_end_to_end(tmp_path: Path) -> None:
+    config = REPO / "configs" / "python-bm25-vs-tags.toml"
+    once = run_benchd("once", "-c", str(config), "--format", "json", cwd=tmp_path)
+    assert once.returncode == 0, once.stderr
+    (tmp_path / "r.json").write_text(once.stdout)
+    probes = {p["name"]: p for p in json.loads(once.stdout)["probes"]}
+    assert {p["target"] for p in probes.values()} == {"python"}
+    compared = run_benchd("compare", "r.json", "--format", "json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    (pair,) = json.loads(compared.stdout)["pairs"]
+    assert (pair["a"], pair["b"]) == ("bm25", "tags")
+    assert pair["n"] == len(load_fixture(packaged_fixture("smoke")).queries)
+    for side, name in (("a", "bm25"), ("b", "tags")):
+        assert pair["metrics"]["recall@5"][side] == pytest.approx(
+            probes[name]["aggregate"]["recall@5"]
+        )
+
+
+def test_a_bad_factory_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text(
+        '[[probe]]\nname = "p"\nfixture = "packaged:smoke"\n'
+        '[probe.target]\nkind = "python"\nfactory = "benchd.examples.retrievers:bm26"\n'
+    )
+    result = run_benchd("once", "-c", str(config), cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "probe[0].target.factory" in lines[0]
+    assert "has no attribute 'bm26'" in lines[0]
