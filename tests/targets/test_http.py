@@ -125,6 +125,37 @@ async def test_seed_goes_in_batches_and_is_verified_through_export(
     assert await export_ids(store, "benchd-eval") == expected
 
 
+@pytest.mark.parametrize(
+    "pages",
+    [{"has_more": "has_more"}, {"has_more": None, "total": "total"}, {"has_more": None}],
+    ids=["has_more", "total", "short-page"],
+)
+async def test_export_pages_through_the_namespace(
+    store: RunningRefStore, monkeypatch: pytest.MonkeyPatch, pages: dict[str, Any]
+) -> None:
+    t = via_http(store, monkeypatch)
+    export = dataclasses.replace(t.config.export, page_size=2, **pages)
+    t = via_http(store, monkeypatch, export=export)
+    try:
+        report = await t.seed(MEMORIES)
+        listed = await t.export_namespace()
+    finally:
+        await t.aclose()
+    assert report.verified == 5
+    assert sorted(listed) == sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
+
+
+async def test_info_reads_the_model_label_from_the_health_endpoint(
+    store: RunningRefStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = via_http(store, monkeypatch)
+    try:
+        info = await t.info()
+    finally:
+        await t.aclose()
+    assert (info.kind, info.endpoint, info.model) == ("http", store.url, store.store.embedder.spec)
+
+
 async def test_a_record_the_store_did_not_keep_is_reported_missing(
     store: RunningRefStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
