@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchd.scoring.trec_parallel import default_jobs, topic_spans
+
 MEASURES = ("map", "recip_rank", "P.10", "ndcg_cut.10", "recall.10")
 OUT_NAMES = ("map", "recip_rank", "P_10", "ndcg_cut_10", "recall_10")
 DOCS_PER_QUERY = 100
@@ -130,6 +132,7 @@ def main() -> int:
         flags = [f for m in MEASURES for f in ("-m", m)]
         ours_out, theirs_out = directory / "benchd.out", directory / "pytrec.json"
         benchd_argv = [sys.executable, "-m", "benchd", "score", *flags, str(qrels), str(run)]
+        processes = len(topic_spans(run, default_jobs()))  # what benchd score will use
         b_wall, b_cpu, b_peak = run_child(benchd_argv, directory / "summary.txt")
         # Untimed: the same scoring with every per-query value, for the comparison.
         run_child([*benchd_argv[:4], "-q", "--format", "json", *benchd_argv[4:]], ours_out)
@@ -151,6 +154,9 @@ def main() -> int:
         print(f"{label:24}{ours:>10.2f}{theirs:>13.2f}{ratio:>18}")
     same = "yes" if mismatches == 0 else f"NO ({mismatches} differ)"
     print(f"per-query values identical at 4 decimals: {same}")
+    load = os.getloadavg()[0]
+    print(f"benchd used {processes} process(es); load average {load:.1f} on {os.cpu_count()} CPUs")
+    print("(wall times depend on the machine's load; CPU time is the steadier comparison)")
     return 1 if mismatches else 0
 
 

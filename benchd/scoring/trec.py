@@ -294,7 +294,7 @@ def _topics(
         # Positions i where scores[i-1] <= scores[i]: the file order is not
         # already trec_eval's order there (unless a new topic starts at i).
         steps = list(compress(count(1), map(operator.le, scores, islice(scores, 1, None))))
-        pos = 0
+        pos, last = 0, len(qids)
         for qid, members in groupby(qids):
             end = pos + len(list(members))
             ordered = bisect_left(steps, pos + 1) == bisect_right(steps, end - 1)
@@ -306,6 +306,11 @@ def _topics(
                     for old in list(pending):
                         yield _finish(old, pending.pop(old), max_docs)
                         done.add(old)
+                    if end < last:  # another topic follows in this chunk: this one is whole
+                        done.add(qid)
+                        yield qid, _order(docs[pos:end], scores[pos:end], ordered, max_docs)
+                        pos = end
+                        continue
                 bucket = pending[qid] = _Bucket()
             bucket.add(docs[pos:end], scores[pos:end], ordered)
             pos = end
@@ -315,12 +320,17 @@ def _topics(
 
 
 def _finish(qid: bytes, bucket: _Bucket, max_docs: int | None) -> tuple[bytes, list[bytes]]:
-    """The topic's ranking: trec_eval's order (score desc, docno desc), cut at -M."""
-    docs = bucket.docs
-    if not bucket.ordered:
-        pairs = sorted(zip(bucket.scores, docs, strict=True), reverse=True)
+    return qid, _order(bucket.docs, bucket.scores, bucket.ordered, max_docs)
+
+
+def _order(
+    docs: list[bytes], scores: list[float], ordered: bool, max_docs: int | None
+) -> list[bytes]:
+    """trec_eval's order (score descending, docno descending), cut at -M."""
+    if not ordered:
+        pairs = sorted(zip(scores, docs, strict=True), reverse=True)
         docs = [doc for _, doc in pairs]
-    return qid, docs if max_docs is None else docs[:max_docs]
+    return docs if max_docs is None else docs[:max_docs]
 
 
 def _topic(
