@@ -25,7 +25,7 @@ from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import log_cycle
-from benchd.web import build_app, load_web_config, serve_web
+from benchd.web import WebConfig, build_app, read_web_config, serve_web
 
 __all__ = ["Daemon"]
 
@@ -61,9 +61,13 @@ class Daemon:
         """Serve until SIGTERM/SIGINT or :meth:`stop`; then shut down cleanly."""
         host, port = parse_listen(self.listen or self.config.server.listen)
         web_config = self.config.server.web_config
-        auth = load_web_config(web_config) if web_config else None
-        app = build_app(self.book, reload=self.reload, auth=auth)
-        async with serve_web(app, host, port) as bound, anyio.create_task_group() as tg:
+        web = read_web_config(web_config) if web_config else WebConfig()
+        app = build_app(self.book, reload=self.reload, auth=web.auth)
+        tls = web.tls.context() if web.tls else None
+        async with (
+            serve_web(app, host, port, ssl_context=tls) as bound,
+            anyio.create_task_group() as tg,
+        ):
             self.url = bound.url
             self._tg = tg
             tg.start_soon(self._signals)

@@ -10,7 +10,8 @@
 =================  ==========================================================
 
 Optional authentication (basic or bearer, from an exporter-toolkit style
-``web_config`` file) guards every route but ``/healthz``. Responses that take
+``web_config`` file) guards every route but ``/healthz``; the same file may
+name a certificate and key (``[tls_server_config]``) to serve HTTPS. Responses that take
 real work (``/metrics``, ``/api/status``) are built in a worker thread so a
 scrape never delays the event loop that times the probes' requests.
 """
@@ -27,6 +28,7 @@ import importlib
 import json
 import math
 import socket
+import ssl
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -58,9 +60,12 @@ __all__ = [
     "BoundServer",
     "ReloadCallback",
     "WebAuth",
+    "WebConfig",
+    "WebTLS",
     "build_app",
     "hash_secret",
     "load_web_config",
+    "read_web_config",
     "serve_web",
 ]
 
@@ -69,7 +74,8 @@ log = get_logger("benchd.web")
 ReloadCallback = Callable[[], Awaitable[bool]]
 _OPEN_PATHS = frozenset({"/healthz"})
 _BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
-_WEB_CONFIG_KEYS = frozenset({"basic_auth_users", "bearer_token_hashes"})
+_WEB_CONFIG_KEYS = frozenset({"basic_auth_users", "bearer_token_hashes", "tls_server_config"})
+_TLS_KEYS = frozenset({"cert_file", "key_file"})
 
 
 # --------------------------------------------------------------------------- auth
@@ -181,8 +187,54 @@ def _decode_basic(credentials: str) -> tuple[str, str] | None:
     return (user, password) if sep else None
 
 
-def load_web_config(path: str | Path) -> WebAuth:
-    """Read a ``web_config`` TOML file (``basic_auth_users``, ``bearer_token_hashes``)."""
+@dataclass(frozen=True, slots=True)
+class WebTLS:
+    """A server certificate (chain) and its private key, as PEM files."""
+
+    cert_file: Path
+    key_file: Path
+    source: str = "web_config"
+
+    def context(self) -> ssl.SSLContext:
+        """A TLS 1.2+ server context; an unreadable or mismatched pair is a ConfigError."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+            raise ConfigError(
+                f"{self.source}: tls_server_config: cannot load cert_file {self.cert_file} "
+                f"with key_file {self.key_file} ({reason}); give PEM files of one key pair"
+            ) from None
+        return context
+
+
+@dataclass(frozen=True, slots=True)
+class WebConfig:
+    """What a ``web_config`` file asks for: authentication, TLS, or both."""
+
+    auth: WebAuth | None = None
+    tls: WebTLS | None = None
+
+
+def _tls(table: object, source: str, base: Path) -> WebTLS:
+    where = f"{source}: tls_server_config"
+    if not isinstance(table, dict):
+        raise ConfigError(f'{where}: must be a table with cert_file = "..." and key_file = "..."')
+    unknown = sorted(set(table) - _TLS_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; expected cert_file and key_file")
+    files = [table.get(name) for name in ("cert_file", "key_file")]
+    if not all(isinstance(f, str) and f for f in files):
+        raise ConfigError(f"{where}: cert_file and key_file are both required (paths to PEM files)")
+    cert, key = (base / Path(str(f)).expanduser() for f in files)
+    return WebTLS(cert_file=cert, key_file=key, source=source)
+
+
+def read_web_config(path: str | Path) -> WebConfig:
+    """Read a ``web_config`` TOML file: ``basic_auth_users``, ``bearer_token_hashes``
+    and/or ``[tls_server_config]`` (paths relative to the file)."""
     source = str(path)
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -193,9 +245,19 @@ def load_web_config(path: str | Path) -> WebAuth:
     unknown = sorted(set(data) - _WEB_CONFIG_KEYS)
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key {unknown[0]!r}; expected basic_auth_users "
-            "and/or bearer_token_hashes (terminate TLS in a proxy)"
+            f"{source}: unknown key {unknown[0]!r}; expected basic_auth_users, "
+            "bearer_token_hashes and/or [tls_server_config]"
         )
+    tls = None
+    if "tls_server_config" in data:
+        tls = _tls(data["tls_server_config"], source, Path(path).resolve().parent)
+    auth = None
+    if tls is None or "basic_auth_users" in data or "bearer_token_hashes" in data:
+        auth = _auth(data, source)
+    return WebConfig(auth=auth, tls=tls)
+
+
+def _auth(data: dict[str, object], source: str) -> WebAuth:
     users = data.get("basic_auth_users", {})
     tokens = data.get("bearer_token_hashes", [])
     if not isinstance(users, dict) or not all(isinstance(v, str) for v in users.values()):
@@ -203,6 +265,14 @@ def load_web_config(path: str | Path) -> WebAuth:
     if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
         raise ConfigError(f"{source}: bearer_token_hashes must be a list of hash strings")
     return WebAuth(basic_users=users, bearer_tokens=tuple(tokens), source=source)
+
+
+def load_web_config(path: str | Path) -> WebAuth:
+    """The authentication part of a ``web_config`` file (a ConfigError if it has none)."""
+    auth = read_web_config(path).auth
+    if auth is None:
+        raise ConfigError(f"{path}: no basic_auth_users and no bearer_token_hashes")
+    return auth
 
 
 class _AuthMiddleware:
@@ -354,11 +424,12 @@ class BoundServer:
 
     host: str
     port: int
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -387,16 +458,23 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @asynccontextmanager
 async def serve_web(
-    app: ASGIApp, host: str, port: int, *, grace_s: float = 5.0
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    grace_s: float = 5.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[BoundServer]:
     """Serve ``app`` with uvicorn in this event loop for the duration of the block.
 
     The socket is bound first (port 0 picks a free one), so requests to
     ``bound.url`` succeed as soon as the block starts: no startup polling.
     uvicorn's own signal handling is not used; the caller owns the signals.
+    With ``ssl_context`` the server speaks HTTPS only.
     """
     sock = _listen(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
+    bound = BoundServer(bound_host, bound_port, "https" if ssl_context else "http")
     config = uvicorn.Config(
         app,
         lifespan="off",
@@ -405,15 +483,16 @@ async def serve_web(
         timeout_graceful_shutdown=max(1, math.ceil(grace_s)),
     )
     config.load()
+    config.ssl = ssl_context  # uvicorn's own loader only takes file names
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
     await server.startup(sockets=[sock])
-    log.debug("web listening", url=BoundServer(bound_host, bound_port).url)
+    log.debug("web listening", url=bound.url)
     # A bare asyncio task, not a task group: an error in the caller's block must
     # reach the caller as itself, not wrapped in an ExceptionGroup.
     ticker = asyncio.get_running_loop().create_task(server.main_loop())  # Date header
     try:
-        yield BoundServer(bound_host, bound_port)
+        yield bound
     finally:
         ticker.cancel()
         with anyio.move_on_after(grace_s + 1.0, shield=True):

@@ -222,7 +222,7 @@ def test_web_config_file_is_read_and_validated(tmp_path: Path) -> None:
     good.write_text(f'bearer_token_hashes = ["{hash_secret("t0ken-t0ken")}"]\n')
     assert load_web_config(good).check("Bearer t0ken-t0ken")
     cases: list[tuple[str, str]] = [
-        ('tls_server_config = {cert_file = "x"}\n', "unknown key 'tls_server_config'"),
+        ('tls_config = {cert_file = "x"}\n', "unknown key 'tls_config'"),
         ('[basic_auth_users]\nprom = "plaintext"\n', "basic_auth_users.prom: unsupported hash"),
         ("bearer_token_hashes = []\n", "no basic_auth_users and no bearer_token_hashes"),
         ("basic_auth_users = [1]\n", "must be a table"),
