@@ -25,7 +25,7 @@ from benchd.errors import OwnershipError, TargetProtocolError
 from benchd.result import SeedReport, TargetInfo
 from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery
-from benchd.targets.http_config import HttpConfig
+from benchd.targets.http_config import Endpoint, HttpConfig
 from benchd.targets.http_records import (
     Listing,
     column_at,
@@ -95,13 +95,14 @@ class HttpTarget:
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
         self._sentinels = {sentinel_id(config.namespace)}  # server ids to hide from rankings
 
-    def _what(self, template: Any) -> str:
+    def _what(self, template: Endpoint | None) -> str:
+        assert template is not None
         return f"{template.method} {self._base}{template.path}"
 
     async def _call(
-        self, template: Any, values: Mapping[str, Any], *, allow: tuple[int, ...] = ()
+        self, template: Endpoint, values: Mapping[str, Any], *, allow: tuple[int, ...] = ()
     ) -> httpx.Response:
-        """Send one templated request (not search) through the retrying client."""
+        """Send one templated request through the retrying client (errors name the endpoint)."""
         body = render(template.body, values)
         return await self._http.request_allowing(
             template.method,

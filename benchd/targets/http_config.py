@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from benchd.schema import check
 from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
@@ -17,6 +17,7 @@ from benchd.targets.templating import parse_path, template_problem
 
 __all__ = [
     "DeleteTemplate",
+    "Endpoint",
     "ExportTemplate",
     "HealthTemplate",
     "HttpConfig",
@@ -33,6 +34,21 @@ EXPORT_NAMES = ("namespace", "offset", "limit", "page")
 DELETE_NAMES = ("id", "namespace")
 HEALTH_NAMES = ("namespace",)
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
+
+
+class Endpoint(Protocol):
+    """What every endpoint table has: one templated request."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def query(self) -> dict[str, Any]: ...
+    @property
+    def headers(self) -> dict[str, Any]: ...
+    @property
+    def body(self) -> Any: ...
 
 
 def _positive(v: Any) -> str | None:
@@ -53,7 +69,7 @@ def _url_path(v: str) -> str | None:
     return None if v.startswith("/") else "must start with '/' (it is joined to url)"
 
 
-def _request_problem(t: Any, names: tuple[str, ...]) -> None:
+def _request_problem(t: Endpoint, names: tuple[str, ...]) -> None:
     """Raise ValueError for the first bad template of a request table."""
     for key in ("query", "headers"):
         for name, value in getattr(t, key).items():
@@ -205,11 +221,13 @@ class HttpConfig:
     searchable_timeout_s: float = 30.0  # 0: do not measure time-to-searchable
 
     def __post_init__(self) -> None:
-        if self.cleanup != "never" and (self.delete is None or self.export is None):
+        needed = {"seed": self.seed, "delete": self.delete, "export": self.export}
+        lacking = [f"[probe.target.{name}]" for name, table in needed.items() if table is None]
+        if self.cleanup != "never" and lacking:
             raise ValueError(
-                f"cleanup = {self.cleanup!r} needs [probe.target.delete] and "
-                "[probe.target.export] (export proves the namespace is benchd's); "
-                "add both or set cleanup = 'never'"
+                f"cleanup = {self.cleanup!r} needs {' and '.join(lacking)} (benchd deletes "
+                "only what it wrote where its sentinel proves the namespace is its own); "
+                "add them or set cleanup = 'never'"
             )
         for name in self.headers:
             if not _TOKEN.match(name):

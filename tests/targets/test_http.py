@@ -429,7 +429,7 @@ SEARCH = {"path": "/search", "ids": "results[*].id", "query": {"q": "{q}"}}
         ),
         (
             {**BASE, "search": SEARCH, "cleanup": "before"},
-            r"target: cleanup = 'before' needs \[probe\.target\.delete\] and \[probe",
+            r"target: cleanup = 'before' needs \[probe\.target\.seed\] and \[probe\.target\.delete",
         ),
         (
             {**BASE, "search": SEARCH, "auth_header": "X Api Key"},
