@@ -8,12 +8,22 @@ closed loop: Debian ships wrk, not wrk2) measures the same target. Goals:
 dispatch lag p99 <= 0.5 ms; benchd's p50/p99 within 1.0/1.5 ms of wrk's.
 
     .venv/bin/python bench/load_accuracy.py [--duration 10] [--rate 100]
+
+Timing at this scale measures the OS scheduler as much as benchd: on a box
+whose cores are oversubscribed (load average above the core count) every
+process waits milliseconds for a CPU. There, run all three processes under
+a real-time policy so that they get one when they need it:
+
+    chrt -f 10 .venv/bin/python bench/load_accuracy.py
+
+The first line printed says which policy and load average the run had.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -84,6 +94,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=100.0)
     args = parser.parse_args()
+    policy = "SCHED_FIFO" if os.sched_getscheduler(0) == os.SCHED_FIFO else "normal"
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"{os.cpu_count()} CPUs, load average {load}, scheduling policy {policy}")
     with delay_server(20.0) as url:
         run = anyio.run(benchd_run, url, args.rate, args.duration)
         wrk = run_wrk(url + PATH, 4, args.duration)
