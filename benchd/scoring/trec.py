@@ -283,6 +283,11 @@ def _span_topics(
 def _topics(
     path: Path, max_docs: int | None, span: Span, *, grouped: bool
 ) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
+    """Topics in trec_eval order; streaming raises _Interleaved if a finished topic returns.
+
+    A topic is finished when a line of another topic follows it. Streaming
+    yields it then; ``grouped`` keeps every topic until the end of the span.
+    """
     pending: dict[bytes, _Bucket] = {}
     done: set[bytes] = set()
     runid = b""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -113,9 +114,13 @@ def _call(task: tuple[Callable[[Any, S], T], S]) -> T:
 def map_forked(fn: Callable[[Any, S], T], items: Sequence[S], state: Any) -> list[T]:
     """``[fn(state, item) for item in items]`` in forked workers that inherit ``state``.
 
-    Exceptions raised by ``fn`` (e.g. a RunFileError) are re-raised here.
+    Exceptions raised by ``fn`` (e.g. a RunFileError) are re-raised here. A
+    process that already runs other threads is not forked (a fork copies
+    their locks mid-use); the items are then done here, one after another.
     """
     global _STATE
+    if threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [fn(state, item) for item in items]
     _STATE = state
     try:
         context = multiprocessing.get_context("fork")
