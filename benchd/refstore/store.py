@@ -192,24 +192,19 @@ class RefStore:
         return [_Hit(r, s, sources[r]) for r, s in rrf_fuse([dense, keyword], depth)]
 
     def _where(self, query: SearchQuery) -> tuple[SearchFilter, dict[str, Any] | None]:
+        """The row filter; explicit ``date_from``/``date_to`` win over date words in ``q``."""
         window = resolve_temporal(query.q, query.reference)
-        since = (
-            query.date_from
-            if query.date_from is not None
-            else (window and window.since.timestamp())
-        )
-        until = (
-            query.date_to if query.date_to is not None else (window and window.until.timestamp())
-        )
-        where = SearchFilter(query.client_id, query.type, since or None, until or None)
+        since, until = query.date_from, query.date_to
         temporal = None
         if window is not None:
+            since = window.since.timestamp() if since is None else since
+            until = window.until.timestamp() if until is None else until
             temporal = {
                 "pattern": window.pattern,
                 "date_from": window.since.isoformat(),
                 "date_to": window.until.isoformat(),
             }
-        return where, temporal
+        return SearchFilter(query.client_id, query.type, since, until), temporal
 
     async def _ranked(
         self, query: SearchQuery, where: SearchFilter

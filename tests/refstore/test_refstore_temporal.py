@@ -92,3 +92,9 @@ def test_zero_hits_under_a_date_filter_retry_broader_with_full_payloads(
     assert body["expanded_query"] == "certificate outage march"
     assert {hit["id"] for hit in body["results"]} == {"may", "april"}
     assert all("text" in hit for hit in body["results"])  # full payloads despite format=index
+
+
+def test_explicit_date_bounds_filter_created_at(client: httpx.Client) -> None:
+    _dated(client)
+    ids = search_ids(client, "certificate outage", date_from="2026-05-01", date_to="2026-05-31")
+    assert ids == ["may"]
