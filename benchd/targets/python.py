@@ -24,6 +24,7 @@ probe starts. It may return either
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,14 +92,34 @@ class PythonConfig:
     model: str = ""  # label for the model; else the retriever's ``model`` attribute
     concurrency: int = field(default=1, metadata=check(_positive))
 
+    def __post_init__(self) -> None:
+        _check_options(self.factory, self.options)
+
+
+def _check_options(spec: str, options: Mapping[str, Any]) -> None:
+    """Reject options the factory cannot take, without calling it (ValueError)."""
+    try:
+        signature = inspect.signature(load_factory(spec))
+    except (TypeError, ValueError):  # no signature to check (a builtin, a C callable)
+        return
+    try:
+        signature.bind(**options)
+    except TypeError as exc:
+        names = ", ".join(signature.parameters) or "none"
+        raise ValueError(
+            f"options: {spec} cannot take them ({exc}); its parameters: {names}"
+        ) from None
+
 
 def python_target(config: PythonConfig, secret: Secret | None) -> Target:
     """Call the factory; use a full Target as is, wrap a simple retriever."""
     where = f"[probe.target] factory {config.factory!r}"
     try:
-        made = load_factory(config.factory)(**config.options)
+        factory = load_factory(config.factory)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    try:
+        made = factory(**config.options)
     except Exception as exc:  # the factory is user code
         keys = ", ".join(sorted(config.options)) or "none"
         raise ConfigError(
