@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ import anyio
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import delay_server, run_wrk
+from load_common import delay_server, describe_machine, run_wrk
 
 from benchd.load import LoadProfile, LoadRun, run_load
 from benchd.result import LatencySummary
@@ -94,9 +93,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=100.0)
     args = parser.parse_args()
-    policy = "SCHED_FIFO" if os.sched_getscheduler(0) == os.SCHED_FIFO else "normal"
-    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
-    print(f"{os.cpu_count()} CPUs, load average {load}, scheduling policy {policy}")
+    print(describe_machine())
     with delay_server(20.0) as url:
         run = anyio.run(benchd_run, url, args.rate, args.duration)
         wrk = run_wrk(url + PATH, 4, args.duration)

@@ -6,6 +6,7 @@ Not a benchmark itself; ``bench/load_*.py`` import it (run them from the repo ro
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ __all__ = [
     "LOCUST_VENV",
     "canned_search_body",
     "delay_server",
+    "describe_machine",
     "free_port",
     "nginx_serving",
     "run_locust",
@@ -185,3 +187,10 @@ def _seconds(text: str) -> float:
         if text.endswith(unit):
             return float(text[: -len(unit)]) * _UNITS[unit]
     raise ValueError(f"unexpected wrk duration {text!r}")
+
+
+def describe_machine() -> str:
+    """CPUs, load average and scheduling policy: timing figures depend on them."""
+    policy = "SCHED_FIFO" if os.sched_getscheduler(0) == os.SCHED_FIFO else "normal"
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    return f"{os.cpu_count()} CPUs, load average {load}, scheduling policy {policy}"

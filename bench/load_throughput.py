@@ -24,7 +24,13 @@ import anyio
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import SEARCH_PATH, canned_search_body, nginx_serving, run_locust
+from load_common import (
+    SEARCH_PATH,
+    canned_search_body,
+    describe_machine,
+    nginx_serving,
+    run_locust,
+)
 
 from benchd.load import LoadProfile, run_load
 from benchd.scoring.ranking import query_metrics
@@ -67,6 +73,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    print(describe_machine())
     ours: list[float] = []
     theirs: list[float] = []
     with nginx_serving(canned_search_body()) as host:
@@ -80,12 +87,14 @@ def main() -> None:
                 f"   locust {theirs[-1]:8.0f} req/s   ratio {ours[-1] / theirs[-1]:.2f}"
             )
     a, b = statistics.median(ours), statistics.median(theirs)
+    ratios = [x / y for x, y in zip(ours, theirs, strict=True)]
     print(
         f"\nclosed loop, c={args.concurrency}, {args.duration:g} s x {args.rounds} rounds (median)"
     )
     print(f"  benchd (parse + score every answer)  : {a:8.0f} req/s")
     print(f"  Locust FastHttpUser:                   {b:8.0f} req/s")
     print(f"  ratio benchd / Locust:                 {a / b:8.2f}x  (goal >= 1.00x)")
+    print(f"  per-round ratios: {min(ratios):.2f}x to {max(ratios):.2f}x")
 
 
 if __name__ == "__main__":
