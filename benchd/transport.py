@@ -7,11 +7,12 @@ per query index, then written on a pooled keep-alive HTTP/1.1 connection
 whose answer is parsed by httptools (llhttp, the C parser uvicorn uses).
 
 Why not a general client here: on loopback against nginx, httpx's shared pool
-reached 0.5–0.9k req/s, a client per worker ~2.1k and aiohttp ~4–5k through
-the engine, while the goal is Locust FastHttpUser's ~10k; this sender spends
-~10–15 µs of CPU per request where aiohttp spends ~50 (docs/load.md). It does
-one thing only — replay prepared requests, no redirects, cookies or proxies —
-and runs on asyncio, benchd's event loop. httpx stays the request-building API.
+reached 0.5–0.9k req/s and a client per worker ~2.1k, and aiohttp through the
+engine 0.73x Locust FastHttpUser's req/s; this sender reaches 1.9–2.3x. With
+JSON parsing it costs ~45 µs of CPU per request where aiohttp costs ~100
+(docs/load.md). It does one thing only — replay prepared GET/POST requests:
+no HEAD, redirects, cookies or proxies — and runs on asyncio, benchd's event
+loop. httpx stays the request-building API.
 
 Failures are translated here, once, into benchd errors::
 
@@ -297,7 +298,8 @@ async def make_http_fire(
     """Yield a :data:`~benchd.load.Fire` sending ``build(i)`` and returning ``parse(...)``.
 
     Up to ``concurrency`` keep-alive connections per origin are kept; all are
-    closed when the block exits. Requests are built once per query index and
+    closed when the block exits. ``timeout_s`` bounds connecting and, again,
+    waiting for the answer. Requests are built once per query index and
     replayed, so ``build`` must depend on the index only. Statuses >= 400
     raise before ``parse`` is called. Asyncio only.
     """

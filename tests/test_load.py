@@ -10,7 +10,7 @@ import pytest
 from loopback_target import LoopbackTarget, httpx_fire, serve_target
 
 from benchd.errors import ConfigError
-from benchd.load import LoadProfile, LoadRun, run_load
+from benchd.load import LoadProfile, LoadRun, run_load, sleep_until
 from benchd.scoring.latency import summarize
 
 pytestmark = pytest.mark.anyio
@@ -179,6 +179,13 @@ async def test_corrected_latency_shows_a_stall_that_service_latency_hides(
     assert result.service.p99 < 0.25 * stall
     assert result.service.max >= 0.8 * stall  # the requests caught in the stall
     assert result.late > 0.1 * 200 * stall
+
+
+async def test_sleep_until_never_returns_before_its_deadline() -> None:
+    for gap in (0.0, 0.0002, 0.0015, 0.004):
+        deadline = time.perf_counter() + gap
+        await sleep_until(deadline)
+        assert time.perf_counter() >= deadline
 
 
 @pytest.mark.parametrize(
