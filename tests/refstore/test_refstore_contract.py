@@ -279,3 +279,27 @@ def test_the_smoke_fixture_loads_and_every_query_hits(
         tenant = "globex-media" if "globex" in query["q"] else "global"
         ids = search_ids(client, query["q"], limit=query.get("k", 5), client_id=tenant)
         assert set(ids) & set(query["expected_ids"]), query["q"]
+
+
+def test_tags_retriever_scores_key_subject_entities_and_tags(client: httpx.Client) -> None:
+    client.post("/admin/config", json={"retriever": "tags"})
+    import_ok(
+        client,
+        [
+            _mem("k", "listens on 5544", key="staging-db-port"),
+            _mem("s", "healthy, p95 180ms", subject="billing-service", type="status"),
+            _mem("t", "weekly on thursdays", tags=["deploy", "cadence"]),
+            _mem("e", "owns the pager", entities=[{"name": "oncall", "type": "team"}]),
+        ],
+    )
+    assert search_ids(client, "staging port") == ["k"]
+    assert search_ids(client, "billing service health") == ["s"]
+    assert search_ids(client, "deploy cadence") == ["t"]
+    assert search_ids(client, "who is oncall") == ["e"]
+    assert search_ids(client, "listens 5544") == []  # content is not a tag
+
+
+def test_export_filters_by_type(client: httpx.Client) -> None:
+    import_ok(client, [_mem("f", "a fact", type="fact"), _mem("d", "a decision", type="decision")])
+    memories = client.get("/export", params={"type": "decision"}).json()["memories"]
+    assert [m["id"] for m in memories] == ["d"]
