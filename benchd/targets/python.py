@@ -1,9 +1,10 @@
 """The ``python`` target: an in-process retriever loaded from ``module:callable``.
 
 For libraries with no server (a BM25 package, a reranker, a vector index):
-``factory = "pkg.mod:make"`` is imported when the config loads (a bad name
-is a config error naming the key) and called as ``make(**options)`` when the
-probe starts. It may return either
+``factory = "pkg.mod:make"`` is imported when the config loads (a bad name,
+or options its signature cannot take, is a config error naming the key) and
+called as ``make(**options)`` in a worker thread when the probe first needs
+it. It may return either
 
 - a full :class:`~benchd.targets.base.Target` (async ``info``, ``seed``,
   ``search``, ``cleanup``, ``aclose``), used as it is; or
@@ -32,13 +33,20 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from benchd.errors import ConfigError, TargetProtocolError
+from benchd.errors import TargetProtocolError, TargetUnreachable
 from benchd.result import SeedReport, TargetInfo
 from benchd.schema import check
 from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery, Target
 
-__all__ = ["KIND", "PythonConfig", "RetrieverTarget", "load_factory", "python_target"]
+__all__ = [
+    "KIND",
+    "PythonConfig",
+    "PythonTarget",
+    "RetrieverTarget",
+    "load_factory",
+    "python_target",
+]
 
 KIND = "python"
 T = TypeVar("T")
@@ -112,29 +120,77 @@ def _check_options(spec: str, options: Mapping[str, Any]) -> None:
 
 
 def python_target(config: PythonConfig, secret: Secret | None) -> Target:
-    """Call the factory; use a full Target as is, wrap a simple retriever."""
-    where = f"[probe.target] factory {config.factory!r}"
-    try:
-        factory = load_factory(config.factory)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    try:
-        made = factory(**config.options)
-    except Exception as exc:  # the factory is user code
-        keys = ", ".join(sorted(config.options)) or "none"
-        raise ConfigError(
-            f"{where}: calling it with options ({keys}) raised {type(exc).__name__}: {exc}; "
-            "fix [probe.target] options"
-        ) from None
-    if isinstance(made, Target):
-        return made
-    if callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
-        return RetrieverTarget(made, config)
-    raise ConfigError(
-        f"{where}: returned an object of type {type(made).__name__}, which has neither the "
-        "Target methods (info, seed, search, cleanup, aclose) nor index(memories) and "
-        "search(q, k)"
-    )
+    """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate)."""
+    return PythonTarget(config)
+
+
+class PythonTarget:
+    """Calls the factory on first use, in a worker thread, and delegates to what it made.
+
+    Building lazily keeps a slow factory (loading a model, connecting a client)
+    off the event loop and inside a cycle, where a failure is an error the
+    cycle records (kind ``connect``), retried next cycle, instead of an
+    exception that would stop the daemon.
+    """
+
+    kind = KIND
+
+    def __init__(self, config: PythonConfig) -> None:
+        self.config = config
+        self._inner: Target | None = None
+        self._lock = anyio.Lock()
+
+    async def target(self) -> Target:
+        """The Target the factory made (calling it the first time)."""
+        if self._inner is not None:
+            return self._inner
+        async with self._lock:
+            if self._inner is None:
+                made = await anyio.to_thread.run_sync(self._make)
+                self._inner = self._adapt(made)
+        return self._inner
+
+    def _make(self) -> Any:
+        where = f"python target {self.config.factory}"
+        try:
+            factory = load_factory(self.config.factory)
+            return factory(**self.config.options)
+        except Exception as exc:  # the factory is user code
+            keys = ", ".join(sorted(self.config.options)) or "no options"
+            raise TargetUnreachable(
+                f"{where}: the factory (with {keys}) raised {type(exc).__name__}: {exc}; "
+                "it is called again next cycle"
+            ) from None
+
+    def _adapt(self, made: Any) -> Target:
+        if isinstance(made, Target):
+            return made
+        if callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
+            return RetrieverTarget(made, self.config)
+        raise TargetProtocolError(
+            f"python target {self.config.factory}: the factory returned an object of type "
+            f"{type(made).__name__}, which has neither the Target methods (info, seed, search, "
+            "cleanup, aclose) nor index(memories) and search(q, k)"
+        )
+
+    async def info(self) -> TargetInfo:
+        return await (await self.target()).info()
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        return await (await self.target()).seed(memories, progress=progress)
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        return await (await self.target()).search(query)
+
+    async def cleanup(self, ids: Sequence[str]) -> int:
+        return await (await self.target()).cleanup(ids)
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+            self._inner = None
 
 
 class RetrieverTarget:
