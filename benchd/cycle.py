@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import httpx
 
 from benchd.config import ProbeConfig
@@ -25,7 +27,7 @@ from benchd.result import CycleResult, LoadResult, QueryResult, SeedReport, Targ
 from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
-from benchd.scoring.stats import bootstrap_ci
+from benchd.scoring.stats import bootstrap_cis
 from benchd.targets.base import HttpSearch, Progress, SearchQuery, Target
 from benchd.transport import make_http_fire
 
@@ -106,7 +108,7 @@ def _quality(
     values = [m for _, m in scored]
     aggregate = mean_metrics(values)
     categories = by_category([(q.category, m) for q, m in scored])
-    ci = {key: bootstrap_ci([m[key] for m in values]) for key in aggregate}
+    ci = bootstrap_cis({key: [m[key] for m in values] for key in aggregate})
     return aggregate, categories, ci
 
 
@@ -224,7 +226,9 @@ async def _run(state: _Cycle, base: Mapping[str, Any]) -> CycleResult:
     if getattr(probe.target.settings, "cleanup", "never") == "after":
         ids = [str(m["id"]) for m in fixture.memories]
         await state.phase("cleanup", lambda: target.cleanup(ids))
-    return _assemble(state, base, answers, load)
+    # Scoring and bootstrap are pure CPU work: off the loop, so other probes'
+    # request timings are not stalled by this one's arithmetic.
+    return await anyio.to_thread.run_sync(_assemble, state, base, answers, load)
 
 
 def _assemble(

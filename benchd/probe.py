@@ -54,7 +54,7 @@ class ProbeRunner:
             )
         if result is None:
             result = self._timed_out(started)
-        drift = self.tracker.observe(result)
+        drift = await self.tracker.aobserve(result)
         return dataclasses.replace(result, drift=drift)
 
     def _timed_out(self, started: float) -> CycleResult:
