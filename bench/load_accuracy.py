@@ -31,7 +31,7 @@ import anyio
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import delay_server, describe_machine, run_wrk
+from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 
 from benchd.load import LoadProfile, LoadRun, run_load
 from benchd.result import LatencySummary
@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=100.0)
     args = parser.parse_args()
+    wrk_binary()  # skip now, not after benchd's run
     print(describe_machine())
     with delay_server(20.0) as url:
         run = anyio.run(benchd_run, url, args.rate, args.duration)

@@ -25,7 +25,7 @@ import anyio
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import delay_server, describe_machine, run_wrk
+from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 
 from benchd.load import LoadProfile, run_load
 from benchd.result import LatencySummary, LoadResult
@@ -62,6 +62,7 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=1.0)
     args = parser.parse_args()
     stall_after = args.duration * 0.4
+    wrk_binary()  # skip now, not after benchd's run
     print(describe_machine())
     with delay_server(5.0, stall_after_s=stall_after, stall_s=args.stall) as url:
         result = anyio.run(benchd_run, url, args.duration)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 __all__ = [
     "LOCUST_VENV",
@@ -23,10 +24,13 @@ __all__ = [
     "delay_server",
     "describe_machine",
     "free_port",
+    "locust_binary",
     "nginx_serving",
     "run_locust",
     "run_wrk",
+    "skip",
     "wait_for_port",
+    "wrk_binary",
 ]
 
 LOCUST_VENV = Path("/tmp/locust-venv")
@@ -79,6 +83,12 @@ def canned_search_body(n_results: int = 10) -> bytes:
     return json.dumps({**answer, "results": results}).encode()
 
 
+def skip(reason: str) -> NoReturn:
+    """Say why the benchmark cannot run here and stop without failing."""
+    print(f"SKIPPED: {reason}", file=sys.stderr)
+    raise SystemExit(0)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -104,7 +114,7 @@ def nginx_serving(body: bytes) -> Iterator[str]:
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
     )
     if binary is None:
-        raise SystemExit("nginx not found: apt-get install -y nginx-light (benchmark skipped)")
+        skip("nginx not found; install it with: apt-get install -y nginx-light")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="benchd-nginx-") as tmp:
         conf = Path(tmp, "nginx.conf")
@@ -123,14 +133,20 @@ def nginx_serving(body: bytes) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
-def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
-    """Run Locust FastHttpUser headless in its own venv; return its req/s."""
+def locust_binary() -> Path:
+    """Locust in its own venv (gevent's patching breaks beside ssl), or skip."""
     binary = LOCUST_VENV / "bin" / "locust"
     if not binary.exists():
-        raise SystemExit(
-            f"Locust not found at {binary}: python3 -m venv {LOCUST_VENV} && "
-            f"{LOCUST_VENV}/bin/pip install locust"
+        skip(
+            f"Locust not found at {binary}; install it with: python3 -m venv {LOCUST_VENV}"
+            f" && {LOCUST_VENV}/bin/pip install locust"
         )
+    return binary
+
+
+def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
+    """Run Locust FastHttpUser headless in its own venv; return its req/s."""
+    binary = locust_binary()
     with tempfile.TemporaryDirectory(prefix="benchd-locust-") as tmp:
         locustfile = Path(tmp, "locustfile.py")
         locustfile.write_text(_LOCUSTFILE.format(path=path))
@@ -167,10 +183,7 @@ _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
 
 def run_wrk(url: str, connections: int, duration_s: float) -> dict[str, float]:
     """Run ``wrk -t1 -cN -dDs --latency``; return its latency percentiles (seconds) and req/s."""
-    binary = shutil.which("wrk")
-    if binary is None:
-        raise SystemExit("wrk not found: apt-get install -y wrk (benchmark skipped)")
-    args = [binary, "-t1", f"-c{connections}", f"-d{duration_s:g}s", "--latency", url]
+    args = [wrk_binary(), "-t1", f"-c{connections}", f"-d{duration_s:g}s", "--latency", url]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     figures: dict[str, float] = {}
     for line in out.splitlines():
@@ -180,6 +193,14 @@ def run_wrk(url: str, connections: int, duration_s: float) -> dict[str, float]:
         elif line.startswith("Requests/sec:"):
             figures["rate"] = float(parts[1])
     return figures
+
+
+def wrk_binary() -> str:
+    """Debian's wrk, or skip."""
+    binary = shutil.which("wrk")
+    if binary is None:
+        skip("wrk not found; install it with: apt-get install -y wrk")
+    return binary
 
 
 def _seconds(text: str) -> float:

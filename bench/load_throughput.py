@@ -28,6 +28,7 @@ from load_common import (
     SEARCH_PATH,
     canned_search_body,
     describe_machine,
+    locust_binary,
     nginx_serving,
     run_locust,
 )
@@ -73,6 +74,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    locust_binary()  # skip now, not after benchd's first round
     print(describe_machine())
     ours: list[float] = []
     theirs: list[float] = []
