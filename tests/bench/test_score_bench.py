@@ -11,7 +11,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "score_bench.py"
 
 def test_score_bench_runs_and_finds_identical_values() -> None:
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--queries", "30"],
+        [sys.executable, str(BENCH), "--queries", "30", "--repeat", "1"],
         capture_output=True,
         text=True,
         check=False,
