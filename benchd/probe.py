@@ -12,8 +12,8 @@ import time
 
 import anyio
 
-from benchd.config import ProbeConfig
 from benchd.baseline import load_baseline
+from benchd.config import ProbeConfig
 from benchd.cycle import run_cycle
 from benchd.drift import DriftTracker
 from benchd.fixtures import Fixture, load_fixture
