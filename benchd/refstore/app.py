@@ -31,6 +31,7 @@ __all__ = ["BadRequest", "build_app"]
 MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_QUERY_CHARS = 2000
 MAX_IMPORT = 500
+_MIN_YEAR, _MAX_YEAR = 1000, 9000
 _ADMIN_KEYS = frozenset({"faults", "embedder", "retriever"})
 _log = get_logger("benchd.refstore")
 
@@ -84,11 +85,20 @@ def _time_param(request: Request, name: str) -> datetime | None:
     if raw is None:
         return None
     try:
-        return parse_timestamp(raw)
+        moment = parse_timestamp(raw)
     except ValueError as exc:
         raise BadRequest(
             f"query parameter {name} must be an ISO 8601 date, e.g. 2026-05-01"
         ) from exc
+    if not _MIN_YEAR <= moment.year <= _MAX_YEAR:
+        # Date arithmetic near datetime's limits would overflow.
+        raise BadRequest(f"query parameter {name} must be a year in {_MIN_YEAR}..{_MAX_YEAR}")
+    return moment
+
+
+def _no_constants(name: str) -> Any:
+    """Refuse NaN and Infinity: valid for Python's parser, not JSON, and unanswerable."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 async def _json_body(request: Request) -> Any:
@@ -99,7 +109,7 @@ async def _json_body(request: Request) -> Any:
     if len(body) > MAX_BODY_BYTES:
         raise BadRequest(f"request body exceeds {MAX_BODY_BYTES} bytes", 413)
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from exc
 
