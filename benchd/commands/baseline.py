@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,9 @@ async def _pin_live(config_path: str, probe: str | None) -> Baseline:
     names = [p.name for p in config.probes]
     if probe is None and len(names) != 1:
         raise UsageError(f"{config_path}: holds probes {', '.join(names)}; pick one with --probe")
-    runner = ProbeRunner(config.probe(probe or names[0]))
+    # The baseline being replaced (possibly not written yet) plays no part in pinning.
+    chosen = dataclasses.replace(config.probe(probe or names[0]), baseline=None)
+    runner = ProbeRunner(chosen)
     try:
         result = await runner.run_once()
     finally:
