@@ -30,6 +30,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _SLOW_BODY_CHUNKS = 10
+_MAX_REQUEST_ID = 128
 
 
 @dataclass(slots=True)
@@ -75,6 +76,13 @@ async def send_json(
     ]
     await send({"type": "http.response.start", "status": status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _request_id(given: str | None) -> str:
+    """Echo a caller's id when it is short printable ASCII, else make one up."""
+    if given and len(given) <= _MAX_REQUEST_ID and given.isascii() and given.isprintable():
+        return given
+    return uuid.uuid4().hex
 
 
 def _with_request_id(send: Send, request_id: str) -> Send:
@@ -137,7 +145,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_request_id(send, _header(scope, b"x-request-id") or uuid.uuid4().hex)
+        send = _with_request_id(send, _request_id(_header(scope, b"x-request-id")))
         path: str = scope["path"]
         if path == "/health":
             await self.app(scope, receive, send)

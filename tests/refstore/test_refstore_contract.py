@@ -43,6 +43,8 @@ def test_every_response_carries_a_request_id(store: RefStoreThread, client: http
     assert all(reply.headers.get("x-request-id") for reply in replies)
     echoed = client.get("/export", headers={"x-request-id": "probe-42"})
     assert echoed.headers["x-request-id"] == "probe-42"
+    too_long = client.get("/export", headers={"x-request-id": "x" * 500})
+    assert len(too_long.headers["x-request-id"]) == 32  # replaced, not echoed
 
 
 def test_unknown_route_is_404_json(client: httpx.Client) -> None:
