@@ -11,6 +11,7 @@ synchronous callers such as pytest fixtures.
 from __future__ import annotations
 
 import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from benchd.errors import UsageError
 from benchd.logging import get_logger, register_secret
 from benchd.refstore.app import build_app
 from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.embedders import EmbedderSpecError
+from benchd.refstore.embedders import EmbedderError, EmbedderSpecError
 from benchd.refstore.faults import FaultInjector, FaultSpecError, parse_faults
 from benchd.refstore.guard import GuardState
 from benchd.refstore.ratelimit import RateLimiter
@@ -77,6 +78,10 @@ async def _open_store(config: RefStoreConfig) -> tuple[RefStore, GuardState]:
         store = await RefStore.open(config.db, config.embedder, config.retriever)
     except (FaultSpecError, EmbedderSpecError) as exc:
         raise UsageError(f"refstore: {exc}") from exc
+    except EmbedderError as exc:
+        raise UsageError(f"refstore: cannot embed the stored records: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise UsageError(f"refstore: cannot open --db {config.db}: {exc}") from exc
     limiter = RateLimiter(config.read_limit_per_min, config.write_limit_per_min)
     return store, GuardState(config.api_key, limiter, FaultInjector(plan))
 

@@ -91,12 +91,20 @@ class RefStore:
         """
         threadpool_limits(limits=1, user_api="blas")
         embedder = parse_embedder(embedder_spec)
-        index = MemoryIndex(db, dims=1)
+        try:
+            index = MemoryIndex(db, dims=1)
+        except BaseException:
+            await embedder.aclose()
+            raise
         store = cls(index, embedder, retriever)
-        rows = index.load_catalog()
-        if rows:
-            vectors = await embedder.embed([text for _rid, text in rows])
-            index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+        try:
+            rows = index.load_catalog()
+            if rows:
+                vectors = await embedder.embed([text for _rid, text in rows])
+                index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+        except BaseException:
+            await store.close()
+            raise
         return store
 
     async def close(self) -> None:

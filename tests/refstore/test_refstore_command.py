@@ -122,3 +122,10 @@ def test_a_db_file_keeps_records_across_restarts(tmp_path: Path) -> None:
         assert search_ids(http, "backup window") == ["kept2"]
         everything = http.get("/export", params={"active_only": "false"}).json()["memories"]
         assert {m["id"]: m["active"] for m in everything} == {"kept": False, "kept2": True}
+
+
+@pytest.mark.parametrize("name", ["missing-dir/store.sqlite", "not-sqlite.txt"])
+def test_an_unusable_db_file_is_a_usage_error(tmp_path: Path, name: str) -> None:
+    (tmp_path / "not-sqlite.txt").write_text("this is not a database\n" * 100)
+    with pytest.raises(UsageError, match="cannot open --db"):
+        RefStoreThread(make_config(db=str(tmp_path / name))).start()
