@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
             "Continuously seed a labeled corpus into a retrieval store, query it, "
             "score the rankings and latency, and export Prometheus metrics."
         ),
+        epilog=(
+            "Start with 'benchd run' (no config: the embedded reference store and packaged "
+            "fixture, /metrics on 127.0.0.1:9108) or 'benchd init' for a starter config. "
+            "'benchd COMMAND --help' documents each command. Exit codes: 0 ok, 1 threshold "
+            "breached, 2 bad input (flag, config, fixture, file), 3 target unreachable, "
+            "refused or failed, 4 internal error, 130 interrupted."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"benchd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
