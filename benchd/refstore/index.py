@@ -14,7 +14,9 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from benchd.refstore.catalog import Catalog, SearchFilter
+import numpy as np
+
+from benchd.refstore.catalog import Catalog, FloatMatrix, SearchFilter
 from benchd.refstore.records import NewRecord
 from benchd.refstore.text import words
 
@@ -33,7 +35,9 @@ CREATE TABLE IF NOT EXISTS memories (
     last_accessed_at TEXT,
     deleted_at TEXT,
     tag_text TEXT NOT NULL,
-    payload TEXT NOT NULL
+    payload TEXT NOT NULL,
+    vec BLOB,
+    vec_model TEXT
 );
 CREATE INDEX IF NOT EXISTS memories_dedup ON memories (content_hash, client_id, type)
     WHERE active = 1;
@@ -66,6 +70,7 @@ class MemoryIndex:
         self._db = sqlite3.connect(
             path or ":memory:", check_same_thread=False, isolation_level=None
         )
+        self.persistent = bool(path)
         if path:
             self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
@@ -77,13 +82,19 @@ class MemoryIndex:
 
     # -- loading and writing -------------------------------------------------
 
-    def load_catalog(self) -> list[tuple[int, str]]:
-        """Fill the catalog from the database; return ``(rid, text)`` rows to embed."""
+    def load_catalog(self, model: str) -> list[tuple[int, str]]:
+        """Fill the catalog from the database; return ``(rid, text)`` rows still to embed.
+
+        Vectors stored by the same ``model`` are reused, so a file-backed
+        store restarted with a remote embedder does not re-embed everything.
+        """
         rows = self._db.execute(
-            "SELECT rid, client_id, type, created_ts, active, tag_text, payload FROM memories"
+            "SELECT rid, client_id, type, created_ts, active, tag_text, payload, vec, vec_model"
+            " FROM memories"
         ).fetchall()
         texts: list[tuple[int, str]] = []
-        for rid, client_id, type_, created_ts, active, tag_text, payload in rows:
+        stored: list[tuple[int, bytes]] = []
+        for rid, client_id, type_, created_ts, active, tag_text, payload, vec, vec_model in rows:
             self.catalog.put(
                 rid,
                 client_id=client_id,
@@ -92,8 +103,34 @@ class MemoryIndex:
                 active=bool(active),
                 tags=frozenset(words(tag_text)),
             )
-            texts.append((rid, json.loads(payload)["text"]))
+            if vec is not None and vec_model == model:
+                stored.append((rid, vec))
+            else:
+                texts.append((rid, json.loads(payload)["text"]))
+        if stored and len({len(vec) for _rid, vec in stored}) == 1:
+            matrix = np.frombuffer(b"".join(vec for _rid, vec in stored), dtype="<f4")
+            self.catalog.set_vectors([rid for rid, _vec in stored], matrix.reshape(len(stored), -1))
+        elif stored:
+            texts.extend(self._text_of(rid) for rid, _vec in stored)
         return texts
+
+    def _text_of(self, rid: int) -> tuple[int, str]:
+        payload = self._db.execute("SELECT payload FROM memories WHERE rid = ?", (rid,)).fetchone()
+        return rid, json.loads(payload[0])["text"]
+
+    def set_vectors(self, rids: Sequence[int], matrix: FloatMatrix, model: str) -> None:
+        """Give rows their vectors; a file-backed store also keeps them, tagged with ``model``."""
+        self.catalog.set_vectors(list(rids), matrix)
+        if not self.persistent or not rids:
+            return
+        self.begin()
+        try:
+            self._db.executemany(
+                "UPDATE memories SET vec = ?, vec_model = ? WHERE rid = ?",
+                [(matrix[i].astype("<f4").tobytes(), model, rid) for i, rid in enumerate(rids)],
+            )
+        finally:
+            self.commit()
 
     def begin(self) -> None:
         self._db.execute("BEGIN")
@@ -149,7 +186,8 @@ class MemoryIndex:
         rid = int(found[0])
         self._db.execute(
             "UPDATE memories SET client_id = ?, type = ?, content_hash = ?, active = ?,"
-            " created_ts = ?, access_count = ?, tag_text = ?, payload = ?, deleted_at = NULL"
+            " created_ts = ?, access_count = ?, tag_text = ?, payload = ?, deleted_at = NULL,"
+            " vec = NULL, vec_model = NULL"
             " WHERE rid = ?",
             (*values, rid),
         )

@@ -98,10 +98,10 @@ class RefStore:
             raise
         store = cls(index, embedder, retriever)
         try:
-            rows = index.load_catalog()
+            rows = index.load_catalog(embedder.spec)
             if rows:
                 vectors = await embedder.embed([text for _rid, text in rows])
-                index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+                index.set_vectors([rid for rid, _text in rows], vectors, embedder.spec)
         except BaseException:
             await store.close()
             raise
@@ -142,7 +142,8 @@ class RefStore:
                 imported += 1
         finally:
             self.index.commit()
-        self.index.catalog.set_vectors(rows, vectors[written] if written else vectors[:0])
+        chosen = vectors[written] if written else vectors[:0]
+        self.index.set_vectors(rows, chosen, self.embedder.spec)
         return {"imported": imported, "skipped": skipped, "errors": len(parsed) - len(valid)}
 
     def delete(self, memory_id: str) -> dict[str, Any] | None:
@@ -288,7 +289,7 @@ class RefStore:
         if not rows:
             vectors = np.zeros((0, self.index.catalog.dims), dtype=np.float32)
         old, self.embedder = self.embedder, embedder
-        self.index.catalog.set_vectors([rid for rid, _text in rows], vectors)
+        self.index.set_vectors([rid for rid, _text in rows], vectors, embedder.spec)
         await old.aclose()
         return len(rows)
 

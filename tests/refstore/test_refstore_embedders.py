@@ -6,6 +6,7 @@ import base64
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -188,3 +189,27 @@ async def test_openai_embedder_raises_embedder_error_on_a_bad_reply() -> None:
         with pytest.raises(EmbedderError):
             await embedder.embed(["x"])
         await embedder.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_db_file_reuses_stored_vectors_of_the_same_model(
+    openai_url: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    url, seen = openai_url
+    config = make_config(
+        embedder=f"openai:{url}/v1#fake-embed", retriever="dense", db=str(tmp_path / "s.db")
+    )
+    records = [{"id": f"m{i}", "content": f"memory number {i} about topic {i}"} for i in range(5)]
+    async with (
+        running_refstore(config) as store,
+        httpx.AsyncClient(base_url=store.url, headers={"x-api-key": store.api_key}) as http,
+    ):
+        await http.post("/export/import", json={"data": records, "operator_approved": True})
+    embedded_before_restart = sum(len(request["input"]) for request in seen)
+    async with (
+        running_refstore(config) as store,
+        httpx.AsyncClient(base_url=store.url, headers={"x-api-key": store.api_key}) as http,
+    ):
+        assert sum(len(request["input"]) for request in seen) == embedded_before_restart
+        reply = await http.get("/memory/search", params={"q": "topic 3", "limit": 1})
+        assert [hit["id"] for hit in reply.json()["results"]] == ["m3"]
