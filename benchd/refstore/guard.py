@@ -62,7 +62,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def send_json(
+async def _send_json(
     send: Send,
     status: int,
     payload: dict[str, Any],
@@ -154,11 +154,11 @@ class Guard:
         client = str((scope.get("client") or ("unknown", 0))[0])
         admin = path.startswith("/admin/")
         if not admin and self.state.injector.locked_out(client):
-            await send_json(send, 429, {"error": "Too many failed attempts. Try again later."})
+            await _send_json(send, 429, {"error": "Too many failed attempts. Try again later."})
             return
         if not hmac.compare_digest(key.encode(), self.state.api_key.encode()):
             self.state.injector.auth_failed(client)
-            await send_json(send, 401, {"error": "Unauthorized: invalid or missing x-api-key"})
+            await _send_json(send, 401, {"error": "Unauthorized: invalid or missing x-api-key"})
             return
         if admin:
             await self.app(scope, receive, send)
@@ -173,26 +173,26 @@ class Guard:
             limit = self.state.limiter.limits[kind]
             message = f"Rate limit exceeded for {kind} requests. Try again in {retry_after}s."
             body = {"error": message, "limit": limit, "window_seconds": 60}
-            await send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
+            await _send_json(send, 429, body, [(b"retry-after", str(retry_after).encode())])
             return
         route = route_of(method, scope["path"])
         faults = self.state.injector
         if faults.roll("rate_limit", route):
             body = {"error": "Rate limit exceeded (injected fault). Try again in 1s."}
-            await send_json(send, 429, body, [(b"retry-after", b"1")])
+            await _send_json(send, 429, body, [(b"retry-after", b"1")])
             return
         wait = faults.delay(route)
         if wait > 0:
             await anyio.sleep(wait)
         if faults.roll("error_rate", route):
-            await send_json(send, 500, {"error": "Internal server error (injected fault)"})
+            await _send_json(send, 500, {"error": "Internal server error (injected fault)"})
             return
         if route == "search" and faults.roll("degraded", route):
             body = {
                 "error": "Vector search unavailable (injected fault)",
                 "retrieval": {"degraded": True},
             }
-            await send_json(send, 503, body)
+            await _send_json(send, 503, body)
             return
         malformed, slow_s = faults.roll("malformed", route), faults.slow_body(route)
         if malformed or slow_s > 0:
