@@ -66,7 +66,7 @@ _TIMEOUT = _OUTCOME_CODE["timeout"]
 # last 2 ms instead cost ~20% of a core at 100 req/s and, on oversubscribed
 # cores, delayed answers by 1-3 ms (the scheduler penalizes a busy process).
 _SPIN_S = 0.0003
-_THREAD_MIN_S = 0.001  # closer deadlines are cheaper to spin for
+_THREAD_MIN_S = 0.0006  # closer deadlines are cheaper to spin for
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +86,13 @@ class LoadProfile:
         if self.mode not in ("serial", "closed", "open"):
             raise ConfigError(f"load.mode: unknown mode {self.mode!r}; use serial, closed or open")
         _require(self.concurrency >= 1, "concurrency", self.concurrency, "an integer >= 1")
-        _require(self.rate > 0, "rate", self.rate, "requests per second > 0")
-        _require(self.duration_s > 0, "duration_s", self.duration_s, "seconds > 0")
+        _require(0 < self.rate < math.inf, "rate", self.rate, "requests per second > 0")
+        _require(0 < self.duration_s < math.inf, "duration_s", self.duration_s, "seconds > 0")
         if self.requests is not None:
             _require(self.requests >= 1, "requests", self.requests, "an integer >= 1")
         _require(self.late_tolerance_s >= 0, "late_tolerance_s", self.late_tolerance_s, ">= 0")
         _require(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s, "> 0")
-        _require(self.warmup_s >= 0, "warmup_s", self.warmup_s, "seconds >= 0")
+        _require(0 <= self.warmup_s < math.inf, "warmup_s", self.warmup_s, "seconds >= 0")
 
 
 def _require(ok: bool, name: str, value: object, fix: str) -> None:
@@ -219,12 +219,18 @@ _Outcome = tuple[int, tuple[str, ...]]  # (code into OUTCOMES, ranked ids)
 
 @dataclass(slots=True)
 class _Recorder:
-    """Mutable raw records while a run is in progress; frozen by :meth:`freeze`."""
+    """Raw records while a run is in progress, in completion order; see :meth:`freeze`.
+
+    Compact arrays rather than a tuple per request: a 10k req/s closed loop
+    records 300k requests in 30 s.
+    """
 
     origin: float = 0.0  # perf_counter() at which the measured window opens
-    rows: list[tuple[int, int, float, float, float, int, tuple[str, ...]]] = field(
-        default_factory=list
-    )
+    seq: array[int] = field(default_factory=lambda: array("q"))
+    query: array[int] = field(default_factory=lambda: array("q"))
+    times: array[float] = field(default_factory=lambda: array("d"))  # scheduled, start, end
+    outcome: bytearray = field(default_factory=bytearray)
+    ranked: list[tuple[str, ...]] = field(default_factory=list)
     warmup: int = 0
     dropped: int = 0
 
@@ -236,22 +242,26 @@ class _Recorder:
             self.warmup += 1
             return
         o = self.origin
-        code, ids = result
-        self.rows.append((seq, query, scheduled - o, start - o, end - o, code, ids))
+        self.seq.append(seq)
+        self.query.append(query)
+        self.times.extend((scheduled - o, start - o, end - o))
+        self.outcome.append(result[0])
+        self.ranked.append(result[1])
 
     def freeze(self, profile: LoadProfile) -> LoadRun:
-        self.rows.sort(key=lambda row: row[0])
-        rows = self.rows
+        """The records in request (sequence) order, as a frozen :class:`LoadRun`."""
+        order = sorted(range(len(self.seq)), key=self.seq.__getitem__)
+        times = self.times
         return LoadRun(
             mode=profile.mode,
             target_rate=profile.rate if profile.mode == "open" else None,
             late_tolerance_s=profile.late_tolerance_s,
-            query=array("q", (r[1] for r in rows)),
-            scheduled=array("d", (r[2] for r in rows)),
-            start=array("d", (r[3] for r in rows)),
-            end=array("d", (r[4] for r in rows)),
-            outcome=bytes(r[5] for r in rows),
-            ranked=tuple(r[6] for r in rows),
+            query=array("q", (self.query[i] for i in order)),
+            scheduled=array("d", (times[3 * i] for i in order)),
+            start=array("d", (times[3 * i + 1] for i in order)),
+            end=array("d", (times[3 * i + 2] for i in order)),
+            outcome=bytes(self.outcome[i] for i in order),
+            ranked=tuple(self.ranked[i] for i in order),
             dropped=self.dropped,
             warmup_requests=self.warmup,
         )

@@ -190,7 +190,14 @@ async def test_sleep_until_never_returns_before_its_deadline() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("concurrency", 0), ("rate", 0.0), ("duration_s", -1.0), ("requests", 0)],
+    [
+        ("concurrency", 0),
+        ("rate", 0.0),
+        ("rate", float("nan")),
+        ("duration_s", -1.0),
+        ("duration_s", float("inf")),
+        ("requests", 0),
+    ],
 )
 def test_an_out_of_range_profile_is_a_config_error_naming_the_field(
     field: str, value: float
