@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from benchd.logging import get_logger
 from benchd.refstore.embedders import EmbedderError, EmbedderSpecError
-from benchd.refstore.faults import FaultInjector, FaultSpecError, parse_faults
+from benchd.refstore.faults import FaultInjector, FaultPlan, FaultSpecError, parse_faults
 from benchd.refstore.guard import Guard, GuardState
 from benchd.refstore.records import parse_timestamp
 from benchd.refstore.retrievers import RETRIEVERS
@@ -227,11 +227,11 @@ class Routes:
         if plan is not None:
             self.guard.injector = FaultInjector(plan)
         view = self._admin_view(reembedded)
-        _log.info("refstore reconfigured", **{k: v for k, v in view.items()})
+        _log.info("refstore reconfigured", **view)
         return JSONResponse(view)
 
 
-def _admin_faults(body: dict[str, Any]) -> Any:
+def _admin_faults(body: dict[str, Any]) -> FaultPlan | None:
     faults = body.get("faults")
     if faults is None:
         return None
@@ -241,8 +241,9 @@ def _admin_faults(body: dict[str, Any]) -> Any:
 
 
 async def _bad_request(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, BadRequest)
-    return _error(exc.status, exc.message)
+    if isinstance(exc, BadRequest):
+        return _error(exc.status, exc.message)
+    return await _translated(request, exc)
 
 
 async def _translated(request: Request, exc: Exception) -> Response:
