@@ -54,12 +54,6 @@ class Topic:
         # 1-based ranks of the relevant retrieved documents, ascending.
         self.ranks = [rank for rank, grade in hits if grade >= rel_level]
 
-    @classmethod
-    def from_grades(cls, grades: Sequence[int], judged: Collection[int], level: int) -> Topic:
-        """From the grade of each ranked document (negative: not judged)."""
-        hits = [(rank, g) for rank, g in enumerate(grades, start=1) if g >= 0]
-        return cls(len(grades), hits, judged, level)
-
 
 Compute = Callable[[Topic, tuple[float, ...], int], list[float]]
 
