@@ -21,7 +21,7 @@ from typing import Any, Literal
 from benchd.drift import DriftSettings
 from benchd.errors import ConfigError
 from benchd.load import LoadProfile
-from benchd.schema import check, decode
+from benchd.schema import check, decode, join_key
 from benchd.secrets import Secret, read_secret
 from benchd.targets import TARGET_KINDS
 
@@ -238,9 +238,11 @@ def _resolve(value: str, base: Path) -> Path:
 
 def _interpolate(value: Any, file: str, path: str) -> Any:
     if isinstance(value, str):
+        if "\x00" in value:  # no path, URL or name may hold one; open() would raise ValueError
+            raise ConfigError(f"{file}: {path}: contains a NUL character (\\u0000); remove it")
         return _VAR.sub(lambda m: _env(m, file, path), value)
     if isinstance(value, dict):
-        return {k: _interpolate(v, file, f"{path}.{k}" if path else k) for k, v in value.items()}
+        return {k: _interpolate(v, file, join_key(path, k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_interpolate(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
     return value

@@ -12,6 +12,8 @@ error text (or ``None``) for extra validation.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -19,9 +21,10 @@ from typing import Any, TypeVar, get_args, get_origin
 
 from benchd.errors import ConfigError
 
-__all__ = ["check", "decode", "describe"]
+__all__ = ["check", "decode", "describe", "join_key"]
 
 T = TypeVar("T")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def check(fn: Callable[[Any], str | None]) -> dict[str, Any]:
@@ -137,5 +140,10 @@ def _tname(value: Any) -> str:
     return {int: "integer", float: "number", str: "string"}.get(type(value), type(value).__name__)
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+def join_key(path: str, key: str) -> str:
+    """``path.key``, with an odd key quoted as TOML would (so a message stays one line)."""
+    shown = key if _BARE_KEY.match(key) else json.dumps(key)
+    return f"{path}.{shown}" if path else shown
+
+
+_join = join_key

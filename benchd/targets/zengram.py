@@ -219,7 +219,10 @@ class ZengramTarget:
         self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = "search"
     ) -> tuple[str, ...]:
         if status >= 300:
-            raise_for_status(httpx.Response(status, headers=dict(headers), content=body), what)
+            # Only Retry-After matters here; a header that is not ASCII must not crash the parse.
+            retry = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+            kept = {} if retry is None else {b"retry-after": retry.encode("utf-8", "replace")}
+            raise_for_status(httpx.Response(status, headers=kept, content=body), what)
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -325,6 +328,7 @@ class ZengramTarget:
         """Every active record in the namespace, by server id (paged ``GET /export``)."""
         what = f"GET {self._base}/export"
         records: dict[str, dict[str, Any]] = {}
+        seen: set[str] = set()
         offset = 0
         while True:
             params = {"client_id": self.config.namespace, "limit": EXPORT_PAGE, "offset": offset}
@@ -332,12 +336,19 @@ class ZengramTarget:
             page = body.get("memories") if isinstance(body, dict) else None
             if not isinstance(page, list):
                 raise TargetProtocolError(f"{what}: answer has no 'memories' array")
+            ids = [str(r["id"]) for r in page if isinstance(r, dict) and "id" in r]
             for rec in page:
                 if isinstance(rec, dict) and "id" in rec and rec.get("active", True) is not False:
                     records[str(rec["id"])] = rec
             offset += len(page)
             if not page or not body.get("has_more"):
                 return records
+            if seen.issuperset(ids):  # a store that pages forever must not hang the cycle
+                raise TargetProtocolError(
+                    f"{what}: has_more is true but the page at offset {offset - len(page)} "
+                    "holds no record not seen before; the store's paging is broken"
+                )
+            seen.update(ids)
 
     def _check_ownership(
         self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
