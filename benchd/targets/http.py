@@ -62,6 +62,18 @@ def _params(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str,
     return out
 
 
+def _headers(template: Mapping[str, Any], values: Mapping[str, Any], what: str) -> dict[str, str]:
+    """Rendered headers; a value HTTP cannot carry (non-ASCII, a line break) is refused."""
+    out = _params(template, values)
+    for name, value in out.items():
+        if not value.isascii() or "\r" in value or "\n" in value:
+            raise TargetProtocolError(
+                f"{what}: header {name} would carry non-ASCII text or a line break; "
+                "send that placeholder in the query or body instead"
+            )
+    return out
+
+
 def _quote(value: str) -> str:
     """Escape a value substituted into a URL path (an id may hold '/' or spaces)."""
     return quote(value, safe="")
@@ -109,7 +121,7 @@ class HttpTarget:
             render_text(template.path, values, escape=_quote),
             allow=allow,
             params=_params(template.query, values),
-            headers=_params(template.headers, values),
+            headers=_headers(template.headers, values, self._what(template)),
             json=None if body is MISSING or body is None else body,
         )
 
@@ -208,7 +220,7 @@ class HttpTarget:
             search.method,
             render_text(search.path, values, escape=_quote),
             params=_params(search.query, values),
-            headers=_params(search.headers, values),
+            headers=_headers(search.headers, values, self._search_what),
             json=None if body is MISSING or body is None else body,
         )
 
@@ -217,7 +229,8 @@ class HttpTarget:
     ) -> tuple[str, ...]:
         what = what or self._search_what
         if status >= 300:
-            raise_for_status(httpx.Response(status, headers=dict(headers), content=body), what)
+            ascii_headers = {k: v for k, v in headers.items() if k.isascii() and v.isascii()}
+            raise_for_status(httpx.Response(status, headers=ascii_headers, content=body), what)
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):

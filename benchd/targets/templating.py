@@ -28,6 +28,7 @@ Table keys are never templated.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -184,6 +185,13 @@ def template_problem(template: Any, allowed: Collection[str], where: str) -> str
     """The first problem in ``template`` (unknown placeholder, bad path, stray brace), or None."""
     if isinstance(template, str):
         return _text_problem(template, allowed, where)
+    if isinstance(template, float) and not math.isfinite(template):
+        return f"{where}: {template} cannot be sent as JSON; use a finite number"
+    if not isinstance(template, int | float | bool | Mapping | list | tuple | None):
+        return (
+            f"{where}: a TOML {type(template).__name__} cannot be sent as JSON; "
+            "quote it as a string"
+        )
     if isinstance(template, Mapping):
         for key, value in template.items():
             if problem := template_problem(value, allowed, f"{where}.{key}"):

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import functools
 import json
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mem0_standin import Mem0Standin
 
 from benchd.config import ProbeConfig, TargetConfig, load_config, parse_config
@@ -18,6 +23,7 @@ from benchd.errors import (
     ConfigError,
     OwnershipError,
     TargetAuthError,
+    TargetError,
     TargetHTTPError,
     TargetProtocolError,
 )
@@ -351,6 +357,22 @@ def test_non_json_and_error_statuses_are_classified(monkeypatch: pytest.MonkeyPa
     assert err.value.kind == "http_5xx"
 
 
+def test_an_error_status_with_odd_headers_is_still_classified(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = offline(monkeypatch)
+    with pytest.raises(TargetHTTPError) as err:
+        t.parse_search_response(429, {"retry-after": "\x80", "x-ok": "1"}, b"{}")
+    assert err.value.kind == "http_429"
+
+
+def test_a_header_that_cannot_carry_the_query_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = offline(monkeypatch, headers={"X-Query": "{q}"})
+    assert t.build_search_request(SearchQuery("plain", 5)).headers["x-query"] == "plain"
+    with pytest.raises(TargetProtocolError, match="header X-Query would carry non-ASCII"):
+        t.build_search_request(SearchQuery("café", 5))
+
+
 def test_integer_ids_and_nested_id_lists_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     t = offline(monkeypatch, ids="ids[0]")
     assert t.parse_search_response(200, {}, b'{"ids": [["a", 7]]}') == ("a", "7")
@@ -432,6 +454,14 @@ SEARCH = {"path": "/search", "ids": "results[*].id", "query": {"q": "{q}"}}
             r"target: cleanup = 'before' needs \[probe\.target\.seed\] and \[probe\.target\.delete",
         ),
         (
+            {**BASE, "search": {**SEARCH, "body": {"since": datetime.date(2026, 5, 1)}}},
+            r"target\.search: body\.since: a TOML date cannot be sent as JSON; quote it",
+        ),
+        (
+            {**BASE, "search": {**SEARCH, "query": {"boost": math.inf}}},
+            r"target\.search: query\.boost: inf cannot be sent as JSON",
+        ),
+        (
             {**BASE, "search": SEARCH, "auth_header": "X Api Key"},
             r"target\.auth_header: is not a valid header name",
         ),
@@ -460,3 +490,35 @@ def test_every_shipped_http_example_loads(monkeypatch: pytest.MonkeyPatch) -> No
     for name in ("http-zengram.toml", "http-mem0-style.toml", "http-chroma-style.toml"):
         target = load_config(CONFIGS / name).probes[0].target
         assert target.kind == "http" and target.secret is not None
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@functools.cache
+def _parsing_target(ids: str) -> HttpTarget:
+    """One target per id path (parsing needs no connection; building a client is slow)."""
+    search = {"path": "/s", "ids": ids}
+    return HttpTarget(parse_target({**BASE, "search": search}).settings, None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    path=st.sampled_from(["results[*].id", "ids[0]", "[*].id", "a.b[1]", "x[*][*]", "results"]),
+    body=json_values,
+    status=st.sampled_from([200, 201, 301, 404, 429, 500]),
+)
+def test_any_search_answer_gives_ids_or_one_target_error(path: str, body: Any, status: int) -> None:
+    target = _parsing_target(path)
+    try:
+        ranked = target.parse_search_response(status, {}, json.dumps(body).encode())
+    except TargetError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert status < 300 and all(isinstance(i, str) for i in ranked)
