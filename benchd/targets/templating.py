@@ -112,7 +112,35 @@ def _where(text: str, pos: int, problem: str) -> str:
 
 def extract(path: Path, data: Any) -> Any:
     """The value at ``path`` in ``data``; PathError if anything is missing or mistyped."""
-    return _walk(data, path.steps, "", strict=True)
+    try:
+        return _fast(data, path.steps)
+    except _Miss:
+        return _walk(data, path.steps, "", strict=True)  # again, to say where it broke
+
+
+class _Miss(Exception):
+    pass
+
+
+def _fast(value: Any, steps: tuple[tuple[str, Step], ...]) -> Any:
+    """:func:`extract` without bookkeeping of where it is (the search answer hot path)."""
+    for i, (kind, step) in enumerate(steps):
+        if kind == "key":
+            if type(value) is not dict or step not in value:
+                raise _Miss
+            value = value[step]
+        elif kind == "index":
+            if type(value) is not list or not isinstance(step, int) or step >= len(value):
+                raise _Miss
+            value = value[step]
+        else:
+            if type(value) is not list:
+                raise _Miss
+            rest = steps[i + 1 :]
+            if not any(k == "wild" for k, _ in rest):
+                return [_fast(item, rest) for item in value]
+            return [x for item in value for x in _fast(item, rest)]
+    return value
 
 
 def lookup(path: Path, data: Any) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchd.targets.templating import (
     MISSING,
@@ -117,3 +119,28 @@ def test_template_problems_name_the_key(template: Any, problem: str) -> None:
 
 def test_a_clean_template_has_no_problem() -> None:
     assert template_problem({"a": ["{q}", "{{x}}", 1, {"b": "{k}"}]}, ("q", "k"), "t") is None
+
+
+json_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "id"]), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+paths = st.lists(
+    st.sampled_from([".a", ".b", ".id", "[0]", "[1]", "[*]"]), min_size=1, max_size=4
+).map(lambda steps: "".join(steps).lstrip("."))
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=json_values, text=paths)
+def test_strict_extraction_agrees_with_lenient_lookup_or_says_where(data: Any, text: str) -> None:
+    path = parse_path(text)
+    try:
+        value = extract(path, data)
+    except PathError as exc:
+        assert str(exc).startswith(("no key", "no element", "expected an array"))
+    else:
+        assert value == lookup(path, data)
