@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from benchd.config import TargetConfig, parse_config
@@ -17,7 +19,7 @@ from benchd.examples.retrievers import BM25Retriever, TagRetriever
 from benchd.fixtures import load_fixture, packaged_fixture
 from benchd.targets import build_target
 from benchd.targets.base import SearchQuery, Target
-from benchd.targets.python import PythonTarget
+from benchd.targets.python import PythonConfig, PythonTarget, RetrieverTarget
 
 pytestmark = pytest.mark.anyio
 
@@ -227,3 +229,35 @@ def test_a_bad_factory_exits_2_with_one_line(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "probe[0].target.factory" in lines[0]
     assert "has no attribute 'bm26'" in lines[0]
+
+
+class _Overlapping:
+    """Each search waits (bounded) until another search is inside too."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = 0
+        self.most = 0
+        self.barrier = threading.Barrier(2, timeout=10)
+
+    def index(self, memories: Any) -> None:
+        pass
+
+    def search(self, q: str, k: int) -> list[str]:
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+        self.barrier.wait()
+        with self.lock:
+            self.active -= 1
+        return [q]
+
+
+async def test_concurrency_bounds_the_retriever_calls_in_flight() -> None:
+    retriever = _Overlapping()
+    config = PythonConfig(factory="benchd.examples.retrievers:bm25", concurrency=2)
+    target = RetrieverTarget(retriever, config)
+    async with anyio.create_task_group() as tg:
+        for i in range(6):
+            tg.start_soon(target.search, SearchQuery(f"q{i}", 5))
+    assert retriever.most == 2  # pairs met at the barrier, never a third
