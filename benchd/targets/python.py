@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from benchd.errors import TargetProtocolError, TargetUnreachable
