@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from itertools import compress, count, groupby, islice
 from pathlib import Path
 
+import numpy as np
+
 from benchd.errors import RunFileError
+from benchd.scoring.trec_columns import Groups, split_chunk
 from benchd.scoring.trec_measures import Selection, Topic
 from benchd.scoring.trec_parallel import WHOLE, Span, map_forked, topic_spans
 
@@ -46,7 +49,7 @@ __all__ = [
 Qrels = dict[bytes, dict[bytes, int]]
 _RUN_FORMAT = "expected: qid Q0 docno rank score tag"
 _QRELS_FORMAT = "expected: qid 0 docno rel"
-_CHUNK = 1 << 16  # bytes per read: small enough that a chunk's tokens stay in cache
+_CHUNK = 1 << 20  # bytes per read: large enough to amortise the per-chunk numpy calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +262,28 @@ class _Bucket:
         self.scores.extend(scores)
 
 
+def _slow_groups(chunk: bytes, path: Path, start: int) -> Groups | None:
+    """A chunk the column splitter refused, parsed token- or line-wise, as topic groups."""
+    cols = _fast_columns(chunk) or _slow_columns(chunk, path, start)
+    if cols is None:
+        return None
+    qids, docs, scores, tag = cols
+    # Positions i where scores[i-1] <= scores[i]: the file order is not
+    # already trec_eval's order there (unless a new topic starts at i).
+    steps = list(compress(count(1), map(operator.le, scores, islice(scores, 1, None))))
+    heads: list[bytes] = []
+    starts: list[int] = []
+    ordered: list[bool] = []
+    pos = 0
+    for qid, members in groupby(qids):
+        end = pos + len(list(members))
+        heads.append(qid)
+        starts.append(pos)
+        ordered.append(bisect_left(steps, pos + 1) == bisect_right(steps, end - 1))
+        pos = end
+    return Groups(heads, starts, ordered, docs, np.array(scores, np.float64), tag)
+
+
 def read_run_topics(
     path: Path, max_docs: int | None = None
 ) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
@@ -292,17 +317,13 @@ def _topics(
     done: set[bytes] = set()
     runid = b""
     for start, chunk in _chunks(path, span):
-        cols = _fast_columns(chunk) or _slow_columns(chunk, path, start)
-        if cols is None:
+        groups = split_chunk(chunk) or _slow_groups(chunk, path, start)
+        if groups is None:
             continue
-        qids, docs, scores, runid = cols
-        # Positions i where scores[i-1] <= scores[i]: the file order is not
-        # already trec_eval's order there (unless a new topic starts at i).
-        steps = list(compress(count(1), map(operator.le, scores, islice(scores, 1, None))))
-        pos, last = 0, len(qids)
-        for qid, members in groupby(qids):
-            end = pos + len(list(members))
-            ordered = bisect_left(steps, pos + 1) == bisect_right(steps, end - 1)
+        docs, scores, runid = groups.docs, groups.scores, groups.tag
+        ends = [*groups.starts[1:], len(docs)]
+        last = len(ends) - 1
+        for i, (qid, pos, end) in enumerate(zip(groups.qids, groups.starts, ends, strict=True)):
             bucket = pending.get(qid)
             if bucket is None:
                 if not grouped:
@@ -311,28 +332,29 @@ def _topics(
                     for old in list(pending):
                         yield _finish(old, pending.pop(old), max_docs)
                         done.add(old)
-                    if end < last:  # another topic follows in this chunk: this one is whole
+                    if i < last:  # another topic follows in this chunk: this one is whole
                         done.add(qid)
-                        yield qid, _order(docs[pos:end], scores[pos:end], ordered, max_docs)
-                        pos = end
+                        ordered = groups.ordered[i]
+                        part = None if ordered else scores[pos:end].tolist()
+                        yield qid, _order(docs[pos:end], part, max_docs)
                         continue
                 bucket = pending[qid] = _Bucket()
-            bucket.add(docs[pos:end], scores[pos:end], ordered)
-            pos = end
+            bucket.add(docs[pos:end], scores[pos:end].tolist(), groups.ordered[i])
     for qid, bucket in pending.items():
         yield _finish(qid, bucket, max_docs)
     return runid
 
 
 def _finish(qid: bytes, bucket: _Bucket, max_docs: int | None) -> tuple[bytes, list[bytes]]:
-    return qid, _order(bucket.docs, bucket.scores, bucket.ordered, max_docs)
+    return qid, _order(bucket.docs, None if bucket.ordered else bucket.scores, max_docs)
 
 
-def _order(
-    docs: list[bytes], scores: list[float], ordered: bool, max_docs: int | None
-) -> list[bytes]:
-    """trec_eval's order (score descending, docno descending), cut at -M."""
-    if not ordered:
+def _order(docs: list[bytes], scores: list[float] | None, max_docs: int | None) -> list[bytes]:
+    """trec_eval's order (score descending, docno descending), cut at -M.
+
+    ``scores`` is None when the documents are already in that order.
+    """
+    if scores is not None:
         pairs = sorted(zip(scores, docs, strict=True), reverse=True)
         docs = [doc for _, doc in pairs]
     return docs if max_docs is None else docs[:max_docs]
