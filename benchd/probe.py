@@ -33,15 +33,12 @@ class ProbeRunner:
         self.cycles = 0
         baseline = load_baseline(probe.baseline) if probe.baseline else None
         self.tracker = DriftTracker(probe.name, probe.drift, baseline)
-        self._target: Target | None = None
-
-    @property
-    def target(self) -> Target:
-        if self._target is None:
-            self._target = build_target(
-                self.probe.target.kind, self.probe.target.settings, self.probe.target.secret
-            )
-        return self._target
+        # Built eagerly: a target that cannot be constructed is a startup (or
+        # reload) error, never an exception inside a running cycle.
+        self.target: Target = build_target(
+            probe.target.kind, probe.target.settings, probe.target.secret
+        )
+        self._closed = False
 
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
         """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
@@ -81,7 +78,7 @@ class ProbeRunner:
                 await self.target.cleanup([str(m["id"]) for m in self.fixture.memories])
 
     async def aclose(self) -> None:
-        if self._target is not None:
+        if not self._closed:
+            self._closed = True
             with anyio.CancelScope(shield=True):
-                await self._target.aclose()
-            self._target = None
+                await self.target.aclose()
