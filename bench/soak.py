@@ -14,7 +14,7 @@ It fails (exit 1) when an error falls outside the classified kinds, when the
 last phase (faults off) does not recover, or when RSS, fds or tasks grew
 between the first sample after warm-up and the end. Run from the repo root::
 
-    .venv/bin/python bench/soak.py              # 10,000 cycles, ~10 minutes
+    .venv/bin/python bench/soak.py              # 10,000 cycles, about 15 minutes
     .venv/bin/python bench/soak.py --cycles 600 # a quick run
 """
 
@@ -58,7 +58,7 @@ PHASES: list[list[str] | None] = [
     ["malformed=0.3@search+export"],
     ["latency=uniform:1ms..4ms", "degraded=0.3@search"],
     ["slow_body=30ms@search"],
-    ["stall=every:2s,for:1.2s@search"],
+    ["stall=every:1s,for:0.4s@search"],
     None,
     ["error_rate=0.1", "rate_limit=0.1", "malformed=0.1@search"],
 ]
@@ -134,7 +134,7 @@ def probe_config(url: str, fixture: Path) -> ProbeConfig:
     settings = ZengramConfig(
         url=url,
         namespace="benchd-soak",
-        timeout_s=1.0,
+        timeout_s=0.25,  # searches take milliseconds; a stall of 0.4 s is a timeout
         max_retries=1,
         backoff_s=0.01,
         max_retry_after_s=0.01,
@@ -256,6 +256,8 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=10_000, help="cycles to run (10000)")
     parser.add_argument("--sample", type=int, default=0, help="cycles between samples (auto)")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the store subprocess is killed on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.cycles < 2 * len(PHASES) + 1:
         parser.error(f"--cycles must be at least {2 * len(PHASES) + 1}")
     # Every fault phase twice over the run, then a fault-free phase to recover in.

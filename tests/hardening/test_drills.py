@@ -8,13 +8,18 @@ help. Every wait is on the daemon's own ``cycle`` log events, with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from drill_support import (
     ENV,
+    KEY,
+    KEY_ENV,
     RefstoreProcess,
     free_port,
     open_fds,
@@ -25,6 +30,9 @@ from drill_support import (
     write_tiny_fixture,
 )
 from support import BenchdProcess, Event
+
+from benchd.config import load_config
+from benchd.probe import ProbeRunner
 
 MiB = 1024 * 1024
 
@@ -106,7 +114,7 @@ def test_twenty_percent_5xx_is_counted_per_request_and_absorbed_by_retries(
     bare = probe_toml("bare", store.url, fixture_path, retries=0)
     retried = probe_toml("retried", store.url, fixture_path, retries=8)
     with start_daemon(tmp_path, bare, retried) as benchd:
-        benchd.wait_cycles("bare", 8, timeout=15)
+        benchd.wait_cycles("bare", 12, timeout=15)
         retried_cycles = benchd.wait_cycles("retried", 8, timeout=15)
         assert {e["outcome"] for e in retried_cycles} == {"success"}
         requests = benchd.samples("benchd_requests_total")
@@ -240,3 +248,27 @@ def test_no_fd_or_memory_growth_across_faulty_cycles(
         assert fds_after <= fds_before + 4, (fds_before, fds_after)
         assert rss_after <= rss_before + 16 * MiB, (rss_before, rss_after)
         assert benchd.stop() == 0
+
+
+@pytest.mark.anyio
+async def test_no_task_or_socket_leak_when_cycles_fail_in_process(
+    tmp_path: Path, fixture_path: Path, store: RefstoreProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    probe = probe_toml("tasks", store.url, fixture_path, timeout=1.0, request_timeout=0.3)
+    runner = ProbeRunner(load_config(write_config(tmp_path, probe)).probes[0])
+    try:
+        for _ in range(2):  # warm: the second cycle re-seeds, filling the keep-alive pool
+            await runner.run_once()
+        tasks, fds = len(asyncio.all_tasks()), open_fds(os.getpid())
+        outcomes = set()
+        for faults in [*FAULT_ROUNDS, ["stall=every:10s,for:9s@search"], []]:
+            await anyio.to_thread.run_sync(store.set_faults, faults)
+            for _ in range(4):
+                with anyio.fail_after(10):
+                    outcomes.add((await runner.run_once()).outcome)
+        assert {"failed", "timeout", "success"} <= outcomes
+        assert len(asyncio.all_tasks()) == tasks
+        assert open_fds(os.getpid()) <= fds + 2
+    finally:
+        await runner.aclose()
