@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchd.errors import RunFileError
-from benchd.scoring.trec_columns import Groups, split_chunk
+from benchd.scoring.trec_columns import Groups, judged_lines, split_chunk
 from benchd.scoring.trec_measures import Selection, Topic
 from benchd.scoring.trec_parallel import WHOLE, Span, map_forked, topic_spans
 
@@ -95,7 +95,8 @@ def _chunks(path: Path, span: Span = WHOLE) -> Iterator[tuple[int, bytes]]:
             carry = block[cut:]
             if cut:
                 yield line, block[:cut]
-                line += block.count(b"\n", 0, cut)
+                # numpy's compare is vectorised; bytes.count goes a byte at a time
+                line += int(np.count_nonzero(np.frombuffer(block, np.uint8, cut) == 10))
         if carry:
             yield line, carry + b"\n"
 
@@ -281,37 +282,51 @@ def _slow_groups(chunk: bytes, path: Path, start: int) -> Groups | None:
         starts.append(pos)
         ordered.append(bisect_left(steps, pos + 1) == bisect_right(steps, end - 1))
         pos = end
-    return Groups(heads, starts, ordered, docs, np.array(scores, np.float64), tag)
+    return Groups(heads, starts, ordered, np.array(scores, np.float64), tag, docs)
+
+
+# A topic already located in the qrels: (documents retrieved, [(rank, grade)] of
+# the judged ones, by rank). The column-split path yields these instead of a
+# ranked docno list when the file order is trec_eval's and no docno repeats.
+_Located = tuple[int, list[tuple[int, int]]]
+_TopicStream = Generator[tuple[bytes, "list[bytes] | _Located"], None, bytes]
 
 
 def read_run_topics(
     path: Path, max_docs: int | None = None
 ) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
     """Yield ``(qid, ranked docnos)`` per topic; the generator returns the runid."""
-    runid = yield from _span_topics(path, max_docs, WHOLE)
+    topics = _span_topics(path, max_docs, WHOLE, None)
+    while True:
+        try:
+            qid, ranked = next(topics)
+        except StopIteration as stop:
+            runid: bytes = stop.value
+            break
+        if isinstance(ranked, list):  # always, without qrels
+            yield qid, ranked
     if not runid:
         raise RunFileError(f"{path}: no result lines ({_RUN_FORMAT})")
     return runid
 
 
-def _span_topics(
-    path: Path, max_docs: int | None, span: Span
-) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
+def _span_topics(path: Path, max_docs: int | None, span: Span, qrels: Qrels | None) -> _TopicStream:
     """Stream the span's topics; regroup in memory if they turn out interleaved."""
     try:
-        return (yield from _topics(path, max_docs, span, grouped=False))
+        return (yield from _topics(path, max_docs, span, qrels, grouped=False))
     except _Interleaved:
         pass
-    return (yield from _topics(path, max_docs, span, grouped=True))
+    return (yield from _topics(path, max_docs, span, qrels, grouped=True))
 
 
 def _topics(
-    path: Path, max_docs: int | None, span: Span, *, grouped: bool
-) -> Generator[tuple[bytes, list[bytes]], None, bytes]:
+    path: Path, max_docs: int | None, span: Span, qrels: Qrels | None, *, grouped: bool
+) -> _TopicStream:
     """Topics in trec_eval order; streaming raises _Interleaved if a finished topic returns.
 
     A topic is finished when a line of another topic follows it. Streaming
     yields it then; ``grouped`` keeps every topic until the end of the span.
+    With ``qrels``, a whole topic of a column-split chunk may come located.
     """
     pending: dict[bytes, _Bucket] = {}
     done: set[bytes] = set()
@@ -320,9 +335,9 @@ def _topics(
         groups = split_chunk(chunk) or _slow_groups(chunk, path, start)
         if groups is None:
             continue
-        docs, scores, runid = groups.docs, groups.scores, groups.tag
-        ends = [*groups.starts[1:], len(docs)]
-        last = len(ends) - 1
+        scores, runid, last = groups.scores, groups.tag, len(groups.qids) - 1
+        probe = _probe(groups, qrels) if not grouped else None
+        ends = [*groups.starts[1:], len(scores)]
         for i, (qid, pos, end) in enumerate(zip(groups.qids, groups.starts, ends, strict=True)):
             bucket = pending.get(qid)
             if bucket is None:
@@ -334,15 +349,53 @@ def _topics(
                         done.add(old)
                     if i < last:  # another topic follows in this chunk: this one is whole
                         done.add(qid)
-                        ordered = groups.ordered[i]
-                        part = None if ordered else scores[pos:end].tolist()
-                        yield qid, _order(docs[pos:end], part, max_docs)
+                        yield qid, _whole(groups, i, pos, end, probe, qrels, max_docs)
                         continue
                 bucket = pending[qid] = _Bucket()
-            bucket.add(docs[pos:end], scores[pos:end].tolist(), groups.ordered[i])
+            bucket.add(groups.docnos(pos, end), scores[pos:end].tolist(), groups.ordered[i])
     for qid, bucket in pending.items():
         yield _finish(qid, bucket, max_docs)
     return runid
+
+
+_Probe = list[tuple[list[int], list[bytes]]]
+
+
+def _probe(groups: Groups, qrels: Qrels | None) -> _Probe | None:
+    """Per group, the lines and docnos that may be judged, if the chunk allows locating."""
+    if qrels is None or groups.hashes is None or not groups.distinct:
+        return None
+    empty: dict[bytes, int] = {}
+    judged = [qrels.get(qid, empty) for qid in groups.qids]
+    return judged_lines(groups.hashes, groups.starts, groups.docs, groups.chunk, judged)
+
+
+def _whole(
+    groups: Groups,
+    i: int,
+    pos: int,
+    end: int,
+    probe: _Probe | None,
+    qrels: Qrels | None,
+    max_docs: int | None,
+) -> list[bytes] | _Located:
+    """Group ``i``, a whole topic: located if it can be, else its ranked docnos."""
+    if probe is None or qrels is None or not groups.ordered[i]:
+        part = None if groups.ordered[i] else groups.scores[pos:end].tolist()
+        return _order(groups.docnos(pos, end), part, max_docs)
+    kept = end - pos if max_docs is None else min(end - pos, max_docs)
+    judged = qrels.get(groups.qids[i])
+    if not judged:
+        return kept, []
+    get = judged.get
+    lines, docs = probe[i]
+    stop = pos + kept
+    hits = [
+        (line - pos + 1, grade)
+        for line, doc in zip(lines, docs, strict=True)
+        if line < stop and (grade := get(doc, -1)) >= 0
+    ]
+    return kept, hits
 
 
 def _finish(qid: bytes, bucket: _Bucket, max_docs: int | None) -> tuple[bytes, list[bytes]]:
@@ -429,15 +482,20 @@ def _score_span(state: _State, span: Span) -> tuple[_Values, bytes]:
     qrels, options, run_path = state
     evaluate, level = options.selection.evaluate, options.rel_level
     values: _Values = {}
-    topics = _span_topics(run_path, options.max_docs, span)
+    topics = _span_topics(run_path, options.max_docs, span, qrels)
     while True:
         try:
             qid, ranked = next(topics)
         except StopIteration as stop:
             return values, stop.value
         judged = qrels.get(qid)
-        if judged is not None:
-            values[qid] = evaluate(_topic(run_path, qid, ranked, judged, level), level)
+        if judged is None:
+            continue
+        if isinstance(ranked, list):
+            topic = _topic(run_path, qid, ranked, judged, level)
+        else:
+            topic = Topic(ranked[0], ranked[1], judged.values(), level)
+        values[qid] = evaluate(topic, level)
 
 
 def _collect(

@@ -1,10 +1,12 @@
 """Splitting a chunk of plain run lines into columns with numpy, without a token per field.
 
 A run line ``qid Q0 docno rank score tag`` becomes six Python objects when
-split with ``bytes.split``, and a float when its score is parsed: that was most
+split with ``bytes.split``, and a float when its score is parsed; building a
+dict of each topic's docnos then hashes every one of them. That was nearly all
 of ``benchd score``'s time. Here a chunk of whole lines is read as a byte
-array: the separators are located at once, the scores are parsed column-wise
-and only the docnos (and one qid per topic) become Python objects.
+array: the separators are located at once, scores are parsed column-wise,
+qids are compared eight bytes at a time, and docnos are hashed column-wise.
+A topic's docnos never become Python objects unless they may be judged.
 
 The fast path takes a chunk only when every line is exactly six fields
 separated by one space or tab, no line is a comment, and every score is a
@@ -12,23 +14,31 @@ plain decimal (``-12.3456``) of at most 15 digits. Such a score is parsed as
 an exact integer divided by an exact power of ten, which IEEE division rounds
 correctly (Clinger's fast path), so the value is bit-identical to ``float()``.
 Anything else returns None and the caller parses the chunk line by line.
+Hashes only ever pre-select: every docno they pick is checked against the
+qrels exactly, and a repeated hash sends the chunk to the exact path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain, pairwise
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Groups", "split_chunk"]
+__all__ = ["Groups", "judged_lines", "split_chunk"]
 
-_Ints = npt.NDArray[np.int64]
+_Ints = npt.NDArray[np.intp]
 _Bytes = npt.NDArray[np.uint8]
+_Words = npt.NDArray[np.uint64]
 _MAX_DIGITS = 15  # below 2**53: the integer mantissa converts to a float exactly
 _MAX_SCORE_WIDTH = _MAX_DIGITS + 2  # a sign and a decimal point
-_MAX_WIDTH = 256  # a longer qid or docno takes the line-by-line path (keeps tables small)
+_MAX_WIDTH = 256  # a longer qid or docno takes the line-by-line path
 _POW10 = np.array([10.0**k for k in range(_MAX_DIGITS + 1)])  # each one exact
+_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], np.uint64)
+_PROBE_BITS = 18  # size of the judged-docno filter: 2**18 flags
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 _SPACE, _TAB, _NEWLINE, _HASH, _DOT, _MINUS, _ZERO = 32, 9, 10, 35, 46, 45, 48
 
 
@@ -36,17 +46,31 @@ _SPACE, _TAB, _NEWLINE, _HASH, _DOT, _MINUS, _ZERO = 32, 9, 10, 35, 46, 45, 48
 class Groups:
     """A chunk's lines as runs of one topic each (a topic may continue in the next chunk).
 
-    Group ``i`` is lines ``starts[i]:starts[i + 1]`` (the last ends at
-    ``len(docs)``) of topic ``qids[i]``; ``ordered[i]`` says its scores
-    strictly decrease, so the file order is already trec_eval's order.
+    Group ``i`` is lines ``starts[i]:starts[i + 1]`` (the last ends at the
+    chunk's end) of topic ``qids[i]``; ``ordered[i]`` says its scores strictly
+    decrease, so the file order is already trec_eval's order. A chunk parsed
+    line by line has its docnos as a list; a column-split one has each
+    docno's span in ``chunk`` and a hash per docno, and is ``distinct`` when
+    no topic repeats a hash in it.
     """
 
     qids: list[bytes]
     starts: list[int]
     ordered: list[bool]
-    docs: list[bytes]
     scores: npt.NDArray[np.float64]
     tag: bytes
+    docs: list[bytes] | tuple[_Ints, _Ints]
+    chunk: bytes = b""
+    hashes: _Words | None = None
+    distinct: bool = False
+
+    def docnos(self, pos: int, end: int) -> list[bytes]:
+        """The docnos of lines ``pos:end``, in file order."""
+        if isinstance(self.docs, list):
+            return self.docs[pos:end]
+        firsts, ends = self.docs
+        pairs = zip(firsts[pos:end].tolist(), ends[pos:end].tolist(), strict=True)
+        return [self.chunk[a:b] for a, b in pairs]
 
 
 def split_chunk(chunk: bytes) -> Groups | None:
@@ -55,7 +79,7 @@ def split_chunk(chunk: bytes) -> Groups | None:
     seps = _separators(buf)
     if seps is None:
         return None
-    line_starts = np.empty(len(seps), np.int64)
+    line_starts = np.empty(len(seps), np.intp)
     line_starts[0] = 0
     line_starts[1:] = seps[:-1, 5] + 1
     if (buf[line_starts] == _HASH).any():
@@ -63,67 +87,141 @@ def split_chunk(chunk: bytes) -> Groups | None:
     scores = _scores(buf, seps[:, 3] + 1, seps[:, 4])
     if scores is None:
         return None
-    first = _topic_starts(buf, line_starts, seps[:, 0])
-    docs = _column(buf, seps[:, 1] + 1, seps[:, 2])
-    if first is None or docs is None:
+    words = _words(chunk)
+    first = _topic_starts(words, line_starts, seps[:, 0])
+    doc_starts, doc_ends = seps[:, 1] + 1, seps[:, 2]
+    hashes = _hash(words, doc_starts, doc_ends)
+    if first is None or hashes is None:
         return None
     heads = zip(line_starts[first].tolist(), seps[first, 0].tolist(), strict=True)
-    qids = [chunk[a:b] for a, b in heads]
     last = seps[-1]
     return Groups(
-        qids=qids,
+        qids=[chunk[a:b] for a, b in heads],
         starts=first.tolist(),
         ordered=_ordered(scores, first),
-        docs=docs,
         scores=scores,
         tag=chunk[int(last[4]) + 1 : int(last[5])],
+        docs=(doc_starts, doc_ends),
+        chunk=chunk,
+        hashes=hashes,
+        distinct=_distinct(hashes, first),
     )
 
 
-def _separators(buf: _Bytes) -> npt.NDArray[np.intp] | None:
+def judged_lines(
+    hashes: _Words,
+    starts: list[int],
+    spans: list[bytes] | tuple[_Ints, _Ints],
+    chunk: bytes,
+    judged: Iterable[Iterable[bytes]],
+) -> list[tuple[list[int], list[bytes]]]:
+    """Per group, the lines (ascending) whose docno may be judged, and those docnos.
+
+    ``hashes``, ``starts`` and ``spans`` are a column-split chunk's docno
+    hashes, group starts and docno spans; ``judged`` holds the judged docnos
+    of each group's topic. The answer is a superset (a hash filter): the
+    caller checks each docno against the qrels.
+    """
+    flags = np.zeros(1 << _PROBE_BITS, bool)
+    mask = np.uint64((1 << _PROBE_BITS) - 1)
+    wanted = _blob_hashes(b"\n".join(chain.from_iterable(judged)))
+    if wanted is None:  # a judged docno too long to hash: every line is a candidate
+        flags[:] = True
+    else:
+        flags[(wanted & mask).astype(np.intp)] = True
+    found = np.flatnonzero(flags[(hashes & mask).astype(np.intp)])
+    if isinstance(spans, list):
+        docs = [spans[i] for i in found.tolist()]
+    else:
+        pairs = zip(spans[0][found].tolist(), spans[1][found].tolist(), strict=True)
+        docs = [chunk[a:b] for a, b in pairs]
+    cuts = np.searchsorted(found, [*starts, len(hashes)]).tolist()
+    lines: list[int] = found.tolist()
+    return [(lines[a:b], docs[a:b]) for a, b in pairwise(cuts)]
+
+
+def _blob_hashes(blob: bytes) -> _Words | None:
+    """The hash of every newline-separated field of ``blob`` (none when it is empty)."""
+    if not blob:
+        return np.zeros(0, np.uint64)
+    padded = blob + b"\n" * 8  # _hash reads up to seven bytes past a field's end
+    ends = np.flatnonzero(np.frombuffer(padded, np.uint8)[: len(blob) + 1] == _NEWLINE)
+    starts = np.empty(len(ends), np.intp)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    return _hash(_words(padded), starts, ends)
+
+
+def _separators(buf: _Bytes) -> _Ints | None:
     """Positions of the five field separators and the newline of each line, or None."""
+    # (bytes.count is a byte-at-a-time loop; numpy's compare is vectorised.)
+    lines = np.count_nonzero(buf == _NEWLINE)
     seps = np.flatnonzero(buf <= _SPACE)
-    if len(seps) == 0 or len(seps) % 6 or buf[-1] != _NEWLINE:
+    if not lines or len(seps) != 6 * lines or buf[-1] != _NEWLINE:
         return None
+    if len(seps) != lines + np.count_nonzero(buf == _SPACE) + np.count_nonzero(buf == _TAB):
+        return None  # another control byte (NUL, CR, ...): not a plain line
     if seps[0] == 0 or (np.diff(seps) == 1).any():
         return None  # an empty field: leading or doubled whitespace, or a blank line
     table = seps.reshape(-1, 6)
     if not (buf[table[:, 5]] == _NEWLINE).all():
-        return None
-    inner = buf[table[:, :5]]
-    if not ((inner == _SPACE) | (inner == _TAB)).all():
-        return None
+        return None  # with the counts above: every line has exactly five separators
     return table
 
 
-def _topic_starts(buf: _Bytes, starts: _Ints, ends: _Ints) -> _Ints | None:
+def _words(data: bytes) -> _Words:
+    """The little-endian eight-byte word starting at every offset of ``data``."""
+    return np.ndarray((max(len(data) - 7, 0),), "<u8", data, strides=(1,))
+
+
+def _word_at(words: _Words, starts: _Ints, lengths: _Ints, k: int) -> _Words:
+    """Bytes ``8k:8k+8`` of each field (zero past its end), as one word."""
+    valid = np.clip(lengths - 8 * k, 0, 8)
+    where = np.minimum(starts + 8 * k, len(words) - 1)  # moved only where valid == 0
+    out: _Words = words[where] & _MASKS[valid]
+    return out
+
+
+def _topic_starts(words: _Words, starts: _Ints, ends: _Ints) -> _Ints | None:
     """Indexes of the lines whose qid differs from the line before (line 0 included)."""
-    lengths = ends - starts
-    if int(lengths.max()) > _MAX_WIDTH:
-        return None
-    changed = np.empty(len(starts), bool)
-    changed[0] = True
-    changed[1:] = lengths[1:] != lengths[:-1]
-    for j in range(int(lengths.max())):
-        column = buf[np.minimum(starts + j, ends)]  # past the end: the separator itself
-        changed[1:] |= column[1:] != column[:-1]
-    return np.flatnonzero(changed)
-
-
-def _column(buf: _Bytes, starts: _Ints, ends: _Ints) -> list[bytes] | None:
-    """The field ``buf[starts[i]:ends[i]]`` of every line, as bytes objects."""
     lengths = ends - starts
     width = int(lengths.max())
     if width > _MAX_WIDTH:
         return None
-    table = np.zeros((len(starts), width), np.uint8)
-    for j in range(width):
-        table[:, j] = buf[np.minimum(starts + j, ends)]
-        table[lengths <= j, j] = 0
-    # A fixed-width bytes array drops the zero padding when converted; a field
-    # holds no zero byte (zero is below the separator test in _separators).
-    out: list[bytes] = table.view(f"S{width}").ravel().tolist()
-    return out
+    changed = np.empty(len(starts), bool)
+    changed[0] = True
+    changed[1:] = lengths[1:] != lengths[:-1]
+    for k in range((width + 7) // 8):
+        column = _word_at(words, starts, lengths, k)
+        changed[1:] |= column[1:] != column[:-1]
+    return np.flatnonzero(changed)
+
+
+def _hash(words: _Words, starts: _Ints, ends: _Ints) -> _Words | None:
+    """A 64-bit hash of every field ``[starts[i], ends[i])``, or None if one is too long.
+
+    Reads eight bytes from each eight-byte step inside a field, so the data
+    must extend seven bytes past every field (a run line's later fields do).
+    """
+    lengths = ends - starts
+    width = int(lengths.max())
+    if width > _MAX_WIDTH:
+        return None
+    h: _Words = lengths.astype(np.uint64) * _MIX[0]
+    for k in range((width + 7) // 8):
+        h = (h ^ _word_at(words, starts, lengths, k)) * _MIX[1]
+        h ^= h >> np.uint64(31)
+    h *= _MIX[2]
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def _distinct(hashes: _Words, first: _Ints) -> bool:
+    """True if no group repeats a docno hash (so no topic repeats a docno)."""
+    group = np.zeros(len(hashes), np.uint64)
+    group[first[1:]] = 1
+    keys = np.sort(hashes ^ (np.cumsum(group, dtype=np.uint64) * _MIX[0]))
+    return not bool((keys[1:] == keys[:-1]).any())
 
 
 def _scores(buf: _Bytes, starts: _Ints, ends: _Ints) -> npt.NDArray[np.float64] | None:
@@ -143,7 +241,7 @@ def _scores(buf: _Bytes, starts: _Ints, ends: _Ints) -> npt.NDArray[np.float64] 
         is_digit = inside & (value < 10)
         is_dot = inside & (char == _DOT)
         allowed = is_digit | is_dot | (negative if j == 0 else False)
-        if not allowed[inside].all() or (is_dot & dotted).any():
+        if (inside & ~allowed).any() or (is_dot & dotted).any():
             return None
         mantissa = np.where(is_digit, mantissa * 10 + value, mantissa)
         digits += is_digit
