@@ -39,6 +39,10 @@ _POW10 = np.array([10.0**k for k in range(_MAX_DIGITS + 1)])  # each one exact
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], np.uint64)
 _PROBE_BITS = 18  # size of the judged-docno filter: 2**18 flags
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_WORD_MIX = np.array(
+    [(0x9E3779B97F4A7C15 * (2 * k + 3)) % 2**64 | 1 for k in range(_MAX_WIDTH // 8 + 1)],
+    np.uint64,
+)
 _SPACE, _TAB, _NEWLINE, _HASH, _DOT, _MINUS, _ZERO = 32, 9, 10, 35, 46, 45, 48
 
 
@@ -207,12 +211,16 @@ def _hash(words: _Words, starts: _Ints, ends: _Ints) -> _Words | None:
     width = int(lengths.max())
     if width > _MAX_WIDTH:
         return None
+    # Each word gets its own odd multiplier; a zero word (past the field's
+    # end) adds nothing, so the hash does not depend on the widest field.
     h: _Words = lengths.astype(np.uint64) * _MIX[0]
     for k in range((width + 7) // 8):
-        h = (h ^ _word_at(words, starts, lengths, k)) * _MIX[1]
-        h ^= h >> np.uint64(31)
-    h *= _MIX[2]
+        h ^= _word_at(words, starts, lengths, k) * _WORD_MIX[k]
+    h ^= h >> np.uint64(31)
+    h *= _MIX[1]
     h ^= h >> np.uint64(29)
+    h *= _MIX[2]
+    h ^= h >> np.uint64(32)
     return h
 
 
