@@ -88,10 +88,10 @@ def split_chunk(chunk: bytes) -> Groups | None:
     line_starts[1:] = seps[:-1, 5] + 1
     if (buf[line_starts] == _HASH).any():
         return None  # a comment line that happens to have six fields
+    words = _words(chunk + bytes(8))  # every offset of the chunk starts a whole word
     scores = _scores(buf, seps[:, 3] + 1, seps[:, 4])
     if scores is None:
         return None
-    words = _words(chunk)
     first = _topic_starts(words, line_starts, seps[:, 0])
     doc_starts, doc_ends = seps[:, 1] + 1, seps[:, 2]
     hashes = _hash(words, doc_starts, doc_ends)
@@ -235,8 +235,16 @@ def _distinct(hashes: _Words, first: _Ints) -> bool:
 def _scores(buf: _Bytes, starts: _Ints, ends: _Ints) -> npt.NDArray[np.float64] | None:
     """Plain decimal scores parsed exactly, or None if any is not plain."""
     lengths = ends - starts
-    if int(lengths.max()) > _MAX_SCORE_WIDTH:
+    width = int(lengths.max())
+    if width > _MAX_SCORE_WIDTH:
         return None
+    return _column_scores(buf, starts, ends, lengths)
+
+
+def _column_scores(
+    buf: _Bytes, starts: _Ints, ends: _Ints, lengths: _Ints
+) -> npt.NDArray[np.float64] | None:
+    """Scores parsed one byte column at a time, or None if any is not plain."""
     mantissa = np.zeros(len(starts), np.int64)
     digits = np.zeros(len(starts), np.int64)
     decimals = np.zeros(len(starts), np.int64)
