@@ -17,6 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+import numpy as np
+
 __all__ = ["PARALLEL_MIN_BYTES", "Span", "default_jobs", "map_forked", "topic_spans"]
 
 # (first byte, end byte or None for end of file, number of the first line)
@@ -80,7 +82,8 @@ def _line_numbers(path: Path, cuts: Sequence[int]) -> list[int]:
         for cut in cuts:
             while pos < cut:
                 block = handle.read(min(_SCAN, cut - pos))
-                line += block.count(b"\n")
+                # numpy's compare is vectorised; bytes.count goes a byte at a time
+                line += int(np.count_nonzero(np.frombuffer(block, np.uint8) == 10))
                 pos += len(block)
             numbers.append(line)
     return numbers
