@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchd.errors import RunFileError
-from benchd.scoring.trec_columns import Groups, judged_lines, split_chunk
+from benchd.scoring.trec_columns import Groups, judged_lines, split_chunk, split_qrels_chunk
 from benchd.scoring.trec_measures import Selection, Topic
 from benchd.scoring.trec_parallel import WHOLE, Span, map_forked, topic_spans
 
@@ -105,11 +105,38 @@ def read_qrels(path: Path) -> Qrels:
     """Parse a qrels file into ``{qid: {docno: rel}}``; every bad line is an error."""
     qrels: Qrels = {}
     for start, chunk in _chunks(path):
-        if not _fast_qrels(chunk, qrels):
+        if not (_column_qrels(chunk, qrels) or _fast_qrels(chunk, qrels)):
             _slow_qrels(chunk, path, start, qrels)
     if not qrels:
         raise RunFileError(f"{path}: no judgments found ({_QRELS_FORMAT})")
     return qrels
+
+
+def _column_qrels(chunk: bytes, qrels: Qrels) -> bool:
+    """Add a chunk of plain lines split column-wise; False (``qrels`` untouched) if it cannot."""
+    cols = split_qrels_chunk(chunk)
+    if cols is None:
+        return False
+    qids, starts, docs, grades = cols
+    return _stage(qrels, qids, starts, docs, grades)
+
+
+def _stage(
+    qrels: Qrels, qids: list[bytes], starts: list[int], docs: list[bytes], grades: list[int]
+) -> bool:
+    """Add each topic's run of judgments; False (nothing added) if a docno repeats."""
+    staged: Qrels = {}
+    ends = [*starts[1:], len(docs)]
+    for qid, pos, end in zip(qids, starts, ends, strict=True):
+        earlier = staged.get(qid) or qrels.get(qid)
+        judged = dict(zip(docs[pos:end], grades[pos:end], strict=True))
+        if earlier:
+            judged = {**earlier, **judged}
+        if len(judged) != (len(earlier) if earlier else 0) + end - pos:
+            return False
+        staged[qid] = judged
+    qrels.update(staged)
+    return True
 
 
 def _fast_qrels(chunk: bytes, qrels: Qrels) -> bool:

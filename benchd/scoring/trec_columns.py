@@ -27,7 +27,7 @@ from itertools import chain, pairwise
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Groups", "judged_lines", "split_chunk"]
+__all__ = ["Groups", "judged_lines", "split_chunk", "split_qrels_chunk"]
 
 _Ints = npt.NDArray[np.intp]
 _Bytes = npt.NDArray[np.uint8]
@@ -112,6 +112,46 @@ def split_chunk(chunk: bytes) -> Groups | None:
     )
 
 
+def split_qrels_chunk(chunk: bytes) -> tuple[list[bytes], list[int], list[bytes], list[int]] | None:
+    """A chunk of plain ``qid iter docno rel`` lines as (qids, group starts, docnos, grades).
+
+    Group ``i`` is lines ``starts[i]:starts[i + 1]`` of topic ``qids[i]``.
+    None if a line is not four plain fields or a grade is not a plain integer.
+    """
+    buf: _Bytes = np.frombuffer(chunk, np.uint8)
+    seps = _separators(buf, 4)
+    if seps is None:
+        return None
+    line_starts = np.empty(len(seps), np.intp)
+    line_starts[0] = 0
+    line_starts[1:] = seps[:-1, 3] + 1
+    if (buf[line_starts] == _HASH).any():
+        return None
+    grades = _scores(buf, seps[:, 2] + 1, seps[:, 3], dot=False)
+    words = _words(chunk + bytes(8))
+    first = _topic_starts(words, line_starts, seps[:, 0])
+    docs = _as_bytes(words, seps[:, 1] + 1, seps[:, 2])
+    if grades is None or first is None or docs is None:
+        return None
+    heads = zip(line_starts[first].tolist(), seps[first, 0].tolist(), strict=True)
+    qids = [chunk[a:b] for a, b in heads]
+    return qids, first.tolist(), docs, grades.astype(np.int64).tolist()
+
+
+def _as_bytes(words: _Words, starts: _Ints, ends: _Ints) -> list[bytes] | None:
+    """Every field ``[starts[i], ends[i])`` as a bytes object, or None if one is too long."""
+    lengths = ends - starts
+    width = int(lengths.max())
+    if width > _MAX_WIDTH:
+        return None
+    count = (width + 7) // 8
+    table = np.stack([_word_at(words, starts, lengths, k) for k in range(count)], axis=1)
+    # A fixed-width bytes array drops the zero padding when converted; a
+    # plain field holds no zero byte (_separators rejects control bytes).
+    out: list[bytes] = table.view(f"S{8 * count}").ravel().tolist()
+    return out
+
+
 def judged_lines(
     hashes: _Words,
     starts: list[int],
@@ -156,20 +196,23 @@ def _blob_hashes(blob: bytes) -> _Words | None:
     return _hash(_words(padded), starts, ends)
 
 
-def _separators(buf: _Bytes) -> _Ints | None:
-    """Positions of the five field separators and the newline of each line, or None."""
+def _separators(buf: _Bytes, fields: int = 6) -> _Ints | None:
+    """Positions of the field separators and the newline of each line, or None.
+
+    None unless every line has exactly ``fields`` fields, one space or tab apart.
+    """
     # (bytes.count is a byte-at-a-time loop; numpy's compare is vectorised.)
     lines = np.count_nonzero(buf == _NEWLINE)
     seps = np.flatnonzero(buf <= _SPACE)
-    if not lines or len(seps) != 6 * lines or buf[-1] != _NEWLINE:
+    if not lines or len(seps) != fields * lines or buf[-1] != _NEWLINE:
         return None
     if len(seps) != lines + np.count_nonzero(buf == _SPACE) + np.count_nonzero(buf == _TAB):
         return None  # another control byte (NUL, CR, ...): not a plain line
     if seps[0] == 0 or (np.diff(seps) == 1).any():
         return None  # an empty field: leading or doubled whitespace, or a blank line
-    table = seps.reshape(-1, 6)
-    if not (buf[table[:, 5]] == _NEWLINE).all():
-        return None  # with the counts above: every line has exactly five separators
+    table = seps.reshape(-1, fields)
+    if not (buf[table[:, -1]] == _NEWLINE).all():
+        return None  # with the counts above: every line has exactly ``fields`` fields
     return table
 
 
@@ -232,19 +275,16 @@ def _distinct(hashes: _Words, first: _Ints) -> bool:
     return not bool((keys[1:] == keys[:-1]).any())
 
 
-def _scores(buf: _Bytes, starts: _Ints, ends: _Ints) -> npt.NDArray[np.float64] | None:
-    """Plain decimal scores parsed exactly, or None if any is not plain."""
-    lengths = ends - starts
-    width = int(lengths.max())
-    if width > _MAX_SCORE_WIDTH:
-        return None
-    return _column_scores(buf, starts, ends, lengths)
-
-
-def _column_scores(
-    buf: _Bytes, starts: _Ints, ends: _Ints, lengths: _Ints
+def _scores(
+    buf: _Bytes, starts: _Ints, ends: _Ints, *, dot: bool = True
 ) -> npt.NDArray[np.float64] | None:
-    """Scores parsed one byte column at a time, or None if any is not plain."""
+    """Plain decimal scores parsed exactly one byte column at a time, or None.
+
+    None if any is not plain; with ``dot=False`` they must be integers too.
+    """
+    lengths = ends - starts
+    if int(lengths.max()) > _MAX_SCORE_WIDTH:
+        return None
     mantissa = np.zeros(len(starts), np.int64)
     digits = np.zeros(len(starts), np.int64)
     decimals = np.zeros(len(starts), np.int64)
@@ -255,7 +295,7 @@ def _column_scores(
         inside = lengths > j
         value = char - np.uint8(_ZERO)  # wraps around for bytes below '0'
         is_digit = inside & (value < 10)
-        is_dot = inside & (char == _DOT)
+        is_dot = inside & (char == _DOT) if dot else np.zeros(len(starts), bool)
         allowed = is_digit | is_dot | (negative if j == 0 else False)
         if (inside & ~allowed).any() or (is_dot & dotted).any():
             return None
