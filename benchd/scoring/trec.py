@@ -390,11 +390,10 @@ _Probe = list[tuple[list[int], list[bytes]]]
 
 def _probe(groups: Groups, qrels: Qrels | None) -> _Probe | None:
     """Per group, the lines and docnos that may be judged, if the chunk allows locating."""
-    if qrels is None or groups.hashes is None or not groups.distinct:
+    if qrels is None or not groups.distinct:
         return None
     empty: dict[bytes, int] = {}
-    judged = [qrels.get(qid, empty) for qid in groups.qids]
-    return judged_lines(groups.hashes, groups.starts, groups.docs, groups.chunk, judged)
+    return judged_lines(groups, [qrels.get(qid, empty) for qid in groups.qids])
 
 
 def _whole(

@@ -65,6 +65,7 @@ class Groups:
     tag: bytes
     docs: list[bytes] | tuple[_Ints, _Ints]
     chunk: bytes = b""
+    words: _Words | None = None
     hashes: _Words | None = None
     distinct: bool = False
 
@@ -107,6 +108,7 @@ def split_chunk(chunk: bytes) -> Groups | None:
         tag=chunk[int(last[4]) + 1 : int(last[5])],
         docs=(doc_starts, doc_ends),
         chunk=chunk,
+        words=words,
         hashes=hashes,
         distinct=_distinct(hashes, first),
     )
@@ -153,19 +155,17 @@ def _as_bytes(words: _Words, starts: _Ints, ends: _Ints) -> list[bytes] | None:
 
 
 def judged_lines(
-    hashes: _Words,
-    starts: list[int],
-    spans: list[bytes] | tuple[_Ints, _Ints],
-    chunk: bytes,
-    judged: Iterable[Iterable[bytes]],
-) -> list[tuple[list[int], list[bytes]]]:
+    groups: Groups, judged: Iterable[Iterable[bytes]]
+) -> list[tuple[list[int], list[bytes]]] | None:
     """Per group, the lines (ascending) whose docno may be judged, and those docnos.
 
-    ``hashes``, ``starts`` and ``spans`` are a column-split chunk's docno
-    hashes, group starts and docno spans; ``judged`` holds the judged docnos
-    of each group's topic. The answer is a superset (a hash filter): the
-    caller checks each docno against the qrels.
+    ``groups`` is a column-split chunk (else None is returned); ``judged``
+    holds the judged docnos of each group's topic. The answer is a superset
+    (a hash filter): the caller checks each docno against the qrels.
     """
+    hashes, words, spans = groups.hashes, groups.words, groups.docs
+    if hashes is None or words is None or isinstance(spans, list):
+        return None
     flags = np.zeros(1 << _PROBE_BITS, bool)
     mask = np.uint64((1 << _PROBE_BITS) - 1)
     wanted = _blob_hashes(b"\n".join(chain.from_iterable(judged)))
@@ -174,12 +174,10 @@ def judged_lines(
     else:
         flags[(wanted & mask).astype(np.intp)] = True
     found = np.flatnonzero(flags[(hashes & mask).astype(np.intp)])
-    if isinstance(spans, list):
-        docs = [spans[i] for i in found.tolist()]
-    else:
-        pairs = zip(spans[0][found].tolist(), spans[1][found].tolist(), strict=True)
-        docs = [chunk[a:b] for a, b in pairs]
-    cuts = np.searchsorted(found, [*starts, len(hashes)]).tolist()
+    docs = _as_bytes(words, spans[0][found], spans[1][found]) if len(found) else []
+    if docs is None:
+        return None
+    cuts = np.searchsorted(found, [*groups.starts, len(hashes)]).tolist()
     lines: list[int] = found.tolist()
     return [(lines[a:b], docs[a:b]) for a, b in pairwise(cuts)]
 

@@ -75,7 +75,8 @@ def test_judged_lines_never_miss_a_judged_docno(chunk: bytes, extra: list[str]) 
         return
     rows = [line.split() for line in chunk.splitlines()]
     judged = [{r[2] for r in rows[::2]} | {e.encode() for e in extra} for _ in groups.qids]
-    found = judged_lines(groups.hashes, groups.starts, groups.docs, groups.chunk, judged)
+    found = judged_lines(groups, judged)
+    assert found is not None
     ends = [*groups.starts[1:], len(rows)]
     for (lines, docs), pos, end, wanted in zip(found, groups.starts, ends, judged, strict=True):
         assert all(pos <= line < end for line in lines)
