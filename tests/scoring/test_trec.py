@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchd.errors import RunFileError, UsageError
-from benchd.scoring import trec, trec_parallel
+from benchd.scoring import trec_parallel, trec_read
 from benchd.scoring.trec import ScoreOptions, read_qrels, read_run_topics, score_files
 from benchd.scoring.trec_measures import parse_measures
 
@@ -67,7 +67,7 @@ def test_small_chunks_give_the_same_topics(tmp_path: Path, monkeypatch: pytest.M
     judged = "".join(f"q{i // 7} 0 d{i % 7} {i % 3}\n" for i in range(60))
     qrels = _file(tmp_path, "qrels", judged)
     whole = (_topics(run), read_qrels(qrels))
-    monkeypatch.setattr(trec, "_CHUNK", 50)
+    monkeypatch.setattr(trec_read, "_CHUNK", 50)
     assert (_topics(run), read_qrels(qrels)) == whole
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchd.errors import RunFileError
-from benchd.scoring import trec
+from benchd.scoring import trec_read
 from benchd.scoring.trec import ScoreOptions, score_files
 from benchd.scoring.trec_columns import judged_lines, split_chunk
 from benchd.scoring.trec_measures import parse_measures
@@ -126,6 +126,6 @@ def test_located_topics_score_like_ranked_ones(
     names = measures.names()
     assert located[0].per_query[0][1][names.index("map")] == (1 / 2 + 2 / 4) / 2
     assert located[1].per_query[0][1][names.index("map")] == (1 / 2) / 2  # -M 2: a only
-    monkeypatch.setattr(trec, "_CHUNK", 16)  # one line per chunk: nothing is located
+    monkeypatch.setattr(trec_read, "_CHUNK", 16)  # one line per chunk: nothing is located
     ranked = [score_files(qrels, run, ScoreOptions(measures, max_docs=m)) for m in (None, 2)]
     assert located == ranked
