@@ -12,9 +12,12 @@ time and peak RSS (``os.wait4`` rusage of that child):
 - pytrec_eval: a child that parses both files into dicts and evaluates the
                same measures (timed), then writes its values (untimed).
 
-A second, untimed ``benchd score -q --format json`` run gives benchd's
-per-query values; every one is compared with pytrec_eval's at 4 decimals.
-Each side runs ``--repeat`` times, alternating; the best time is shown.
+benchd runs twice per round: as invoked by default (which may score a large
+run in several processes) and with ``-j 1`` (one process); both are shown
+against pytrec_eval, which uses one process. A final, untimed ``benchd score
+-q --format json`` run gives benchd's per-query values; every one is compared
+with pytrec_eval's at 4 decimals. Each side runs ``--repeat`` times,
+alternating; the best time is shown.
 Usage::
 
     .venv/bin/python bench/score_bench.py [--queries 100000] [--seed 7] [--repeat 3]
@@ -122,28 +125,49 @@ def compare(ours: dict[str, dict[str, str]], theirs: dict[str, dict[str, float]]
     return mismatches
 
 
+Figures = tuple[float, float, float]  # wall s, CPU s, peak RSS MiB
+
+
 def _measure(
     directory: Path, qrels: Path, run: Path, repeat: int
-) -> tuple[tuple[float, float, float], tuple[float, float, float], int]:
-    """Best-of-``repeat`` (wall, CPU, peak MiB) of each side, and the mismatch count."""
+) -> tuple[Figures, Figures, Figures, int]:
+    """Best-of-``repeat`` figures of benchd (default, then -j 1) and pytrec_eval; mismatches."""
     flags = [f for m in MEASURES for f in ("-m", m)]
     ours_out, theirs_out = directory / "benchd.out", directory / "pytrec.json"
     benchd_argv = [sys.executable, "-m", "benchd", "score", *flags, str(qrels), str(run)]
+    single_argv = [*benchd_argv[:4], "-j", "1", *benchd_argv[4:]]
     pytrec_argv = [sys.executable, "-c", _PYTREC_CHILD, str(qrels), str(run)]
-    ours, theirs = [], []
-    for _ in range(repeat):  # alternate the sides so both meet the same background load
+    ours: list[Figures] = []
+    single: list[Figures] = []
+    theirs: list[Figures] = []
+    for _ in range(repeat):  # alternate the sides so all meet the same background load
         ours.append(run_child(benchd_argv, directory / "summary.txt"))
+        single.append(run_child(single_argv, directory / "summary1.txt"))
         _, _, peak = run_child([*pytrec_argv, str(theirs_out), *MEASURES], directory / "x")
         report = json.loads(theirs_out.read_text())
         theirs.append((report["parse_s"] + report["eval_s"], report["cpu_s"], peak))
+    if (directory / "summary.txt").read_text() != (directory / "summary1.txt").read_text():
+        sys.exit("benchd score printed different tables with and without -j 1")
     # Untimed: the same scoring with every per-query value, for the comparison.
     run_child([*benchd_argv[:4], "-q", "--format", "json", *benchd_argv[4:]], ours_out)
     mismatches = compare(benchd_values(ours_out), report["values"])
-    best = [
-        (min(r[0] for r in side), min(r[1] for r in side), max(r[2] for r in side))
-        for side in (ours, theirs)
+    return _best(ours), _best(single), _best(theirs), mismatches
+
+
+def _best(side: list[Figures]) -> Figures:
+    """Fastest wall and CPU time, and the largest peak memory, over the repeats."""
+    return min(r[0] for r in side), min(r[1] for r in side), max(r[2] for r in side)
+
+
+def _table(ours: Figures, theirs: Figures, label: str) -> None:
+    print(f"{label:24}{'benchd':>10}{'pytrec_eval':>13}{'speed-up / ratio':>18}")
+    rows = [
+        ("wall time, s", ours[0], theirs[0], f"{theirs[0] / ours[0]:.2f}x faster"),
+        ("CPU time, s", ours[1], theirs[1], f"{theirs[1] / ours[1]:.2f}x faster"),
+        ("peak RSS, MiB", ours[2], theirs[2], f"{ours[2] / theirs[2]:.2f}x the memory"),
     ]
-    return best[0], best[1], mismatches
+    for name, mine, peer, ratio in rows:
+        print(f"{name:24}{mine:>10.2f}{peer:>13.2f}{ratio:>18}")
 
 
 def main() -> int:
@@ -156,23 +180,17 @@ def main() -> int:
         directory = Path(tmp)
         qrels, run = generate(directory, args.queries, args.seed)
         processes = len(topic_spans(run, default_jobs()))  # what benchd score will use
-        ours, theirs, mismatches = _measure(directory, qrels, run, max(1, args.repeat))
+        ours, single, theirs, mismatches = _measure(directory, qrels, run, max(1, args.repeat))
     size = f"{args.queries:,} queries x {DOCS_PER_QUERY} docs, {RELEVANT_PER_QUERY} relevant each"
     print(f"score_bench: {size}; measures {', '.join(MEASURES)}")
     print("benchd: the whole `benchd score` process; pytrec_eval: parse + evaluate only")
     print(f"best of {args.repeat} runs each")
-    print(f"{'':24}{'benchd':>10}{'pytrec_eval':>13}{'speed-up / ratio':>18}")
-    rows = [
-        ("wall time, s", ours[0], theirs[0], f"{theirs[0] / ours[0]:.2f}x faster"),
-        ("CPU time, s", ours[1], theirs[1], f"{theirs[1] / ours[1]:.2f}x faster"),
-        ("peak RSS, MiB", ours[2], theirs[2], f"{ours[2] / theirs[2]:.2f}x the memory"),
-    ]
-    for label, mine, peer, ratio in rows:
-        print(f"{label:24}{mine:>10.2f}{peer:>13.2f}{ratio:>18}")
+    _table(ours, theirs, f"default ({processes} proc.)")
+    _table(single, theirs, "-j 1 (one process)")
     same = "yes" if mismatches == 0 else f"NO ({mismatches} differ)"
     print(f"per-query values identical at 4 decimals: {same}")
     load = os.getloadavg()[0]
-    print(f"benchd used {processes} process(es); load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs")
     print("(wall times depend on the machine's load; CPU time is the steadier comparison)")
     return 1 if mismatches else 0
 
