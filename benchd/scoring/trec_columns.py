@@ -283,25 +283,30 @@ def _scores(
     lengths = ends - starts
     if int(lengths.max()) > _MAX_SCORE_WIDTH:
         return None
-    mantissa = np.zeros(len(starts), np.int64)
-    digits = np.zeros(len(starts), np.int64)
-    decimals = np.zeros(len(starts), np.int64)
-    dotted = np.zeros(len(starts), bool)
-    negative = buf[starts] == _MINUS
+    count = len(starts)
+    mantissa = np.zeros(count, np.int64)
+    digits = np.zeros(count, np.int8)  # at most _MAX_SCORE_WIDTH: small counters suffice
+    decimals = np.zeros(count, np.int8)
+    dots = np.zeros(count, np.int8)
+    negative = buf.take(starts) == _MINUS
     for j in range(int(lengths.max())):
-        char = buf[np.minimum(starts + j, ends)]
+        char = buf.take(np.minimum(starts + j, ends))
         inside = lengths > j
         value = char - np.uint8(_ZERO)  # wraps around for bytes below '0'
-        is_digit = inside & (value < 10)
-        is_dot = inside & (char == _DOT) if dot else np.zeros(len(starts), bool)
-        allowed = is_digit | is_dot | (negative if j == 0 else False)
-        if (inside & ~allowed).any() or (is_dot & dotted).any():
+        is_digit = value < 10
+        is_digit &= inside
+        is_dot = char == _DOT
+        is_dot &= inside
+        allowed = is_digit | is_dot
+        if j == 0:
+            allowed |= negative
+        if np.any(inside > allowed):  # a byte of the field that is none of those
             return None
         mantissa = np.where(is_digit, mantissa * 10 + value, mantissa)
         digits += is_digit
-        decimals += is_digit & dotted
-        dotted |= is_dot
-    if not ((digits > 0) & (digits <= _MAX_DIGITS)).all():
+        decimals += is_digit & (dots > 0)
+        dots += is_dot
+    if (dots > (1 if dot else 0)).any() or not ((digits > 0) & (digits <= _MAX_DIGITS)).all():
         return None
     scores: npt.NDArray[np.float64] = mantissa.astype(np.float64) / _POW10[decimals]
     np.negative(scores, out=scores, where=negative)
