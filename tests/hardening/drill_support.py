@@ -16,10 +16,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -147,14 +145,6 @@ class RefstoreProcess:
             self.proc.wait(timeout=10)
         self._close_pipes()
 
-    def stop(self) -> int:
-        """SIGTERM and wait; the exit code."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=15)
-        self._close_pipes()
-        return code
-
     def _close_pipes(self) -> None:
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
@@ -221,15 +211,3 @@ Samples = list[tuple[dict[str, str], float]]
 def value(samples: Samples, **labels: str) -> float:
     """The sum of the samples whose labels include ``labels`` (0 when none)."""
     return sum(v for lbl, v in samples if all(lbl.get(k) == w for k, w in labels.items()))
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)  # polling another process's state; there is no event to wait on
