@@ -12,9 +12,9 @@ time and peak RSS (``os.wait4`` rusage of that child):
 - pytrec_eval: a child that parses both files into dicts and evaluates the
                same measures (timed), then writes its values (untimed).
 
-benchd runs twice per round: as invoked by default (which may score a large
-run in several processes) and with ``-j 1`` (one process); both are shown
-against pytrec_eval, which uses one process. A final, untimed ``benchd score
+benchd runs twice per round: as invoked by default (one process, like
+pytrec_eval) and with ``-j N`` (N = the usable cores, at most 4: the run split
+across N processes); both are shown against pytrec_eval. A final, untimed ``benchd score
 -q --format json`` run gives benchd's per-query values; every one is compared
 with pytrec_eval's at 4 decimals. Each side runs ``--repeat`` times,
 alternating; the best time is shown.
@@ -131,27 +131,27 @@ Figures = tuple[float, float, float]  # wall s, CPU s, peak RSS MiB
 def _measure(
     directory: Path, qrels: Path, run: Path, repeat: int
 ) -> tuple[Figures, Figures, Figures, int]:
-    """Best-of-``repeat`` figures of benchd (default, then -j 1) and pytrec_eval; mismatches."""
+    """Best-of-``repeat`` figures of benchd (default, then -j N) and pytrec_eval; mismatches."""
     flags = [f for m in MEASURES for f in ("-m", m)]
     ours_out, theirs_out = directory / "benchd.out", directory / "pytrec.json"
     benchd_argv = [sys.executable, "-m", "benchd", "score", *flags, str(qrels), str(run)]
-    single_argv = [*benchd_argv[:4], "-j", "1", *benchd_argv[4:]]
+    parallel_argv = [*benchd_argv[:4], "-j", str(default_jobs()), *benchd_argv[4:]]
     pytrec_argv = [sys.executable, "-c", _PYTREC_CHILD, str(qrels), str(run)]
     ours: list[Figures] = []
-    single: list[Figures] = []
+    parallel: list[Figures] = []
     theirs: list[Figures] = []
     for _ in range(repeat):  # alternate the sides so all meet the same background load
         ours.append(run_child(benchd_argv, directory / "summary.txt"))
-        single.append(run_child(single_argv, directory / "summary1.txt"))
+        parallel.append(run_child(parallel_argv, directory / "summary_j.txt"))
         _, _, peak = run_child([*pytrec_argv, str(theirs_out), *MEASURES], directory / "x")
         report = json.loads(theirs_out.read_text())
         theirs.append((report["parse_s"] + report["eval_s"], report["cpu_s"], peak))
-    if (directory / "summary.txt").read_text() != (directory / "summary1.txt").read_text():
-        sys.exit("benchd score printed different tables with and without -j 1")
+    if (directory / "summary.txt").read_text() != (directory / "summary_j.txt").read_text():
+        sys.exit("benchd score printed different tables with and without -j")
     # Untimed: the same scoring with every per-query value, for the comparison.
     run_child([*benchd_argv[:4], "-q", "--format", "json", *benchd_argv[4:]], ours_out)
     mismatches = compare(benchd_values(ours_out), report["values"])
-    return _best(ours), _best(single), _best(theirs), mismatches
+    return _best(ours), _best(parallel), _best(theirs), mismatches
 
 
 def _best(side: list[Figures]) -> Figures:
@@ -179,14 +179,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="score-bench-") as tmp:
         directory = Path(tmp)
         qrels, run = generate(directory, args.queries, args.seed)
-        processes = len(topic_spans(run, default_jobs()))  # what benchd score will use
-        ours, single, theirs, mismatches = _measure(directory, qrels, run, max(1, args.repeat))
+        processes = len(topic_spans(run, default_jobs()))  # what benchd score -j N will use
+        ours, parallel, theirs, mismatches = _measure(directory, qrels, run, max(1, args.repeat))
     size = f"{args.queries:,} queries x {DOCS_PER_QUERY} docs, {RELEVANT_PER_QUERY} relevant each"
     print(f"score_bench: {size}; measures {', '.join(MEASURES)}")
     print("benchd: the whole `benchd score` process; pytrec_eval: parse + evaluate only")
     print(f"best of {args.repeat} runs each")
-    _table(ours, theirs, f"default ({processes} proc.)")
-    _table(single, theirs, "-j 1 (one process)")
+    _table(ours, theirs, "default (1 process)")
+    _table(parallel, theirs, f"-j {default_jobs()} ({processes} proc.)")
     same = "yes" if mismatches == 0 else f"NO ({mismatches} differ)"
     print(f"per-query values identical at 4 decimals: {same}")
     load = os.getloadavg()[0]

@@ -12,7 +12,6 @@ from benchd.errors import UsageError
 from benchd.scoring.trec import ScoreOptions, score_files
 from benchd.scoring.trec_format import format_json, format_text
 from benchd.scoring.trec_measures import parse_measures
-from benchd.scoring.trec_parallel import default_jobs
 
 __all__ = ["options_from_args", "register", "run_score"]
 
@@ -61,9 +60,9 @@ def register(sub: Any) -> None:
         "-j",
         "--jobs",
         type=int,
-        default=None,
+        default=1,
         metavar="N",
-        help="processes for a large run (default: usable cores, at most 4; benchd only)",
+        help="processes for a run of 32 MiB or more (default 1; benchd only)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.add_argument("qrels", type=Path, metavar="QRELS", help="trec_eval qrels file")
@@ -77,14 +76,14 @@ def options_from_args(args: argparse.Namespace) -> ScoreOptions:
         raise UsageError(f"-l {args.l}: the relevance level must be 0 or more")
     if args.M is not None and args.M <= 0:
         raise UsageError(f"-M {args.M}: the maximum documents per topic must be positive")
-    if args.jobs is not None and args.jobs <= 0:
+    if args.jobs <= 0:
         raise UsageError(f"-j {args.jobs}: the number of processes must be positive")
     return ScoreOptions(
         selection=parse_measures(args.m),
         rel_level=args.l,
         max_docs=args.M,
         complete=args.c,
-        jobs=default_jobs() if args.jobs is None else args.jobs,
+        jobs=args.jobs,
     )
 
 
