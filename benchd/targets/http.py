@@ -39,9 +39,8 @@ from benchd.targets.http_records import (
     sentinel_memory,
 )
 from benchd.targets.http_util import (
-    RetryingClient,
-    RetryPolicy,
     decode_json,
+    open_clients,
     raise_for_status,
     run_bounded,
 )
@@ -86,22 +85,8 @@ class HttpTarget:
 
     def __init__(self, config: HttpConfig, secret: Secret | None) -> None:
         self.config = config
-        headers = {"accept": "application/json", "user-agent": "benchd", **config.headers}
-        if secret is not None:
-            headers[config.auth_header] = config.auth_prefix + secret.reveal()
-        self._base = config.url.rstrip("/")
-        self._client = httpx.AsyncClient(
-            base_url=self._base, headers=headers, timeout=config.timeout_s
-        )
-        self._http = RetryingClient(
-            self._client,
-            RetryPolicy(
-                config.max_retries, config.backoff_s, max_retry_after_s=config.max_retry_after_s
-            ),
-            self._base,
-            max_response_bytes=config.max_response_bytes,
-            deadline_s=config.timeout_s,
-        )
+        auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
+        self._base, self._client, self._http = open_clients(config, auth)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         self._server_ids: dict[str, str] = {}  # fixture id -> server id
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id

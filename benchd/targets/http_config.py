@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from benchd.schema import check
-from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
+from benchd.targets.http_util import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    http_url_problem,
+    positive_problem,
+)
 from benchd.targets.templating import parse_path, template_problem
 
 __all__ = [
@@ -49,10 +53,6 @@ class Endpoint(Protocol):
     def headers(self) -> dict[str, Any]: ...
     @property
     def body(self) -> Any: ...
-
-
-def _positive(v: Any) -> str | None:
-    return None if v > 0 else "must be > 0"
 
 
 def _path_problem(v: str | None) -> str | None:
@@ -111,8 +111,8 @@ class SeedTemplate:
     body: Any = "{records}"  # the batch; {records} is the list of rendered records
     record: Any = "{memory}"  # one fixture memory as the store wants it
     fields: dict[str, Any] = field(default_factory=dict)  # set on every rendered record
-    batch_size: int = field(default=100, metadata=check(_positive))
-    concurrency: int = field(default=4, metadata=check(_positive))
+    batch_size: int = field(default=100, metadata=check(positive_problem))
+    concurrency: int = field(default=4, metadata=check(positive_problem))
     imported: str | None = field(default=None, metadata=check(_path_problem))
     skipped: str | None = field(default=None, metadata=check(_path_problem))
     errors: str | None = field(default=None, metadata=check(_path_problem))
@@ -137,10 +137,10 @@ class ExportTemplate:
     fixture_ids: str | None = field(default=None, metadata=check(_path_problem))
     contents: str | None = field(default=None, metadata=check(_path_problem))
     paged: bool = True  # false: one request lists the whole namespace
-    page_size: int = field(default=500, metadata=check(_positive))
+    page_size: int = field(default=500, metadata=check(positive_problem))
     has_more: str | None = field(default=None, metadata=check(_path_problem))
     total: str | None = field(default=None, metadata=check(_path_problem))
-    max_pages: int = field(default=1000, metadata=check(_positive))
+    max_pages: int = field(default=1000, metadata=check(positive_problem))
 
     def __post_init__(self) -> None:
         _request_problem(self, EXPORT_NAMES)
@@ -158,7 +158,7 @@ class DeleteTemplate:
     headers: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     gone: tuple[int, ...] = (404,)  # statuses meaning "already deleted"
-    concurrency: int = field(default=4, metadata=check(_positive))
+    concurrency: int = field(default=4, metadata=check(positive_problem))
 
     def __post_init__(self) -> None:
         _request_problem(self, DELETE_NAMES)
@@ -184,15 +184,7 @@ class HealthTemplate:
 class HttpConfig:
     """``[probe.target]`` keys for ``kind = "http"``."""
 
-    url: str = field(
-        metadata=check(
-            lambda v: (
-                None
-                if v.startswith(("http://", "https://"))
-                else "must start with http:// or https://"
-            )
-        )
-    )
+    url: str = field(metadata=check(http_url_problem))
     search: SearchTemplate
     seed: SeedTemplate | None = None
     export: ExportTemplate | None = None
@@ -213,11 +205,13 @@ class HttpConfig:
     adopt_namespace: bool = False
     verify: bool = True
     model: str = ""  # label for the store's embedding model when health has none
-    timeout_s: float = field(default=10.0, metadata=check(_positive))
+    timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     max_retries: int = 3
     backoff_s: float = 0.25
     max_retry_after_s: float = 30.0
-    max_response_bytes: int = field(default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(_positive))
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
+    )
     searchable_timeout_s: float = 30.0  # 0: do not measure time-to-searchable
 
     def __post_init__(self) -> None:

@@ -15,7 +15,7 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import anyio
 import httpx
@@ -31,9 +31,14 @@ from benchd.errors import (
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "ClientSettings",
+    "Clients",
     "RetryPolicy",
     "RetryingClient",
     "decode_json",
+    "http_url_problem",
+    "open_clients",
+    "positive_problem",
     "raise_for_status",
     "retry_after_s",
     "run_bounded",
@@ -227,3 +232,61 @@ async def run_bounded(
             tg.start_soon(one, item, tg.cancel_scope)
     if failure:
         raise failure[0]
+
+
+# -- connection settings shared by the HTTP target kinds -------------------------
+
+
+class ClientSettings(Protocol):
+    """The ``[probe.target]`` keys every HTTP target kind has for its connection."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def headers(self) -> dict[str, str]: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def backoff_s(self) -> float: ...
+    @property
+    def max_retry_after_s(self) -> float: ...
+    @property
+    def max_response_bytes(self) -> int: ...
+
+
+class Clients(NamedTuple):
+    """What :func:`open_clients` builds: the base URL and the two client layers."""
+
+    base: str  # the url without a trailing '/'
+    client: httpx.AsyncClient  # pooled; also builds the sans-I/O search requests
+    http: RetryingClient  # the same pool, with retries and error translation
+
+
+def open_clients(settings: ClientSettings, auth: dict[str, str]) -> Clients:
+    """Connect as a target config says; ``auth`` headers go last (they win)."""
+    headers = {"accept": "application/json", "user-agent": "benchd", **settings.headers, **auth}
+    base = settings.url.rstrip("/")
+    client = httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout_s)
+    policy = RetryPolicy(
+        settings.max_retries, settings.backoff_s, max_retry_after_s=settings.max_retry_after_s
+    )
+    http = RetryingClient(
+        client,
+        policy,
+        base,
+        max_response_bytes=settings.max_response_bytes,
+        deadline_s=settings.timeout_s,
+    )
+    return Clients(base, client, http)
+
+
+def http_url_problem(v: str) -> str | None:
+    """Config check for ``url``: an http(s) URL."""
+    return None if v.startswith(("http://", "https://")) else "must start with http:// or https://"
+
+
+def positive_problem(v: Any) -> str | None:
+    """Config check for counts, sizes and durations that must be above zero."""
+    return None if v > 0 else "must be > 0"

@@ -29,9 +29,10 @@ from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.http_util import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    RetryingClient,
-    RetryPolicy,
     decode_json,
+    http_url_problem,
+    open_clients,
+    positive_problem,
     raise_for_status,
     run_bounded,
 )
@@ -44,23 +45,11 @@ SEARCH_CAP = 100
 EXPORT_PAGE = 500
 
 
-def _positive(v: Any) -> str | None:
-    return None if v > 0 else "must be > 0"
-
-
 @dataclass(frozen=True, slots=True)
 class ZengramConfig:
     """``[probe.target]`` keys for ``kind = "zengram"``."""
 
-    url: str = field(
-        metadata=check(
-            lambda v: (
-                None
-                if v.startswith(("http://", "https://"))
-                else "must start with http:// or https://"
-            )
-        )
-    )
+    url: str = field(metadata=check(http_url_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
     namespace: str = field(
@@ -75,16 +64,18 @@ class ZengramConfig:
     )
     cleanup: Literal["before", "after", "never"] = "before"
     model: str = ""  # label for the store's embedding model when /health has none
-    timeout_s: float = field(default=10.0, metadata=check(_positive))
+    timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     seed_batch: int = field(
         default=IMPORT_CAP,
         metadata=check(lambda v: None if 0 < v <= IMPORT_CAP else f"must be 1..{IMPORT_CAP}"),
     )
-    seed_concurrency: int = field(default=4, metadata=check(_positive))
+    seed_concurrency: int = field(default=4, metadata=check(positive_problem))
     max_retries: int = 3
     backoff_s: float = 0.25
     max_retry_after_s: float = 30.0
-    max_response_bytes: int = field(default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(_positive))
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
+    )
     verify: bool = True
     searchable_timeout_s: float = 30.0
     keep_ids: bool = True  # false: the store assigns ids; map them back by content
@@ -111,22 +102,8 @@ class ZengramTarget:
 
     def __init__(self, config: ZengramConfig, secret: Secret | None) -> None:
         self.config = config
-        headers = {"accept": "application/json", "user-agent": "benchd", **config.headers}
-        if secret is not None:
-            headers["x-api-key"] = secret.reveal()
-        self._base = config.url.rstrip("/")
-        self._client = httpx.AsyncClient(
-            base_url=self._base, headers=headers, timeout=config.timeout_s
-        )
-        self._http = RetryingClient(
-            self._client,
-            RetryPolicy(
-                config.max_retries, config.backoff_s, max_retry_after_s=config.max_retry_after_s
-            ),
-            self._base,
-            max_response_bytes=config.max_response_bytes,
-            deadline_s=config.timeout_s,
-        )
+        auth = {} if secret is None else {"x-api-key": secret.reveal()}
+        self._base, self._client, self._http = open_clients(self.config, auth)
         self._server_ids: dict[str, str] = {}  # fixture id -> server id
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
 
