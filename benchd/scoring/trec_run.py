@@ -184,7 +184,7 @@ def _topics(
         if groups is None:
             continue
         scores, runid, last = groups.scores, groups.tag, len(groups.qids) - 1
-        probe = _probe(groups, qrels) if not grouped else None
+        located = None if grouped else _locate(groups, qrels, max_docs)
         ends = [*groups.starts[1:], len(scores)]
         for i, (qid, pos, end) in enumerate(zip(groups.qids, groups.starts, ends, strict=True)):
             bucket = pending.get(qid)
@@ -192,12 +192,14 @@ def _topics(
                 if not grouped:
                     if qid in done:
                         raise _Interleaved
-                    for old in list(pending):
-                        yield _finish(old, pending.pop(old), max_docs)
-                        done.add(old)
+                    if pending:
+                        for old in list(pending):
+                            yield _finish(old, pending.pop(old), max_docs)
+                            done.add(old)
                     if i < last:  # another topic follows in this chunk: this one is whole
                         done.add(qid)
-                        yield qid, _whole(groups, i, pos, end, probe, qrels, max_docs)
+                        found = located[i] if located is not None else None
+                        yield qid, found or _ranked(groups, pos, end, groups.ordered[i], max_docs)
                         continue
                 bucket = pending[qid] = _Bucket()
             bucket.add(groups.docnos(pos, end), scores[pos:end].tolist(), groups.ordered[i])
@@ -206,43 +208,43 @@ def _topics(
     return runid
 
 
-_Probe = list[tuple[list[int], list[bytes]]]
+def _locate(
+    groups: Groups, qrels: Qrels | None, max_docs: int | None
+) -> list[Located | None] | None:
+    """Per group of a column-split chunk: the topic located, or None where it cannot be.
 
-
-def _probe(groups: Groups, qrels: Qrels | None) -> _Probe | None:
-    """Per group, the lines and docnos that may be judged, if the chunk allows locating."""
+    A group can be located when its file order is trec_eval's (strictly
+    decreasing scores) and no topic of the chunk repeats a docno hash.
+    """
     if qrels is None or not groups.distinct:
         return None
     empty: dict[bytes, int] = {}
-    return judged_lines(groups, [qrels.get(qid, empty) for qid in groups.qids])
+    judged = [qrels.get(qid, empty) for qid in groups.qids]
+    found = judged_lines(groups, judged)
+    if found is None:
+        return None
+    ends = [*groups.starts[1:], len(groups.scores)]
+    out: list[Located | None] = []
+    rows = zip(groups.starts, ends, groups.ordered, judged, found, strict=True)
+    for pos, end, ordered, table, (lines, docs) in rows:
+        if not ordered:
+            out.append(None)
+            continue
+        kept = end - pos if max_docs is None else min(end - pos, max_docs)
+        get, stop = table.get, pos + kept
+        hits = [
+            (line - pos + 1, grade)
+            for line, doc in zip(lines, docs, strict=True)
+            if line < stop and (grade := get(doc, -1)) >= 0
+        ]
+        out.append((kept, hits))
+    return out
 
 
-def _whole(
-    groups: Groups,
-    i: int,
-    pos: int,
-    end: int,
-    probe: _Probe | None,
-    qrels: Qrels | None,
-    max_docs: int | None,
-) -> list[bytes] | Located:
-    """Group ``i``, a whole topic: located if it can be, else its ranked docnos."""
-    if probe is None or qrels is None or not groups.ordered[i]:
-        part = None if groups.ordered[i] else groups.scores[pos:end].tolist()
-        return _order(groups.docnos(pos, end), part, max_docs)
-    kept = end - pos if max_docs is None else min(end - pos, max_docs)
-    judged = qrels.get(groups.qids[i])
-    if not judged:
-        return kept, []
-    get = judged.get
-    lines, docs = probe[i]
-    stop = pos + kept
-    hits = [
-        (line - pos + 1, grade)
-        for line, doc in zip(lines, docs, strict=True)
-        if line < stop and (grade := get(doc, -1)) >= 0
-    ]
-    return kept, hits
+def _ranked(groups: Groups, pos: int, end: int, ordered: bool, max_docs: int | None) -> list[bytes]:
+    """Lines ``pos:end`` of a chunk (one whole topic) in trec_eval's order, cut at -M."""
+    part = None if ordered else groups.scores[pos:end].tolist()
+    return _order(groups.docnos(pos, end), part, max_docs)
 
 
 def _finish(qid: bytes, bucket: _Bucket, max_docs: int | None) -> tuple[bytes, list[bytes]]:
