@@ -1,11 +1,12 @@
 """The ``http`` target: any HTTP/JSON store, described by request templates.
 
 Config (:mod:`benchd.targets.http_config`) says how a search, a seed batch,
-an export page and a delete look; this adapter does the rest the way the
-``zengram`` adapter does: seeding in bounded concurrent batches, paged
-export to verify the seed, prove ownership (a sentinel record written on the
-first seed) and map store-assigned ids back to fixture ids by content,
-deletes restricted to what benchd seeded, and errors that name the endpoint.
+an export page and a delete look; this adapter renders those requests and
+reads their answers, and :class:`~benchd.targets.seeding.SeededStore` seeds
+the way it does for ``zengram``: bounded concurrent batches, paged export to
+verify the seed, prove ownership (a sentinel record written on the first
+seed) and map store-assigned ids back to fixture ids by content, deletes
+restricted to what benchd seeded, and errors that name the endpoint.
 The search halves are sans-I/O (:class:`~benchd.targets.base.HttpSearch`),
 so the load engine sends searches over its own pool.
 """
@@ -13,18 +14,16 @@ so the load engine sends searches over its own pool.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 import httpx
 
-from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.result import SeedReport, TargetInfo
+from benchd.errors import TargetProtocolError
+from benchd.result import TargetInfo
 from benchd.secrets import Secret
-from benchd.targets.base import Progress, SearchQuery
+from benchd.targets.base import SearchQuery
 from benchd.targets.http_config import Endpoint, HttpConfig
 from benchd.targets.http_records import (
     Listing,
@@ -38,12 +37,8 @@ from benchd.targets.http_records import (
     sentinel_id,
     sentinel_memory,
 )
-from benchd.targets.http_util import (
-    decode_json,
-    open_clients,
-    raise_for_status,
-    run_bounded,
-)
+from benchd.targets.http_util import decode_json, raise_for_status
+from benchd.targets.seeding import Counts, SeededStore, SeedPlan
 from benchd.targets.templating import MISSING, as_text, lookup, parse_path, render, render_text
 
 __all__ = ["KIND", "HttpConfig", "HttpTarget"]
@@ -78,7 +73,7 @@ def _quote(value: str) -> str:
     return quote(value, safe="")
 
 
-class HttpTarget:
+class HttpTarget(SeededStore[Mapping[str, str]]):
     """A :class:`~benchd.targets.base.Target` for any store the templates describe."""
 
     kind = KIND
@@ -86,10 +81,8 @@ class HttpTarget:
     def __init__(self, config: HttpConfig, secret: Secret | None) -> None:
         self.config = config
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
-        self._base, self._client, self._http = open_clients(config, auth)
+        super().__init__(config, auth)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
-        self._server_ids: dict[str, str] = {}  # fixture id -> server id
-        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
         self._sentinels = {sentinel_id(config.namespace)}  # server ids to hide from rankings
 
     def _what(self, template: Endpoint | None) -> str:
@@ -125,66 +118,12 @@ class HttpTarget:
                 version = as_text(lookup(parse_path(health.version), data))
         return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
 
-    async def seed(
-        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
-    ) -> SeedReport:
-        started = time.monotonic()
-        retries_before = self._http.retries
-        owned = self.config.export is not None and self.config.seed is not None
-        existing = await self.export_namespace() if self.config.export is not None else {}
-        adopted = self._check_ownership(existing) if owned else False
-        if owned and not self._has_sentinel(existing):
-            await self._write_sentinel()
-        if self.config.cleanup == "before":
-            await self._delete_seeded(existing, memories)
-        counts = (0, 0, 0)
-        if self.config.seed is not None:
-            counts = await self._seed_all(memories, progress)
-        verified, missing = len(memories), tuple[str, ...]()
-        if self.config.export is not None and self.config.verify:
-            verified, missing = await self._verify(memories)
-        kept = [m for m in memories if str(m["id"]) not in missing]  # a lost one never shows
-        searchable = await self._time_to_searchable(kept)
-        return SeedReport(
-            requested=len(memories),
-            imported=counts[0],
-            skipped=counts[1],
-            errors=counts[2],
-            verified=verified,
-            missing=missing,
-            retries=self._http.retries - retries_before,
-            duration_s=time.monotonic() - started,
-            searchable_after_s=searchable,
-            adopted=adopted,
-        )
-
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         response = await self._call(self.config.search, self._search_values(query))
         ranked = self.parse_search_response(
             response.status_code, response.headers, response.content, what=self._search_what
         )
         return ranked[: query.limit]
-
-    async def cleanup(self, ids: Sequence[str]) -> int:
-        """Delete these fixture ids (mapped to server ids); only ids benchd seeded."""
-        delete = self.config.delete
-        if delete is None:
-            return 0
-        targets = [self._server_ids.get(i, i) for i in ids]
-        deleted = 0
-
-        async def one(server_id: str) -> None:
-            nonlocal deleted
-            values = {"id": server_id, "namespace": self.config.namespace}
-            response = await self._call(delete, values, allow=delete.gone)
-            if response.status_code not in delete.gone:
-                deleted += 1
-
-        await run_bounded(targets, one, limit=delete.concurrency)
-        return deleted
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
@@ -223,7 +162,23 @@ class HttpTarget:
         ids = ids_at(self.config.search.ids, data, what)
         return tuple(self._fixture_ids.get(i, i) for i in ids if i not in self._sentinels)
 
-    # -- seeding ------------------------------------------------------------------
+    # -- seeding hooks (the flow is SeededStore's) ----------------------------------
+
+    def _plan(self) -> SeedPlan:
+        c = self.config
+        return SeedPlan(
+            namespace=c.namespace,
+            cleanup=c.cleanup,
+            adopt_namespace=c.adopt_namespace,
+            # without [probe.target.seed] / [probe.target.delete] these limits go unused
+            batch_size=c.seed.batch_size if c.seed is not None else 1,
+            concurrency=c.seed.concurrency if c.seed is not None else 1,
+            delete_concurrency=c.delete.concurrency if c.delete is not None else 1,
+            exports=c.export is not None,
+            writes=c.seed is not None,
+            deletes=c.delete is not None,
+            verifies=c.verify,
+        )
 
     def _record(self, memory: Mapping[str, Any]) -> Any:
         seed = self.config.seed
@@ -253,35 +208,14 @@ class HttpTarget:
         return False
 
     async def _write_sentinel(self) -> None:
-        counts = await self._seed_batch([sentinel_memory(self.config.namespace)])
+        counts = await self._import_batch([sentinel_memory(self.config.namespace)])
         if counts[2]:
             raise TargetProtocolError(
                 f"{self._what(self.config.seed)}: the store rejected benchd's sentinel record; "
                 "check [probe.target.seed] against the store's API"
             )
 
-    async def _seed_all(
-        self, memories: Sequence[Mapping[str, Any]], progress: Progress | None
-    ) -> tuple[int, int, int]:
-        seed = self.config.seed
-        assert seed is not None
-        size = seed.batch_size
-        batches = [memories[i : i + size] for i in range(0, len(memories), size)]
-        totals = [0, 0, 0]
-        done = 0
-
-        async def one(batch: Sequence[Mapping[str, Any]]) -> None:
-            nonlocal done
-            for i, n in enumerate(await self._seed_batch(batch)):
-                totals[i] += n
-            done += len(batch)
-            if progress is not None:
-                progress(done, len(memories))
-
-        await run_bounded(batches, one, limit=seed.concurrency)
-        return totals[0], totals[1], totals[2]
-
-    async def _seed_batch(self, batch: Sequence[Mapping[str, Any]]) -> tuple[int, int, int]:
+    async def _import_batch(self, batch: Sequence[Any]) -> Counts:
         """Send one batch; the store's counts if the config names them, else all imported."""
         seed = self.config.seed
         assert seed is not None
@@ -299,23 +233,27 @@ class HttpTarget:
             counts[0] = len(batch) - counts[1] - counts[2]
         return counts[0], counts[1], counts[2]
 
-    async def _delete_seeded(
+    def _earlier_copies(
         self, existing: Listing, memories: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Delete earlier copies of the corpus (same id, or same content) so it is re-written."""
+    ) -> list[str]:
+        """Earlier copies of the corpus (same id, or same content), never a sentinel."""
         ids = {str(m["id"]) for m in memories}
         digests = {digest(content_of(m)) for m in memories}
-        ours = [
+        return [
             sid
             for sid, rec in existing.items()
             if sid not in self._sentinels
             and (sid in ids or rec.get("fid") in ids or rec.get("digest") in digests)
         ]
-        self._server_ids.clear()
-        self._fixture_ids.clear()
-        await self.cleanup(ours)
 
-    # -- export, ownership, verification ----------------------------------------
+    async def _delete_one(self, server_id: str) -> bool:
+        delete = self.config.delete
+        assert delete is not None
+        values = {"id": server_id, "namespace": self.config.namespace}
+        response = await self._call(delete, values, allow=delete.gone)
+        return response.status_code not in delete.gone
+
+    # -- export, verification ------------------------------------------------------
 
     async def export_namespace(self) -> dict[str, dict[str, str]]:
         """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known."""
@@ -349,39 +287,20 @@ class HttpTarget:
             "check export.has_more / export.total, or raise max_pages"
         )
 
-    def _check_ownership(self, existing: Listing) -> bool:
-        ns = self.config.namespace
-        if not existing or self._has_sentinel(existing):
-            return False
-        if self.config.adopt_namespace:
-            return True
-        raise OwnershipError(
-            f"namespace {ns!r} at {self._base} already holds {len(existing)} record(s) benchd "
-            "did not write (no benchd sentinel); choose an unused namespace, or set "
-            "adopt_namespace = true (benchd once/run --adopt-namespace) if it is yours"
-        )
-
-    async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is listed; map store-assigned ids back (fixture id, content)."""
-        existing = await self.export_namespace()
+    def _map_ids(
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Map store-assigned ids back to fixture ids (same id, fixture-id column, content)."""
         self._has_sentinel(existing)  # learn a store-assigned sentinel id
-        mapping, missing = map_fixture_ids(existing, memories, self._sentinels)
-        self._server_ids = mapping
-        self._fixture_ids = {sid: fid for fid, sid in mapping.items()}
-        return len(memories) - len(missing), tuple(missing)
+        return map_fixture_ids(existing, memories, self._sentinels)
 
-    async def _time_to_searchable(self, memories: Sequence[Mapping[str, Any]]) -> float | None:
-        """Seconds until the last memory is found by its own text (bounded polling)."""
-        if not memories or self.config.seed is None or self.config.searchable_timeout_s <= 0:
+    async def _searchable_after(
+        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
+    ) -> float | None:
+        """Poll for the last memory that verified (a lost one never shows); None if unset."""
+        kept = [m for m in memories if str(m["id"]) not in missing]
+        timeout_s = self.config.searchable_timeout_s
+        if not kept or self.config.seed is None or timeout_s <= 0:
             return None
-        probe = memories[-1]
-        query = SearchQuery(q=content_of(probe)[:200], limit=self.config.search.max_k or 100)
-        started = time.monotonic()
-        delay = 0.02
-        with anyio.move_on_after(self.config.searchable_timeout_s):
-            while True:
-                if str(probe["id"]) in await self.search(query):
-                    return time.monotonic() - started
-                await anyio.sleep(delay)  # polling an external system, not synchronising
-                delay = min(delay * 2, 0.5)
-        return None
+        limit = self.config.search.max_k or 100
+        return await self._time_to_searchable(kept[-1], limit=limit, timeout_s=timeout_s)

@@ -8,13 +8,13 @@ the configured path when an answer does not fit.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchd.errors import TargetProtocolError
 from benchd.targets.http_config import ExportTemplate
+from benchd.targets.seeding import content_of, digest, sentinel_id  # re-exported
 from benchd.targets.templating import PathError, as_text, extract, parse_path
 
 __all__ = [
@@ -34,11 +34,6 @@ Listing = Mapping[str, Mapping[str, str]]
 """An export: server id -> {"fid": fixture id, "digest": sha256 of content} (each optional)."""
 
 
-def sentinel_id(namespace: str) -> str:
-    """The id of the record that marks a namespace as benchd's (same as ``zengram``)."""
-    return f"benchd-sentinel-{namespace}"
-
-
 def sentinel_memory(namespace: str) -> dict[str, Any]:
     """The sentinel as a fixture-shaped memory (rendered through the seed templates)."""
     return {
@@ -48,15 +43,6 @@ def sentinel_memory(namespace: str) -> dict[str, Any]:
         "importance": "low",
         "content": f"benchd sentinel: client_id {namespace} is reserved for benchd's probe corpus",
     }
-
-
-def content_of(record: Mapping[str, Any]) -> str:
-    """A fixture memory's text (``content``, or ``text`` as the import format allows)."""
-    return str(record.get("content") or record.get("text") or "")
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _at(path: str, data: Any, what: str, role: str) -> Any:

@@ -11,31 +11,27 @@ with a sentinel record on first seed.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import anyio
 import httpx
 
-from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.result import SeedReport, TargetInfo
+from benchd.errors import TargetProtocolError
+from benchd.result import TargetInfo
 from benchd.schema import check
 from benchd.secrets import Secret
-from benchd.targets.base import Progress, SearchQuery
+from benchd.targets.base import SearchQuery
 from benchd.targets.http_util import (
     DEFAULT_MAX_RESPONSE_BYTES,
     decode_json,
     http_url_problem,
-    open_clients,
     positive_problem,
     raise_for_status,
-    run_bounded,
 )
+from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest, sentinel_id
 
 __all__ = ["KIND", "ZengramConfig", "ZengramTarget", "sentinel_id"]
 
@@ -83,19 +79,7 @@ class ZengramConfig:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def sentinel_id(namespace: str) -> str:
-    return f"benchd-sentinel-{namespace}"
-
-
-def _content_of(record: Mapping[str, Any]) -> str:
-    return str(record.get("content") or record.get("text") or "")
-
-
-def _content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class ZengramTarget:
+class ZengramTarget(SeededStore[Mapping[str, Any]]):
     """A :class:`~benchd.targets.base.Target` for Zengram-compatible stores."""
 
     kind = KIND
@@ -103,9 +87,7 @@ class ZengramTarget:
     def __init__(self, config: ZengramConfig, secret: Secret | None) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        self._base, self._client, self._http = open_clients(self.config, auth)
-        self._server_ids: dict[str, str] = {}  # fixture id -> server id
-        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
+        super().__init__(config, auth)
 
     # -- protocol ---------------------------------------------------------------
 
@@ -120,36 +102,6 @@ class ZengramTarget:
             version = str(body.get("version") or "")
         return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
 
-    async def seed(
-        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
-    ) -> SeedReport:
-        started = time.monotonic()
-        retries_before = self._http.retries
-        existing = await self.export_namespace()
-        adopted = self._check_ownership(existing, memories)
-        if sentinel_id(self.config.namespace) not in existing:
-            await self._write_sentinel()
-        if self.config.cleanup == "before":
-            await self._delete_seeded(existing, memories)
-        records = [self._prepare(m) for m in memories]
-        imported, skipped, errors = await self._import_all(records, progress)
-        verified, missing = len(records), tuple[str, ...]()
-        if self.config.verify or not self.config.keep_ids:
-            verified, missing = await self._verify(memories)
-        searchable = await self._time_to_searchable(memories) if memories else 0.0
-        return SeedReport(
-            requested=len(records),
-            imported=imported,
-            skipped=skipped,
-            errors=errors,
-            verified=verified,
-            missing=missing,
-            retries=self._http.retries - retries_before,
-            duration_s=time.monotonic() - started,
-            searchable_after_s=searchable,
-            adopted=adopted,
-        )
-
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         request = self.build_search_request(query)
         what = f"GET {self._base}/memory/search"
@@ -157,25 +109,6 @@ class ZengramTarget:
         return self.parse_search_response(
             response.status_code, response.headers, response.content, what=what
         )
-
-    async def cleanup(self, ids: Sequence[str]) -> int:
-        """Soft-delete these fixture ids (only ever ids benchd seeded) in the namespace."""
-        targets = [self._server_ids.get(i, i) for i in ids]
-        deleted = 0
-
-        async def one(server_id: str) -> None:
-            nonlocal deleted
-            response = await self._http.request_allowing(
-                "DELETE", f"/memory/{server_id}", allow=(404,)
-            )
-            if response.status_code != 404:
-                deleted += 1
-
-        await run_bounded(targets, one, limit=self.config.seed_concurrency)
-        return deleted
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
@@ -222,7 +155,20 @@ class ZengramTarget:
                 ranked.append(self._fixture_ids.get(server_id, server_id))
         return tuple(ranked)
 
-    # -- seeding ------------------------------------------------------------------
+    # -- seeding hooks (the flow is SeededStore's) ----------------------------------
+
+    def _plan(self) -> SeedPlan:
+        c = self.config
+        return SeedPlan(
+            namespace=c.namespace,
+            cleanup=c.cleanup,
+            adopt_namespace=c.adopt_namespace,
+            batch_size=c.seed_batch,
+            concurrency=c.seed_concurrency,
+            delete_concurrency=c.seed_concurrency,
+            verifies=c.verify or not c.keep_ids,  # store-assigned ids need the map
+            namespace_label="namespace (client_id)",
+        )
 
     def _prepare(self, memory: Mapping[str, Any]) -> dict[str, Any]:
         record = dict(memory)
@@ -244,54 +190,37 @@ class ZengramTarget:
             "content": f"benchd sentinel: client_id {ns} is reserved for benchd's probe corpus",
         }
 
-    async def _delete_seeded(
+    def _has_sentinel(self, existing: Mapping[str, Mapping[str, Any]]) -> bool:
+        return sentinel_id(self.config.namespace) in existing
+
+    def _earlier_copies(
         self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Soft-delete our earlier copies so the import re-embeds them (explicit re-seed)."""
-        hashes = {_content_hash(_content_of(m)) for m in memories}
+    ) -> list[str]:
+        """Our earlier copies, soft-deleted so the import re-embeds them (explicit re-seed)."""
+        hashes = {digest(content_of(m)) for m in memories}
         ids = {str(m["id"]) for m in memories}
-        ours = [
+        return [
             sid
             for sid, rec in existing.items()
-            if sid in ids
-            or (not self.config.keep_ids and _content_hash(_content_of(rec)) in hashes)
+            if sid in ids or (not self.config.keep_ids and digest(content_of(rec)) in hashes)
         ]
-        self._server_ids.clear()
-        self._fixture_ids.clear()
-        await self.cleanup(ours)
+
+    async def _delete_one(self, server_id: str) -> bool:
+        response = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
+        return response.status_code != 404
 
     async def _write_sentinel(self) -> None:
-        imported, skipped, _ = await self._import([self._sentinel_record()])
+        imported, skipped, _ = await self._import_batch([self._sentinel_record()])
         if imported + skipped == 0:
             raise TargetProtocolError(
                 f"POST {self._base}/export/import: the store rejected benchd's sentinel record; "
                 "is this a Zengram-compatible API?"
             )
 
-    async def _import_all(
-        self, records: list[dict[str, Any]], progress: Progress | None
-    ) -> tuple[int, int, int]:
-        size = self.config.seed_batch
-        chunks = [records[i : i + size] for i in range(0, len(records), size)]
-        totals = [0, 0, 0]
-        done = 0
-
-        async def one(chunk: list[dict[str, Any]]) -> None:
-            nonlocal done
-            counts = await self._import(chunk)
-            for i, n in enumerate(counts):
-                totals[i] += n
-            done += len(chunk)
-            if progress is not None:
-                progress(done, len(records))
-
-        await run_bounded(chunks, one, limit=self.config.seed_concurrency)
-        return totals[0], totals[1], totals[2]
-
-    async def _import(self, chunk: list[dict[str, Any]]) -> tuple[int, int, int]:
+    async def _import_batch(self, batch: Sequence[Any]) -> Counts:
         what = f"POST {self._base}/export/import"
         response = await self._http.request(
-            "POST", "/export/import", json={"data": chunk, "operator_approved": True}
+            "POST", "/export/import", json={"data": list(batch), "operator_approved": True}
         )
         body = decode_json(response, what)
         try:
@@ -327,48 +256,28 @@ class ZengramTarget:
                 )
             seen.update(ids)
 
-    def _check_ownership(
+    def _map_ids(
         self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
-    ) -> bool:
-        ns = self.config.namespace
-        if not existing or sentinel_id(ns) in existing:
-            return False
-        if self.config.adopt_namespace:
-            return True
-        raise OwnershipError(
-            f"namespace (client_id) {ns!r} at {self._base} already holds {len(existing)} "
-            "record(s) benchd did not write (no benchd sentinel); choose an unused namespace, "
-            "or set adopt_namespace = true (benchd once/run --adopt-namespace) if it is yours"
-        )
-
-    async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is present; build the id map by content if needed."""
-        existing = await self.export_namespace()
-        by_hash = {_content_hash(_content_of(r)): sid for sid, r in existing.items()}
-        self._server_ids.clear()
-        self._fixture_ids.clear()
+    ) -> tuple[dict[str, str], list[str]]:
+        """Same id if listed, else the record with the same content."""
+        by_hash = {digest(content_of(r)): sid for sid, r in existing.items()}
+        mapping: dict[str, str] = {}
         missing: list[str] = []
         for memory in memories:
             fid = str(memory["id"])
-            sid = fid if fid in existing else by_hash.get(_content_hash(_content_of(memory)))
+            sid = fid if fid in existing else by_hash.get(digest(content_of(memory)))
             if sid is None:
                 missing.append(fid)
-                continue
-            if sid != fid:
-                self._server_ids[fid] = sid
-                self._fixture_ids[sid] = fid
-        return len(memories) - len(missing), tuple(missing)
+            elif sid != fid:
+                mapping[fid] = sid
+        return mapping, missing
 
-    async def _time_to_searchable(self, memories: Sequence[Mapping[str, Any]]) -> float | None:
-        """Seconds until the last seeded memory is found by its own text (bounded polling)."""
-        probe = memories[-1]
-        query = SearchQuery(q=_content_of(probe)[:200], limit=SEARCH_CAP)
-        started = time.monotonic()
-        delay = 0.02
-        with anyio.move_on_after(self.config.searchable_timeout_s):
-            while True:
-                if str(probe["id"]) in await self.search(query):
-                    return time.monotonic() - started
-                await anyio.sleep(delay)  # polling an external system, not synchronising
-                delay = min(delay * 2, 0.5)
-        return None
+    async def _searchable_after(
+        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
+    ) -> float | None:
+        """Poll for the last memory; 0.0 for an empty corpus."""
+        if not memories:
+            return 0.0
+        return await self._time_to_searchable(
+            memories[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
+        )
