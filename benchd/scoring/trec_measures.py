@@ -194,13 +194,24 @@ _IDEAL_CACHE: dict[tuple[int, ...], list[float]] = {}
 
 
 def _ndcg_cut(t: Topic, p: tuple[float, ...], lvl: int) -> list[float]:
-    cuts = [int(k) for k in p]
-    dcgs = _dcg_prefix_at(t.hits, cuts)
+    """nDCG at each ascending cut; DCG summed in rank order, as _dcg_prefix_at does."""
+    hits = t.hits
+    disc = dcg_discounts(hits[-1][0] if hits else 0)
     ideal = _ideal(t.judged)
+    top = len(ideal) - 1
     out = []
-    for k, dcg in zip(cuts, dcgs, strict=True):
-        idcg = ideal[min(k, len(ideal) - 1)]
-        out.append(dcg / idcg if idcg > 0.0 else dcg)
+    total, idx, end = 0.0, 0, len(hits)
+    for k in p:
+        cut = int(k)
+        while idx < end:
+            rank, grade = hits[idx]
+            if rank > cut:
+                break
+            if grade > 0:
+                total += grade / disc[rank - 1]
+            idx += 1
+        idcg = ideal[cut if cut < top else top]
+        out.append(total / idcg if idcg > 0.0 else total)
     return out
 
 
