@@ -58,7 +58,7 @@ PHASES: list[list[str] | None] = [
     ["malformed=0.3@search+export"],
     ["latency=uniform:1ms..4ms", "degraded=0.3@search"],
     ["slow_body=30ms@search"],
-    ["stall=every:1s,for:0.4s@search"],
+    ["stall=every:1.5s,for:0.8s@search"],
     None,
     ["error_rate=0.1", "rate_limit=0.1", "malformed=0.1@search"],
 ]
@@ -134,11 +134,11 @@ def probe_config(url: str, fixture: Path) -> ProbeConfig:
     settings = ZengramConfig(
         url=url,
         namespace="benchd-soak",
-        timeout_s=0.25,  # searches take milliseconds; a stall of 0.4 s is a timeout
+        timeout_s=0.25,  # searches take milliseconds; a 0.8 s stall outlasts a retry
         max_retries=1,
         backoff_s=0.01,
         max_retry_after_s=0.01,
-        searchable_timeout_s=0.5,
+        searchable_timeout_s=1.0,
     )
     target = TargetConfig(kind="zengram", settings=settings, secret=Secret(KEY, "env:soak"))
     return ProbeConfig(name="soak", fixture=fixture, target=target, k=(1, 3), timeout_s=3.0)
