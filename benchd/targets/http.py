@@ -13,7 +13,6 @@ so the load engine sends searches over its own pool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -37,7 +36,7 @@ from benchd.targets.http_records import (
     sentinel_id,
     sentinel_memory,
 )
-from benchd.targets.http_util import decode_json, raise_for_status
+from benchd.targets.http_util import decode_answer, decode_json, raise_for_status
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan
 from benchd.targets.templating import MISSING, as_text, lookup, parse_path, render, render_text
 
@@ -155,10 +154,7 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         if status >= 300:
             ascii_headers = {k: v for k, v in headers.items() if k.isascii() and v.isascii()}
             raise_for_status(httpx.Response(status, headers=ascii_headers, content=body), what)
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
+        data = decode_answer(body, what)
         ids = ids_at(self.config.search.ids, data, what)
         return tuple(self._fixture_ids.get(i, i) for i in ids if i not in self._sentinels)
 

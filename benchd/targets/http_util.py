@@ -35,6 +35,7 @@ __all__ = [
     "Clients",
     "RetryPolicy",
     "RetryingClient",
+    "decode_answer",
     "decode_json",
     "http_url_problem",
     "open_clients",
@@ -91,6 +92,14 @@ def decode_json(response: httpx.Response, what: str) -> Any:
             f"{what}: HTTP {response.status_code} with a body that is not JSON "
             f"({len(response.content)} bytes)"
         ) from None
+
+
+def decode_answer(body: bytes, what: str) -> Any:
+    """A 2xx answer's raw body as JSON (the load engine's searches come as bytes)."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
 
 
 def _error_detail(response: httpx.Response) -> str:

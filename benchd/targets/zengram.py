@@ -11,7 +11,6 @@ with a sentinel record on first seed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from benchd.secrets import Secret
 from benchd.targets.base import SearchQuery
 from benchd.targets.http_util import (
     DEFAULT_MAX_RESPONSE_BYTES,
+    decode_answer,
     decode_json,
     http_url_problem,
     positive_problem,
@@ -133,10 +133,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             retry = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
             kept = {} if retry is None else {b"retry-after": retry.encode("utf-8", "replace")}
             raise_for_status(httpx.Response(status, headers=kept, content=body), what)
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
+        data = decode_answer(body, what)
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             raise TargetProtocolError(f"{what}: answer has no 'results' array")
