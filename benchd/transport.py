@@ -21,6 +21,7 @@ Failures are translated here, once, into benchd errors::
     401 / 403                                -> TargetAuthError     (kind "auth")
     any other status >= 400                  -> TargetHTTPError     (http_4xx|http_429|http_5xx)
     malformed HTTP, or parse() rejects body  -> TargetProtocolError (kind "decode")
+    a body (decoded) past max_response_bytes -> TargetProtocolError (kind "decode")
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.load import Fire
+from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
 
 __all__ = ["Answer", "Build", "Parse", "RequestSpec", "make_http_fire", "retry_after_s"]
 
@@ -92,10 +94,16 @@ class RequestSpec:
         return cls((url.scheme, url.host, port), request.method, wire, where)
 
 
+class _TooLarge(Exception):
+    """An answer bigger than the cap; the connection is dropped at once."""
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection carrying one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+        self._max_bytes = max_bytes
+        self._size = 0
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Answer] | None = None
@@ -136,6 +144,11 @@ class _Connection(asyncio.Protocol):
         self._headers_done = True
 
     def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self._max_bytes:
+            self._fail(_TooLarge(f"more than {self._max_bytes} bytes"))
+            self.close()
+            return
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -169,6 +182,7 @@ class _Connection(asyncio.Protocol):
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
         self._headers, self._body, self.received, self._headers_done = {}, [], False, False
+        self._size = 0
         timer = loop.call_later(timeout_s, self._fail, TimeoutError())
         self._transport.write(wire)
         try:
@@ -180,8 +194,15 @@ class _Connection(asyncio.Protocol):
 class _Pool:
     """Idle keep-alive connections to one origin; at most ``limit`` kept."""
 
-    def __init__(self, origin: tuple[str, str, int], limit: int, context: ssl.SSLContext) -> None:
+    def __init__(
+        self,
+        origin: tuple[str, str, int],
+        limit: int,
+        context: ssl.SSLContext,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         scheme, self.host, self.port = origin
+        self.max_bytes = max_bytes
         self.ssl = context if scheme == "https" else None
         self.limit = limit
         self.idle: deque[_Connection] = deque()
@@ -189,7 +210,9 @@ class _Pool:
     async def _connect(self, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
-            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self.ssl)
+            _, conn = await loop.create_connection(
+                lambda: _Connection(self.max_bytes), self.host, self.port, ssl=self.ssl
+            )
         return conn
 
     async def send(self, spec: RequestSpec, timeout_s: float) -> Answer:
@@ -245,6 +268,8 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
         raise TargetTimeout(f"{spec.where}: no answer within {timeout_s:g} s") from None
     except httptools.HttpParserError as exc:
         raise TargetProtocolError(f"{spec.where}: malformed HTTP response ({exc})") from None
+    except _TooLarge as exc:
+        raise _too_large(spec, str(exc), pool.max_bytes) from None
     except ssl.SSLError as exc:
         raise TargetUnreachable(f"{spec.where}: TLS failed ({exc.reason})") from None
     except OSError as exc:  # ConnectionError, refused, DNS (socket.gaierror)
@@ -252,16 +277,26 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
         raise TargetUnreachable(f"{spec.where}: cannot connect ({reason})") from None
 
 
-def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: bytes) -> bytes:
+def _too_large(spec: RequestSpec, size: str, limit: int) -> TargetProtocolError:
+    return TargetProtocolError(
+        f"{spec.where}: answer of {size} exceeds max_response_bytes = {limit}"
+    )
+
+
+def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: bytes, limit: int) -> bytes:
     coding = headers.get("content-encoding", "identity").strip().lower()
     if coding in ("identity", ""):
         return body
     if coding not in ("gzip", "deflate"):
         raise TargetProtocolError(f"{spec.where}: unsupported content-encoding {coding!r}")
+    inflate = zlib.decompressobj(wbits=47)  # 47: gzip or zlib, detected
     try:
-        return zlib.decompress(body, wbits=47)  # 47: gzip or zlib, detected
+        out = inflate.decompress(body, limit + 1)  # bounded: a small bomb stays small
     except zlib.error as exc:
         raise TargetProtocolError(f"{spec.where}: corrupt {coding} body ({exc})") from None
+    if len(out) > limit:
+        raise _too_large(spec, f"more than {limit} bytes once inflated", limit)
+    return out
 
 
 def _status_error(spec: RequestSpec, status: int, headers: Mapping[str, str]) -> TargetError:
@@ -274,12 +309,14 @@ def _status_error(spec: RequestSpec, status: int, headers: Mapping[str, str]) ->
     return TargetHTTPError(f"{spec.where}: HTTP {status}{hint}", status, retry)
 
 
-def _interpret(parse: Parse, spec: RequestSpec, query: int, answer: Answer) -> tuple[str, ...]:
+def _interpret(
+    parse: Parse, spec: RequestSpec, query: int, answer: Answer, limit: int
+) -> tuple[str, ...]:
     status, headers, body = answer
     if status >= 400:
         raise _status_error(spec, status, headers)
     try:
-        return parse(query, status, headers, _decoded(spec, headers, body))
+        return parse(query, status, headers, _decoded(spec, headers, body, limit))
     except TargetError:
         raise
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -294,6 +331,7 @@ async def make_http_fire(
     concurrency: int,
     timeout_s: float,
     ssl_context: ssl.SSLContext | None = None,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> AsyncIterator[Fire]:
     """Yield a :data:`~benchd.load.Fire` sending ``build(i)`` and returning ``parse(...)``.
 
@@ -301,7 +339,8 @@ async def make_http_fire(
     closed when the block exits. ``timeout_s`` bounds connecting and, again,
     waiting for the answer. Requests are built once per query index and
     replayed, so ``build`` must depend on the index only. Statuses >= 400
-    raise before ``parse`` is called. Asyncio only.
+    raise before ``parse`` is called. A body past ``max_response_bytes`` (also
+    once inflated) is a decode error and its connection is dropped. Asyncio only.
     """
     specs: dict[int, RequestSpec] = {}
     pools: dict[tuple[str, str, int], _Pool] = {}
@@ -313,8 +352,9 @@ async def make_http_fire(
             spec = specs[query] = RequestSpec.from_httpx(build(query))
         pool = pools.get(spec.origin)
         if pool is None:
-            pool = pools[spec.origin] = _Pool(spec.origin, concurrency, context)
-        return _interpret(parse, spec, query, await _send(pool, spec, timeout_s))
+            pool = pools[spec.origin] = _Pool(spec.origin, concurrency, context, max_response_bytes)
+        answer = await _send(pool, spec, timeout_s)
+        return _interpret(parse, spec, query, answer, max_response_bytes)
 
     try:
         yield fire

@@ -1,22 +1,26 @@
-"""The zengram adapter bounds what it reads: size (max_response_bytes) and time (timeout_s).
+"""benchd bounds what it reads from a store: size (max_response_bytes) and time (timeout_s).
 
-A real loopback server answers with a body that never ends or is dribbled
-out; the adapter must stop with a classified, one-line error long before
+A real loopback server answers with a body that is huge, inflates into a
+huge one, or is dribbled out; the zengram adapter and the load pass's sender
+must stop with a classified, one-line error long before
 memory or the cycle budget run out.
 """
 
 from __future__ import annotations
 
+import gzip
 import time
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.refstore.server import serve_app
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.transport import make_http_fire
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +84,33 @@ async def test_a_dribbled_body_is_cut_off_by_the_request_deadline() -> None:
 
 async def test_the_default_cap_is_32_mib() -> None:
     assert ZengramConfig(url="http://127.0.0.1:1").max_response_bytes == 32 * 1024 * 1024
+
+
+BOMB = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB inflated, ~64 KiB on the wire
+
+
+async def gzip_bomb(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    headers = [(b"content-encoding", b"gzip"), (b"content-length", str(len(BOMB)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": BOMB})
+
+
+@pytest.mark.parametrize("app", [endless, gzip_bomb], ids=["chunked", "gzip-bomb"])
+async def test_the_load_pass_sender_bounds_bodies_too(app: Any) -> None:
+    async with serve_app(app) as url:
+        target = ZengramTarget(ZengramConfig(url=url), None)
+
+        def build(i: int) -> httpx.Request:
+            return target.build_search_request(SearchQuery(q="anything", limit=5))
+
+        def parse(i: int, status: int, headers: Any, body: bytes) -> tuple[str, ...]:
+            return target.parse_search_response(status, headers, body)
+
+        try:
+            async with make_http_fire(
+                build, parse, concurrency=1, timeout_s=10, max_response_bytes=1 << 20
+            ) as fire:
+                with pytest.raises(TargetProtocolError, match="max_response_bytes = 1048576"):
+                    await fire(0)
+        finally:
+            await target.aclose()
