@@ -166,7 +166,10 @@ def parse_config(data: dict[str, Any], *, file: str, base: Path) -> Config:
     for name in {n for n in names if names.count(n) > 1}:
         raise ConfigError(f"{file}: probe name {name!r} is used twice; probe names must be unique")
     parse_listen(table.server.listen, f"{file}: server.listen")
-    return Config(path=file, server=table.server, probes=probes)
+    server = table.server
+    if server.web_config:
+        server = dataclasses.replace(server, web_config=str(_resolve(server.web_config, base)))
+    return Config(path=file, server=server, probes=probes)
 
 
 def with_adopted_namespaces(config: Config) -> Config:

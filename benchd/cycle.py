@@ -29,6 +29,7 @@ from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_cis
 from benchd.targets.base import HttpSearch, Progress, SearchQuery, Target
+from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
 from benchd.transport import make_http_fire
 
 __all__ = ["CycleFailure", "make_fire", "run_cycle", "score_queries"]
@@ -140,8 +141,13 @@ async def _load_run(target: Target, probe: ProbeConfig, fixture: Fixture) -> Loa
     def parse(i: int, status: int, headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
         return http.parse_search_response(status, headers, body)
 
+    cap = getattr(probe.target.settings, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
     async with make_http_fire(
-        build, parse, concurrency=probe.load.concurrency, timeout_s=probe.load.request_timeout_s
+        build,
+        parse,
+        concurrency=probe.load.concurrency,
+        timeout_s=probe.load.request_timeout_s,
+        max_response_bytes=cap,
     ) as fire:
         return await run_load(fire, n, probe.load)
 

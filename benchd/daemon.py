@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from benchd.config import Config, ProbeConfig, load_config, parse_listen
+from benchd.config import (
+    Config,
+    ProbeConfig,
+    load_config,
+    parse_listen,
+    with_adopted_namespaces,
+)
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.probe import ProbeRunner
@@ -46,6 +52,7 @@ class Daemon:
     config_path: str | None = None
     listen: str | None = None
     grace_s: float = 10.0
+    adopt_namespaces: bool = False  # --adopt-namespace, re-applied on every reload
     book: ResultBook = field(init=False)
     started: anyio.Event = field(default_factory=anyio.Event)
     url: str = ""
@@ -129,6 +136,8 @@ class Daemon:
                 return False
             try:
                 new = load_config(self.config_path)
+                if self.adopt_namespaces:
+                    new = with_adopted_namespaces(new)
                 changed = [p for p in new.probes if self._changed(p)]
                 runners = self._prepare(changed)
             except BenchdError as exc:

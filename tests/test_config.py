@@ -129,3 +129,10 @@ def test_parse_listen_accepts_ipv6_and_rejects_garbage() -> None:
     assert parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)
     with pytest.raises(ConfigError):
         parse_listen("localhost")
+
+
+def test_web_config_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'listen = "127.0.0.1:9999"', 'listen = "127.0.0.1:9999"\nweb_config = "web.toml"'
+    )
+    assert load_config(write(tmp_path, text)).server.web_config == str(tmp_path / "web.toml")

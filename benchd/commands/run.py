@@ -56,7 +56,13 @@ async def _handle(args: argparse.Namespace) -> int:
         if args.adopt_namespace:
             config = with_adopted_namespaces(config)
         configure_logging(config.server.log_level, json=json_logs)
-        await Daemon(config, config_path=args.config, listen=args.listen).run()
+        daemon = Daemon(
+            config,
+            config_path=args.config,
+            listen=args.listen,
+            adopt_namespaces=args.adopt_namespace,
+        )
+        await daemon.run()
         return EXIT_OK
     from benchd.embedded import embedded_default
 
