@@ -1,4 +1,4 @@
-"""Splitting a chunk of plain run lines into columns with numpy, without a token per field.
+"""Splitting a chunk of plain run (or qrels) lines into columns with numpy.
 
 A run line ``qid Q0 docno rank score tag`` becomes six Python objects when
 split with ``bytes.split``, and a float when its score is parsed; building a
@@ -7,12 +7,14 @@ of ``benchd score``'s time. Here a chunk of whole lines is read as a byte
 array: the separators are located at once, scores are parsed column-wise,
 qids are compared eight bytes at a time, and docnos are hashed column-wise.
 A topic's docnos never become Python objects unless they may be judged.
+Qrels chunks (``split_qrels_chunk``) are split the same way.
 
-The fast path takes a chunk only when every line is exactly six fields
-separated by one space or tab, no line is a comment, and every score is a
-plain decimal (``-12.3456``) of at most 15 digits. Such a score is parsed as
-an exact integer divided by an exact power of ten, which IEEE division rounds
-correctly (Clinger's fast path), so the value is bit-identical to ``float()``.
+The fast path takes a chunk only when every line is exactly six fields (four
+in qrels) separated by one space or tab, no line is a comment, and every
+score is a plain decimal (``-12.3456``; a grade, a plain integer) of at most
+15 digits. Such a score is parsed as an exact integer divided by an exact
+power of ten, which IEEE division rounds correctly (Clinger's fast path), so
+the value is bit-identical to ``float()``.
 Anything else returns None and the caller parses the chunk line by line.
 Hashes only ever pre-select: every docno they pick is checked against the
 qrels exactly, and a repeated hash sends the chunk to the exact path.
