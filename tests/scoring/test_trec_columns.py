@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from benchd.errors import RunFileError
 from benchd.scoring import trec_read
 from benchd.scoring.trec import ScoreOptions, score_files
-from benchd.scoring.trec_columns import judged_lines, split_chunk
+from benchd.scoring.trec_columns import judged_lines, split_chunk, split_qrels_chunk
 from benchd.scoring.trec_measures import parse_measures
 
 _IDS = st.text("abcxyz019._-", min_size=1, max_size=20)
@@ -129,3 +129,29 @@ def test_located_topics_score_like_ranked_ones(
     monkeypatch.setattr(trec_read, "_CHUNK", 16)  # one line per chunk: nothing is located
     ranked = [score_files(qrels, run, ScoreOptions(measures, max_docs=m)) for m in (None, 2)]
     assert located == ranked
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["q1", "q2", "q10"]),
+            _IDS,
+            st.one_of(st.integers(-3, 10**6).map(str), st.sampled_from(["1.0", "+1", "x"])),
+        ),
+        min_size=1,
+    )
+)
+def test_split_qrels_chunk_matches_bytes_split_and_int(lines: list[tuple[str, str, str]]) -> None:
+    chunk = "".join(f"{q} 0 {d} {g}\n" for q, d, g in lines).encode()
+    cols = split_qrels_chunk(chunk)
+    rows = [line.split() for line in chunk.splitlines()]
+    plain = all(re.fullmatch(rb"-?[0-9]+", r[3]) for r in rows)
+    assert (cols is not None) == plain
+    if cols is None:
+        return
+    qids, starts, docs, grades = cols
+    assert docs == [r[2] for r in rows]
+    assert grades == [int(r[3]) for r in rows]
+    assert qids == [qid for qid, _ in groupby(r[0] for r in rows)]
+    assert [rows[s][0] for s in starts] == qids
