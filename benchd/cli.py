@@ -56,7 +56,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (``only``) one with just that subcommand, which imports less."""
     parser = _Parser(
         prog="benchd",
         description=(
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"benchd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         module = importlib.import_module(f"benchd.commands.{name}")
         module.register(sub)
     return parser
@@ -89,8 +90,10 @@ def _invoke(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Import only the named subcommand's module: `benchd score` need not load a web stack.
+    parser = build_parser(words[0] if words else None)
+    args = parser.parse_args(words)
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_INPUT
