@@ -56,6 +56,7 @@ __all__ = [
     "BaselineQuery",
     "baseline_from_probe_json",
     "baseline_from_result",
+    "baseline_header",
     "expected_ranks",
     "load_baseline",
     "save_baseline",
@@ -225,9 +226,9 @@ def baseline_from_probe_json(entry: Mapping[str, Any], source: str) -> Baseline:
     )
 
 
-def _to_toml(baseline: Baseline) -> dict[str, Any]:
-    head: dict[str, Any] = {
-        "format": BASELINE_FORMAT,
+def baseline_header(baseline: Baseline) -> dict[str, Any]:
+    """What the baseline describes: probe, corpus, fixture hash, model, when, which benchd."""
+    return {
         "probe": baseline.probe,
         "corpus": baseline.corpus,
         "fixture_hash": baseline.fixture_hash,
@@ -236,6 +237,10 @@ def _to_toml(baseline: Baseline) -> dict[str, Any]:
         "benchd_version": baseline.benchd_version,
         "ks": list(baseline.ks),
     }
+
+
+def _to_toml(baseline: Baseline) -> dict[str, Any]:
+    head: dict[str, Any] = {"format": BASELINE_FORMAT, **baseline_header(baseline)}
     queries = [
         {
             "id": q.id,

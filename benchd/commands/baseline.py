@@ -11,6 +11,7 @@ from typing import Any
 from benchd.baseline import (
     Baseline,
     baseline_from_result,
+    baseline_header,
     load_baseline,
     save_baseline,
     write_baseline,
@@ -115,13 +116,7 @@ async def _pin_live(config_path: str, probe: str | None) -> Baseline:
 def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
     """The whole baseline as plain JSON data (ids not returned have rank null)."""
     return {
-        "probe": baseline.probe,
-        "corpus": baseline.corpus,
-        "fixture_hash": baseline.fixture_hash,
-        "model": baseline.model,
-        "created_at": baseline.created_at,
-        "benchd_version": baseline.benchd_version,
-        "ks": list(baseline.ks),
+        **baseline_header(baseline),
         "aggregate": dict(baseline.aggregate),
         "queries": [
             {
