@@ -78,7 +78,10 @@ class Daemon:
             self.url = bound.url
             self._tg = tg
             tg.start_soon(self._signals)
-            self.book.set_probes([p.name for p in self.config.probes])
+            self.book.set_probes(
+                [p.name for p in self.config.probes],
+                {p.name: p.interval_s for p in self.config.probes},
+            )
             self.book.config_reload(True, time.time())
             for runner in self._prepare(self.config.probes):
                 await self._start(runner)
@@ -159,7 +162,7 @@ class Daemon:
         for name in list(self._probes):
             if name not in wanted or name in replaced:
                 await self._stop_probe(name, cleanup=False)
-        self.book.set_probes(sorted(wanted))
+        self.book.set_probes(sorted(wanted), {p.name: p.interval_s for p in new.probes})
         for runner in runners:
             await self._start(runner)
         self.config = new

@@ -148,6 +148,7 @@ class BookSnapshot:
     reload_successful: bool
     reload_success_at: float
     reloads: Mapping[str, int] = field(default_factory=dict)  # success / failure -> count
+    intervals: Mapping[str, float] = field(default_factory=dict)  # probe -> interval_s
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -171,6 +172,7 @@ class ResultBook:
         self._buckets = tuple(sorted(float(b) for b in buckets))
         self._lock = threading.Lock()
         self._probes: tuple[str, ...] | None = None
+        self._intervals: dict[str, float] = {}  # probe -> configured interval_s
         self._states: dict[str, ProbeState] = {}
         self._reload_ok = True
         self._reload_at = time.time() if loaded_at is None else loaded_at
@@ -180,11 +182,14 @@ class ResultBook:
     def buckets(self) -> tuple[float, ...]:
         return self._buckets
 
-    def set_probes(self, names: Iterable[str]) -> None:
-        """Declare the configured probes; state of probes no longer listed is dropped."""
+    def set_probes(
+        self, names: Iterable[str], intervals: Mapping[str, float] | None = None
+    ) -> None:
+        """Declare the configured probes (and their intervals); others' state is dropped."""
         probes = tuple(dict.fromkeys(names))
         with self._lock:
             self._probes = probes
+            self._intervals = {p: float(v) for p, v in (intervals or {}).items() if p in probes}
             for name in [n for n in self._states if n not in probes]:
                 del self._states[name]
 
@@ -221,6 +226,7 @@ class ResultBook:
                 reload_successful=self._reload_ok,
                 reload_success_at=self._reload_at,
                 reloads=dict(self._reloads),
+                intervals=dict(self._intervals),
             )
 
     def latest(self, probe: str) -> CycleResult | None:

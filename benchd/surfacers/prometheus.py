@@ -117,8 +117,20 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
         )
         for kind, count in sorted(s.cycle_errors.items()):
             errors.add_metric([s.name, kind], count)
-    yield from (up, info, errors)
+    yield from (up, info, errors, _intervals(snap))
     yield from _cycle_times(states)
+
+
+def _intervals(snap: BookSnapshot) -> Metric:
+    interval = _gauge(
+        "benchd_probe_interval_seconds",
+        "Configured interval between the probe's cycle starts.",
+        ["probe"],
+    )
+    for probe in snap.probes:
+        if probe in snap.intervals:
+            interval.add_metric([probe], snap.intervals[probe])
+    return interval
 
 
 def _config(snap: BookSnapshot) -> Iterator[Metric]:

@@ -1,0 +1,27 @@
+"""The configured probe interval is exported so alerts can count intervals."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.prometheus import build_registry
+
+
+def interval_samples(book: ResultBook) -> dict[str, float]:
+    text = generate_latest(build_registry(book)).decode()
+    return {
+        s.labels["probe"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "benchd_probe_interval_seconds"
+    }
+
+
+def test_interval_is_exported_from_startup_and_follows_reloads() -> None:
+    book = ResultBook()
+    book.set_probes(["a", "b"], {"a": 300.0, "b": 60.0})
+    assert interval_samples(book) == {"a": 300.0, "b": 60.0}
+    book.set_probes(["b"], {"b": 30.0})
+    assert interval_samples(book) == {"b": 30.0}
