@@ -202,6 +202,24 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             if sid in ids or (not self.config.keep_ids and digest(content_of(rec)) in hashes)
         ]
 
+    def _unchanged(
+        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
+    ) -> frozenset[str]:
+        """Ids stored with the same content and type: the import's dedup would skip them."""
+        if not self.config.keep_ids:
+            return frozenset()
+        same: set[str] = set()
+        for memory in memories:
+            fid = str(memory["id"])
+            stored = existing.get(fid)
+            if (
+                stored is not None
+                and content_of(stored) == content_of(memory)
+                and stored.get("type", "event") == memory.get("type", "event")
+            ):
+                same.add(fid)
+        return frozenset(same)
+
     async def _delete_one(self, server_id: str) -> bool:
         response = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
         return response.status_code != 404

@@ -12,6 +12,7 @@ import pytest
 from benchd.errors import (
     OwnershipError,
     TargetAuthError,
+    TargetHTTPError,
     TargetProtocolError,
     TargetUnreachable,
 )
@@ -208,3 +209,24 @@ async def test_cleanup_before_reimports_fresh_copies_each_cycle(store: Any) -> N
         assert sorted(ids) == sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
     finally:
         await t.aclose()
+
+
+async def test_an_unchanged_corpus_costs_no_writes_on_reseed() -> None:
+    # Two writes a minute: the sentinel and one import. A re-seed that sent
+    # anything would meet a 429 with a minute-long Retry-After.
+    config = RefStoreConfig(
+        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=2
+    )
+    async with running_refstore(config) as limited:
+        t = target(limited.url, cleanup="never", max_retries=0)
+        try:
+            await t.seed(MEMORIES)
+            again = await t.seed(MEMORIES)
+            assert (again.imported, again.skipped, again.errors) == (0, 3, 0)
+            assert again.retries == 0
+            changed = [{**MEMORIES[0], "content": "The staging database moved to port 6543."}]
+            with pytest.raises(TargetHTTPError) as err:  # a changed record is written
+                await t.seed(changed + MEMORIES[1:])
+            assert err.value.kind == "http_429"
+        finally:
+            await t.aclose()
