@@ -9,6 +9,7 @@ be counted. Scoring is delegated to the pure functions in
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_cis
-from benchd.targets.base import HttpSearch, Progress, SearchQuery, Target
+from benchd.targets.base import CountsRetries, HttpSearch, Progress, SearchQuery, Target
 from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
 from benchd.transport import make_http_fire
 
@@ -223,6 +224,7 @@ async def _run(state: _Cycle, base: Mapping[str, Any]) -> CycleResult:
     state.seed = await state.phase(
         "seed", lambda: target.seed(fixture.memories, progress=state.progress)
     )
+    retried_before = _retries(target)
     started = time.perf_counter()
     answers = await _serial_pass(target, probe, fixture)
     state.clock.timed("serial", started)
@@ -234,7 +236,14 @@ async def _run(state: _Cycle, base: Mapping[str, Any]) -> CycleResult:
         await state.phase("cleanup", lambda: target.cleanup(ids))
     # Scoring and bootstrap are pure CPU work: off the loop, so other probes'
     # request timings are not stalled by this one's arithmetic.
-    return await anyio.to_thread.run_sync(_assemble, state, base, answers, load)
+    retried = _retries(target) - retried_before
+    result = await anyio.to_thread.run_sync(_assemble, state, base, answers, load)
+    return dataclasses.replace(result, retries=retried)
+
+
+def _retries(target: Target) -> int:
+    """Requests the target has retried so far (0 for targets that do not retry)."""
+    return target.retries if isinstance(target, CountsRetries) else 0
 
 
 def _assemble(

@@ -126,6 +126,7 @@ class CycleResult:
     serial_latency: LatencySummary = field(default_factory=LatencySummary.empty)
     load: LoadResult | None = None
     errors: Mapping[str, int] = field(default_factory=dict)  # error kind -> count
+    retries: int = 0  # search/cleanup requests retried after seeding (seed.retries has those)
     error_kind: str | None = None
     error_message: str | None = None
     fixture_hash: str = ""

@@ -124,3 +124,19 @@ async def test_a_stalled_store_times_the_cycle_out() -> None:
         )
     assert (result.outcome, result.error_kind) == ("timeout", "timeout")
     assert result.finished_at - result.started_at < 5.0
+
+
+async def test_retried_searches_are_counted_not_hidden() -> None:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        faults=("error_rate=0.4@search", "seed=7"),
+    )
+    async with running_refstore(config) as store:
+        result = await run(
+            probe_for(store.url, backoff_s=0.001, max_retries=5, searchable_timeout_s=2.0)
+        )
+    assert result.outcome == "success", result.error_message
+    assert result.retries > 0

@@ -135,6 +135,7 @@ class ProbeState:
     relevant_expected: int
     seed_records: Mapping[str, int]  # imported / skipped / errors
     seed_retries: int
+    request_retries: int  # search/cleanup requests retried
     errors: Mapping[str, int]  # error kind -> count
     latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
 
@@ -275,6 +276,7 @@ def _accumulate(
         relevant_expected=base.relevant_expected + result.relevant_expected,
         seed_records=_add(base.seed_records, seed_counts),
         seed_retries=base.seed_retries + (seed.retries if seed else 0),
+        request_retries=base.request_retries + result.retries,
         errors=_add(base.errors, result.errors),
         latency=_add_samples(base.latency, _latency_samples(result), buckets),
     )
@@ -298,6 +300,7 @@ def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
         relevant_expected=0,
         seed_records=dict.fromkeys(("imported", "skipped", "errors"), 0),
         seed_retries=0,
+        request_retries=0,
         errors={},
         latency={("serial", "service"): empty},
     )

@@ -332,6 +332,11 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
     dropped = _counter(
         "benchd_requests_dropped_total", "Open loop: requests never sent.", ["probe"]
     )
+    retried = _counter(
+        "benchd_request_retries_total",
+        "Search and cleanup requests retried (429 with Retry-After, 5xx, connection errors).",
+        ["probe"],
+    )
     errors = _counter(
         "benchd_errors_total", "Errors met during cycles, by kind.", ["probe", "kind"]
     )
@@ -350,6 +355,7 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
             total.add_metric([s.name, pass_, outcome], count)
         late.add_metric([s.name], s.late)
         dropped.add_metric([s.name], s.dropped)
+        retried.add_metric([s.name], s.request_retries)
         for kind, count in sorted(s.errors.items()):
             errors.add_metric([s.name, kind], count)
         load = s.latest.load
@@ -357,7 +363,7 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
             achieved.add_metric([s.name], load.achieved_rate)
             if load.target_rate is not None:
                 target.add_metric([s.name], load.target_rate)
-    yield from (total, late, dropped, errors, achieved, target)
+    yield from (total, late, dropped, retried, errors, achieved, target)
 
 
 def _drift(states: list[ProbeState]) -> Iterator[Metric]:

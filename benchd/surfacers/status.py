@@ -67,6 +67,7 @@ def _result(result: CycleResult) -> dict[str, Any]:
         "latency": _latency(result),
         "load": _load(result.load) if result.load is not None else None,
         "errors": dict(result.errors),
+        "retries": result.retries,
         "error": _error(result),
         "drift": _drift(result.drift),
     }

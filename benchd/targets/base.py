@@ -15,7 +15,7 @@ import httpx
 
 from benchd.result import SeedReport, TargetInfo
 
-__all__ = ["HttpSearch", "Progress", "SearchQuery", "Target"]
+__all__ = ["CountsRetries", "HttpSearch", "Progress", "SearchQuery", "Target"]
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
@@ -71,3 +71,11 @@ class HttpSearch(Protocol):
     def parse_search_response(
         self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = ...
     ) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class CountsRetries(Protocol):
+    """Optional: a target that retries requests says how many it has retried so far."""
+
+    @property
+    def retries(self) -> int: ...

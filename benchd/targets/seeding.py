@@ -144,6 +144,11 @@ class SeededStore(ABC, Generic[R]):
 
     # -- the flow ----------------------------------------------------------------
 
+    @property
+    def retries(self) -> int:
+        """Requests retried so far (429 with Retry-After, 5xx, connection errors)."""
+        return self._http.retries
+
     async def seed(
         self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
     ) -> SeedReport:

@@ -35,6 +35,7 @@ TOP_LEVEL = {
     "latency",
     "load",
     "errors",
+    "retries",
     "error",
     "drift",
 }
