@@ -30,11 +30,11 @@ import anyio
 import pytrec_eval
 
 from benchd.cli import main as benchd_main
-from benchd.fixtures import Fixture, load_fixture
+from benchd.config.secrets import Secret
+from benchd.fixtures.model import Fixture, load_fixture
 from benchd.refstore import RefStoreConfig, running_refstore
 from benchd.refstore.retrievers import RETRIEVERS
 from benchd.scoring.ranking import query_metrics
-from benchd.secrets import Secret
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 

@@ -11,7 +11,7 @@ queries lose relevant ids until the true mean recall@10 drops by the given
 number of points. Printed, in one run:
 
 1. false alarms: the share of 1,000 cycles with no change that
-   :class:`benchd.drift.DriftTracker` (rolling window of 5, and a pinned
+   :class:`benchd.drift.tracker.DriftTracker` (rolling window of 5, and a pinned
    baseline) flags as drift;
 2. power: the share of trials in which a change is flagged on the first
    cycle after it;
@@ -34,8 +34,8 @@ from dataclasses import replace
 import numpy as np
 import structlog
 
-from benchd.baseline import baseline_from_result
-from benchd.drift import DriftSettings, DriftTracker, compare_runs
+from benchd.drift.baseline import baseline_from_result
+from benchd.drift.tracker import DriftSettings, DriftTracker, compare_runs
 from benchd.result import CycleResult, QueryResult
 from benchd.scoring.stats import bootstrap_ci, bootstrap_cis, paired_permutation_test
 

@@ -48,9 +48,9 @@ PEER = {
     ".jsonl": "import json; d = [json.loads(line) for line in open(PATH, 'rb')]",
 }
 BENCHD = {
-    "load_fixture": "from benchd.fixtures import load_fixture; f = load_fixture(PATH)",
+    "load_fixture": "from benchd.fixtures.model import load_fixture; f = load_fixture(PATH)",
     "validate_fixture": (
-        "from benchd.fixtures import validate_fixture; assert not validate_fixture(PATH)"
+        "from benchd.fixtures.model import validate_fixture; assert not validate_fixture(PATH)"
     ),
 }
 PROBE = """

@@ -23,8 +23,8 @@ import time
 import anyio
 import httpx
 
+from benchd.commands.embedded import embedded_default
 from benchd.daemon import Daemon
-from benchd.embedded import embedded_default
 from benchd.load import LoadProfile
 from benchd.logging import configure_logging
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import anyio
 
-from benchd.config import ProbeConfig, TargetConfig, load_config
+from benchd.config.load import ProbeConfig, TargetConfig, load_config
+from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
-from benchd.fixtures import Fixture, load_fixture, packaged_fixture
+from benchd.fixtures.model import Fixture, load_fixture, packaged_fixture
 from benchd.load import LoadProfile
 from benchd.refstore.server import running_refstore
 from benchd.refstore.testing import make_config
 from benchd.result import CycleResult
-from benchd.secrets import Secret
 from benchd.targets import build_target
 from benchd.targets.zengram import ZengramConfig
 

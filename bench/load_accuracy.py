@@ -36,7 +36,7 @@ from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 from benchd.load import LoadProfile, LoadRun, run_load
 from benchd.result import LatencySummary
 from benchd.scoring.latency import summarize
-from benchd.transport import make_http_fire
+from benchd.targets.transport import make_http_fire
 
 PATH = "/memory/search?q=timing&limit=10"
 

@@ -29,7 +29,7 @@ from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 
 from benchd.load import LoadProfile, run_load
 from benchd.result import LatencySummary, LoadResult
-from benchd.transport import make_http_fire
+from benchd.targets.transport import make_http_fire
 
 PATH = "/memory/search?q=stall&limit=10"
 RATE = 100.0

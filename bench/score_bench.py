@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchd.scoring.trec_parallel import default_jobs, topic_spans
+from benchd.scoring.trec.parallel import default_jobs, topic_spans
 
 MEASURES = ("map", "recip_rank", "P.10", "ndcg_cut.10", "recall.10")
 OUT_NAMES = ("map", "recip_rank", "P_10", "ndcg_cut_10", "recall_10")

@@ -38,11 +38,11 @@ import anyio
 import httpx
 from prometheus_client import generate_latest
 
-from benchd.config import ProbeConfig, TargetConfig
+from benchd.config.load import ProbeConfig, TargetConfig
+from benchd.config.secrets import Secret
 from benchd.errors import ERROR_KINDS
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.secrets import Secret
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.targets.zengram import ZengramConfig

@@ -20,9 +20,9 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from benchd.config import ProbeConfig
+from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
-from benchd.fixtures import Fixture, LabeledQuery
+from benchd.fixtures.model import Fixture, LabeledQuery
 from benchd.load import LoadRun, run_load
 from benchd.result import CycleResult, LoadResult, QueryResult, SeedReport, TargetInfo
 from benchd.scoring.aggregate import by_category, mean_metrics
@@ -30,8 +30,8 @@ from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_cis
 from benchd.targets.base import CountsRetries, HttpSearch, Progress, SearchQuery, Target
-from benchd.targets.http_util import DEFAULT_MAX_RESPONSE_BYTES
-from benchd.transport import make_http_fire
+from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES
+from benchd.targets.transport import make_http_fire
 
 __all__ = ["CycleFailure", "make_fire", "run_cycle", "score_queries"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from benchd.config import (
+from benchd.config.load import (
     Config,
     ProbeConfig,
     load_config,
@@ -31,7 +31,7 @@ from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import log_cycle
-from benchd.web import WebConfig, build_app, read_web_config, serve_web
+from benchd.web.app import WebConfig, build_app, read_web_config, serve_web
 
 __all__ = ["Daemon"]
 

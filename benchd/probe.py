@@ -12,11 +12,11 @@ import time
 
 import anyio
 
-from benchd.baseline import load_baseline
-from benchd.config import ProbeConfig
+from benchd.config.load import ProbeConfig
 from benchd.cycle import run_cycle
-from benchd.drift import DriftTracker
-from benchd.fixtures import Fixture, load_fixture
+from benchd.drift.baseline import load_baseline
+from benchd.drift.tracker import DriftTracker
+from benchd.fixtures.model import Fixture, load_fixture
 from benchd.result import CycleResult
 from benchd.targets import build_target
 from benchd.targets.base import Progress, Target

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from benchd.config import ProbeConfig, TargetConfig
-from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.config.load import ProbeConfig, TargetConfig
+from benchd.config.secrets import Secret
+from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.load import LoadProfile
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.secrets import Secret
 from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio

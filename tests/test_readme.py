@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchd.cli import COMMANDS
-from benchd.config import parse_config
+from benchd.config.load import parse_config
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

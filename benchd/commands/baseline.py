@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchd.baseline import (
+from benchd.drift.baseline import (
     Baseline,
     baseline_from_result,
     baseline_header,
@@ -16,7 +16,7 @@ from benchd.baseline import (
     save_baseline,
     write_baseline,
 )
-from benchd.drift import DEFAULT_METRICS
+from benchd.drift.tracker import DEFAULT_METRICS
 from benchd.errors import EXIT_OK, InputError, RunFileError, UsageError
 
 __all__ = ["baseline_to_json", "read_result_json", "register", "render_baseline"]
@@ -90,7 +90,7 @@ async def _save(args: argparse.Namespace) -> int:
 
 async def _pin_live(config_path: str, probe: str | None) -> Baseline:
     """Run one cycle of ``probe`` and freeze it."""
-    from benchd.config import load_config
+    from benchd.config.load import load_config
     from benchd.errors import TargetError
     from benchd.probe import ProbeRunner
 

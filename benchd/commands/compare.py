@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchd.baseline import select_probe
 from benchd.commands.baseline import read_result_json
-from benchd.drift import KNOWN_METRICS, DriftSettings, compare_runs, metric_keys
+from benchd.drift.baseline import select_probe
+from benchd.drift.tracker import KNOWN_METRICS, DriftSettings, compare_runs, metric_keys
 from benchd.errors import EXIT_OK, InputError, UsageError
 from benchd.result import CycleResult
 
@@ -334,7 +334,7 @@ async def _pairs(args: argparse.Namespace) -> list[tuple[Side, Side]]:
 
 async def _pairs_of_config(path: str) -> list[tuple[Side, Side]]:
     from benchd.commands.once import run_probes
-    from benchd.config import load_config
+    from benchd.config.load import load_config
 
     results = await run_probes(load_config(path))
     failed = [r for r in results if not r.ok]

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchd.convert import (
+from benchd.errors import InputError, UsageError
+from benchd.fixtures.convert import (
     ConvertSummary,
     FixtureWriter,
     Progress,
@@ -19,7 +20,6 @@ from benchd.convert import (
     convert_longmemeval,
     convert_trec,
 )
-from benchd.errors import InputError, UsageError
 
 __all__ = ["register"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import tomli_w
 
-from benchd.config import DEFAULT_LISTEN
+from benchd.config.load import DEFAULT_LISTEN
 from benchd.errors import EXIT_OK, UsageError
 
 __all__ = ["STARTER", "register", "render_starter"]

@@ -12,12 +12,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchd import __version__
-from benchd.config import Config, load_config, with_adopted_namespaces
+from benchd.config.load import Config, load_config, with_adopted_namespaces
 from benchd.errors import EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
 from benchd.probe import ProbeRunner
-from benchd.report import render_many, render_progress
 from benchd.result import CycleResult
 from benchd.surfacers.status import result_to_json
+from benchd.surfacers.table import render_many, render_progress
 from benchd.targets.base import Progress
 
 __all__ = ["parse_threshold", "register"]
@@ -87,7 +87,7 @@ async def _config(path: str | None) -> AsyncIterator[Config]:
     if path:
         yield load_config(path)
         return
-    from benchd.embedded import embedded_default
+    from benchd.commands.embedded import embedded_default
 
     async with embedded_default() as config:
         yield config

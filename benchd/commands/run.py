@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from benchd.config import load_config, parse_listen, with_adopted_namespaces
+from benchd.config.load import load_config, parse_listen, with_adopted_namespaces
 from benchd.errors import EXIT_OK
 from benchd.logging import configure_logging
 
@@ -64,7 +64,7 @@ async def _handle(args: argparse.Namespace) -> int:
         )
         await daemon.run()
         return EXIT_OK
-    from benchd.embedded import embedded_default
+    from benchd.commands.embedded import embedded_default
 
     configure_logging("info", json=json_logs)
     async with embedded_default() as config:

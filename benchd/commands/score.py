@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from benchd.errors import UsageError
-from benchd.scoring.trec import ScoreOptions, score_files
-from benchd.scoring.trec_format import format_json, format_text
-from benchd.scoring.trec_measures import parse_measures
+from benchd.scoring.trec.evaluate import ScoreOptions, score_files
+from benchd.scoring.trec.format import format_json, format_text
+from benchd.scoring.trec.measures import parse_measures
 
 __all__ = ["options_from_args", "register", "run_score"]
 

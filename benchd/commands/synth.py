@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchd.convert import FixtureWriter, Progress
-from benchd.synth import DEFAULT_CATEGORIES, SynthSpec, synth_memories, synth_queries
+from benchd.fixtures.convert import FixtureWriter, Progress
+from benchd.fixtures.synth import DEFAULT_CATEGORIES, SynthSpec, synth_memories, synth_queries
 
 __all__ = ["register", "write_synth"]
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from benchd.errors import EXIT_INPUT, EXIT_OK, UsageError
-from benchd.fixture_reader import JSONL_SUFFIXES
-from benchd.fixtures import FixtureCheck, check_fixture
+from benchd.fixtures.model import FixtureCheck, check_fixture
+from benchd.fixtures.reader import JSONL_SUFFIXES
 
 __all__ = ["check_paths", "expand_paths", "register", "validate_paths"]
 
@@ -110,7 +110,7 @@ def config_fixtures(path: str | Path) -> tuple[list[Path], str]:
 
     Raises :class:`~benchd.errors.ConfigError` if the config itself is bad.
     """
-    from benchd.config import load_config  # the config stack only when asked for
+    from benchd.config.load import load_config  # the config stack only when asked for
 
     config = load_config(path)
     fixtures = list(dict.fromkeys(probe.fixture for probe in config.probes))

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchd.secrets import Secret
+from benchd.config.secrets import Secret
 from benchd.targets.base import SearchQuery, Target
-from benchd.targets.http import HttpConfig, HttpTarget
+from benchd.targets.http.target import HttpConfig, HttpTarget
 from benchd.targets.python import PythonConfig, python_target
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 

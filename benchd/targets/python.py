@@ -34,10 +34,10 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from benchd.config.schema import check
+from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetUnreachable
 from benchd.result import SeedReport, TargetInfo
-from benchd.schema import check
-from benchd.secrets import Secret
 from benchd.targets.base import Progress, SearchQuery, Target
 
 __all__ = [

@@ -25,7 +25,7 @@ import anyio
 from benchd.errors import OwnershipError
 from benchd.result import SeedReport
 from benchd.targets.base import Progress, SearchQuery
-from benchd.targets.http_util import ClientSettings, open_clients, run_bounded
+from benchd.targets.client import ClientSettings, open_clients, run_bounded
 
 __all__ = ["Counts", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
 

@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 import httpx
 
+from benchd.config.schema import check
+from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
-from benchd.schema import check
-from benchd.secrets import Secret
 from benchd.targets.base import SearchQuery
-from benchd.targets.http_util import (
+from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     decode_answer,
     decode_json,

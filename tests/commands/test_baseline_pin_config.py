@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchd.baseline import load_baseline
 from benchd.cli import main
+from benchd.drift.baseline import load_baseline
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
 

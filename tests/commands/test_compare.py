@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchd.cli import main
-from benchd.fixtures import packaged_fixture
+from benchd.fixtures.model import packaged_fixture
 from benchd.refstore.testing import started_refstore
 from benchd.result import CycleResult, QueryResult
 from benchd.scoring.stats import paired_bootstrap_delta_ci, paired_permutation_test

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from benchd.cli import main
-from benchd.config import load_config
+from benchd.config.load import load_config
 
 
 def test_starter_config_loads_and_names_every_section(

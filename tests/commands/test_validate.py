@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from benchd.commands.validate import validate_paths
-from benchd.fixtures import PACKAGED_FIXTURES, packaged_fixture
+from benchd.fixtures.model import PACKAGED_FIXTURES, packaged_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = {

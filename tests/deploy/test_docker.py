@@ -22,7 +22,7 @@ import yaml
 from deploy_processes import free_port, run_refstore
 from deploy_support import DEPLOY, ROOT, load_yaml, require_tool
 
-from benchd.config import load_config
+from benchd.config.load import load_config
 
 DOCKER = DEPLOY / "docker"
 COMPOSE = DOCKER / "compose.yml"

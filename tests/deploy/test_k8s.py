@@ -23,7 +23,7 @@ import pytest
 import yaml
 from deploy_support import DEPLOY, PROMETHEUS_DIR, load_yaml, require_tool
 
-from benchd.config import load_config
+from benchd.config.load import load_config
 
 BASE = DEPLOY / "k8s" / "base"
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from deploy_support import DEPLOY
 
-from benchd.config import load_config
+from benchd.config.load import load_config
 
 SYSTEMD = DEPLOY / "systemd"
 UNIT = SYSTEMD / "benchd.service"

@@ -31,7 +31,7 @@ from drill_support import (
 )
 from support import BenchdProcess, Event
 
-from benchd.config import load_config
+from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 
 MiB = 1024 * 1024

@@ -30,10 +30,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from benchd.cli import main
-from benchd.config import ServerConfig, _ProbeTable, load_config
-from benchd.drift import DriftSettings
+from benchd.config.load import ServerConfig, _ProbeTable, load_config
+from benchd.drift.tracker import DriftSettings
 from benchd.errors import BenchdError
-from benchd.fixtures import load_fixture
+from benchd.fixtures.model import load_fixture
 from benchd.load import LoadProfile
 from benchd.targets import TARGET_KINDS
 from benchd.targets.base import SearchQuery

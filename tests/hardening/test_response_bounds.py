@@ -19,8 +19,8 @@ import pytest
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.refstore.server import serve_app
 from benchd.targets.base import SearchQuery
+from benchd.targets.transport import make_http_fire
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
-from benchd.transport import make_http_fire
 
 pytestmark = pytest.mark.anyio
 

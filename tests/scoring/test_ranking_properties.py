@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchd.scoring.ranking import query_metrics
-from benchd.scoring.trec import ScoreOptions, score_files
-from benchd.scoring.trec_measures import parse_measures
+from benchd.scoring.trec.evaluate import ScoreOptions, score_files
+from benchd.scoring.trec.measures import parse_measures
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from benchd.errors import RunFileError, UsageError
-from benchd.scoring import trec_parallel, trec_read
-from benchd.scoring.trec import ScoreOptions, read_qrels, read_run_topics, score_files
-from benchd.scoring.trec_measures import parse_measures
+from benchd.scoring.trec import parallel as trec_parallel
+from benchd.scoring.trec import read as trec_read
+from benchd.scoring.trec.evaluate import ScoreOptions, read_qrels, read_run_topics, score_files
+from benchd.scoring.trec.measures import parse_measures
 
 
 def _file(tmp_path: Path, name: str, text: str) -> Path:

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchd.errors import RunFileError
-from benchd.scoring import trec_read
-from benchd.scoring.trec import ScoreOptions, score_files
-from benchd.scoring.trec_columns import judged_lines, split_chunk, split_qrels_chunk
-from benchd.scoring.trec_measures import parse_measures
+from benchd.scoring.trec import read as trec_read
+from benchd.scoring.trec.columns import judged_lines, split_chunk, split_qrels_chunk
+from benchd.scoring.trec.evaluate import ScoreOptions, score_files
+from benchd.scoring.trec.measures import parse_measures
 
 _IDS = st.text("abcxyz019._-", min_size=1, max_size=20)
 _SCORES = st.one_of(

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from benchd.commands import score as score_command
-from benchd.scoring.trec import score_files
-from benchd.scoring.trec_format import format_text
-from benchd.scoring.trec_measures import FAMILIES
+from benchd.scoring.trec.evaluate import score_files
+from benchd.scoring.trec.format import format_text
+from benchd.scoring.trec.measures import FAMILIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = REPO_ROOT.parent / "shared" / "conformance" / "trec_eval"

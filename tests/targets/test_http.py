@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mem0_standin import Mem0Standin
 
-from benchd.config import ProbeConfig, TargetConfig, load_config, parse_config
+from benchd.config.load import ProbeConfig, TargetConfig, load_config, parse_config
+from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.errors import (
     ConfigError,
@@ -27,15 +28,14 @@ from benchd.errors import (
     TargetHTTPError,
     TargetProtocolError,
 )
-from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.load import LoadProfile
 from benchd.refstore.server import RunningRefStore, running_refstore, serve_app
 from benchd.refstore.testing import make_config
-from benchd.secrets import Secret
 from benchd.targets import build_target
 from benchd.targets.base import HttpSearch, SearchQuery
-from benchd.targets.http import HttpTarget
-from benchd.targets.http_records import sentinel_id
+from benchd.targets.http.records import sentinel_id
+from benchd.targets.http.target import HttpTarget
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio

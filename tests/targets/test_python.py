@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from benchd.config import TargetConfig, parse_config
+from benchd.config.load import TargetConfig, parse_config
 from benchd.errors import ConfigError, TargetProtocolError, TargetUnreachable
 from benchd.examples.retrievers import BM25Retriever, TagRetriever
-from benchd.fixtures import load_fixture, packaged_fixture
+from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.targets import build_target
 from benchd.targets.base import SearchQuery, Target
 from benchd.targets.python import PythonConfig, PythonTarget, RetrieverTarget

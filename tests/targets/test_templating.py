@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd.targets.templating import (
+from benchd.targets.http.templating import (
     MISSING,
     PathError,
     extract,

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from benchd.config.secrets import Secret
 from benchd.errors import (
     OwnershipError,
     TargetAuthError,
@@ -18,7 +19,6 @@ from benchd.errors import (
 )
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.secrets import Secret
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget, sentinel_id
 

@@ -1,0 +1,263 @@
+"""benchd's TOML configuration: strict, typed, frozen.
+
+``load_config(path)`` reads the file with :mod:`tomllib`, expands ``${VAR}``
+from the environment in every string (``$$`` is a literal ``$``), decodes
+each table into frozen dataclasses (unknown keys are errors naming the file
+and key path), decodes ``[probe.target]`` with its kind's own config type
+from :data:`benchd.targets.TARGET_KINDS`, and reads API keys from the
+environment or a file. Fixture paths are relative to the config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from benchd.config.schema import check, decode, join_key
+from benchd.config.secrets import Secret, read_secret
+from benchd.drift.tracker import DriftSettings
+from benchd.errors import ConfigError
+from benchd.load import LoadProfile
+from benchd.targets import TARGET_KINDS
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "Config",
+    "ProbeConfig",
+    "ServerConfig",
+    "TargetConfig",
+    "load_config",
+    "parse_config",
+    "parse_listen",
+    "with_adopted_namespaces",
+]
+
+DEFAULT_LISTEN = "127.0.0.1:9108"
+_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _label(v: str) -> str | None:
+    return None if _LABEL.match(v) else "must be 1-64 chars of letters, digits, '_', '-', '.'"
+
+
+def _ks(v: tuple[int, ...]) -> str | None:
+    if not v or any(k <= 0 or k > 100 for k in v):
+        return "must be a non-empty array of integers in 1..100"
+    return None
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def parse_listen(value: str, where: str = "--listen") -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[::1]:9108`` for IPv6) or raise ConfigError."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{where}: expected HOST:PORT such as 127.0.0.1:9108, got {value!r}")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """``[server]``: benchd's own HTTP endpoints."""
+
+    listen: str = DEFAULT_LISTEN
+    history: int = field(default=20, metadata=check(_positive))
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    web_config: str | None = None  # exporter-toolkit style auth/TLS file (TOML)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetConfig:
+    """A decoded ``[probe.target]``: its kind, the kind's settings and its key."""
+
+    kind: str
+    settings: Any
+    secret: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ProbeTable:
+    name: str = field(metadata=check(_label))
+    fixture: str
+    target: dict[str, Any]
+    k: tuple[int, ...] = field(default=(5, 10), metadata=check(_ks))
+    interval_s: float = field(default=300.0, metadata=check(_positive))
+    timeout_s: float = field(default=120.0, metadata=check(_positive))
+    jitter_s: float | None = None
+    baseline: str | None = None
+    load: LoadProfile = field(default_factory=LoadProfile)
+    drift: DriftSettings = field(default_factory=DriftSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeConfig:
+    """One probe: a target × a fixture × a load profile × a schedule."""
+
+    name: str
+    fixture: Path
+    target: TargetConfig
+    k: tuple[int, ...] = (5, 10)
+    interval_s: float = 300.0
+    timeout_s: float = 120.0
+    jitter_s: float = 0.0
+    baseline: Path | None = None
+    load: LoadProfile = field(default_factory=LoadProfile)
+    drift: DriftSettings = field(default_factory=DriftSettings)
+
+    @property
+    def max_k(self) -> int:
+        return max(self.k)
+
+
+@dataclass(frozen=True, slots=True)
+class _ConfigTable:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    probe: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration; swapped atomically on reload."""
+
+    path: str
+    server: ServerConfig
+    probes: tuple[ProbeConfig, ...]
+
+    def probe(self, name: str) -> ProbeConfig:
+        for p in self.probes:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.probes) or "none"
+        raise ConfigError(f"{self.path}: no probe named {name!r} (probes: {known})")
+
+
+def load_config(path: str | Path) -> Config:
+    """Read, interpolate, decode and validate a config file."""
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not UTF-8 text; is this a TOML config?") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+    return parse_config(data, file=file, base=Path(path).resolve().parent)
+
+
+def parse_config(data: dict[str, Any], *, file: str, base: Path) -> Config:
+    """Decode an already-parsed TOML document (``base`` anchors relative paths)."""
+    data = _interpolate(data, file, "")
+    table = decode(_ConfigTable, data, file=file, path="")
+    probes = tuple(
+        _probe(raw, file=file, path=f"probe[{i}]", base=base) for i, raw in enumerate(table.probe)
+    )
+    names = [p.name for p in probes]
+    for name in {n for n in names if names.count(n) > 1}:
+        raise ConfigError(f"{file}: probe name {name!r} is used twice; probe names must be unique")
+    parse_listen(table.server.listen, f"{file}: server.listen")
+    server = table.server
+    if server.web_config:
+        server = dataclasses.replace(server, web_config=str(_resolve(server.web_config, base)))
+    return Config(path=file, server=server, probes=probes)
+
+
+def with_adopted_namespaces(config: Config) -> Config:
+    """``config`` with ``adopt_namespace = true`` on every target kind that has the setting.
+
+    What ``--adopt-namespace`` means for ``benchd once`` and ``benchd run``: seed
+    into (and mark as benchd's) a namespace that already holds foreign records.
+    """
+    probes = tuple(
+        dataclasses.replace(
+            p,
+            target=dataclasses.replace(
+                p.target, settings=dataclasses.replace(p.target.settings, adopt_namespace=True)
+            ),
+        )
+        if hasattr(p.target.settings, "adopt_namespace")
+        else p
+        for p in config.probes
+    )
+    return dataclasses.replace(config, probes=probes)
+
+
+def _probe(raw: Any, *, file: str, path: str, base: Path) -> ProbeConfig:
+    table = decode(_ProbeTable, raw, file=file, path=path)
+    target = _target(table.target, file=file, path=f"{path}.target")
+    jitter = table.interval_s * 0.1 if table.jitter_s is None else table.jitter_s
+    if not 0 <= jitter < table.interval_s:
+        raise ConfigError(f"{file}: {path}.jitter_s: must be >= 0 and below interval_s")
+    return ProbeConfig(
+        name=table.name,
+        fixture=_resolve(table.fixture, base),
+        target=target,
+        k=tuple(sorted(set(table.k))),
+        interval_s=table.interval_s,
+        timeout_s=table.timeout_s,
+        jitter_s=jitter,
+        baseline=_resolve(table.baseline, base) if table.baseline else None,
+        load=table.load,
+        drift=table.drift,
+    )
+
+
+def _target(raw: dict[str, Any], *, file: str, path: str) -> TargetConfig:
+    kinds = ", ".join(sorted(TARGET_KINDS))
+    kind_name = raw.get("kind")
+    if not isinstance(kind_name, str):
+        raise ConfigError(f"{file}: {path}.kind: required; one of {kinds}")
+    kind = TARGET_KINDS.get(kind_name)
+    if kind is None:
+        raise ConfigError(f"{file}: {path}.kind: unknown kind {kind_name!r}; one of {kinds}")
+    rest = {k: v for k, v in raw.items() if k != "kind"}
+    settings = decode(kind.config_type, rest, file=file, path=path)
+    secret = read_secret(
+        env=getattr(settings, "api_key_env", None),
+        file=getattr(settings, "api_key_file", None),
+        where=f"{file}: {path}",
+    )
+    return TargetConfig(kind=kind_name, settings=settings, secret=secret)
+
+
+def _resolve(value: str, base: Path) -> Path:
+    if value.startswith("packaged:"):
+        from benchd.fixtures.model import packaged_fixture
+
+        return packaged_fixture(value.removeprefix("packaged:"))
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _interpolate(value: Any, file: str, path: str) -> Any:
+    if isinstance(value, str):
+        if "\x00" in value:  # no path, URL or name may hold one; open() would raise ValueError
+            raise ConfigError(f"{file}: {path}: contains a NUL character (\\u0000); remove it")
+        return _VAR.sub(lambda m: _env(m, file, path), value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, file, join_key(path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _env(match: re.Match[str], file: str, path: str) -> str:
+    name = match.group(1)
+    if name is None:
+        return "$"
+    if name not in os.environ:
+        raise ConfigError(
+            f"{file}: {path}: ${{{name}}} is not set in the environment; export it or "
+            "write $${...} for a literal"
+        )
+    return os.environ[name]

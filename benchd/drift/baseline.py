@@ -1,0 +1,397 @@
+"""Pinned baselines: one probe's per-query quality, frozen to a TOML file.
+
+A baseline is what "before" means when drift is decided against a fixed
+point (see :mod:`benchd.drift.tracker`): per-query metric values, the 1-based rank of
+each expected id in the ranked list, the aggregates, and what the numbers
+depend on — the fixture's content hash (a different corpus makes the
+baseline *stale*), the store's model label, the date and benchd's version.
+
+It is written from the JSON of ``benchd once --format json`` (each entry of
+``probes[]`` needs ``name``, ``outcome``, ``queries[]`` with ``id``,
+``expected_ids``, ``ranked_ids`` and ``metrics``, plus ``fixture_hash`` and
+``model``) or straight from a :class:`~benchd.result.CycleResult`. File
+layout (``format = 1``)::
+
+    [baseline]
+    format = 1
+    probe = "default"
+    corpus = "smoke"
+    fixture_hash = "…sha256…"
+    model = "hash:1024"
+    created_at = "2026-11-29T23:00:00Z"
+    benchd_version = "0.1.0"
+    ks = [1, 5, 10]
+
+    [aggregate]
+    "recall@10" = 0.83
+
+    [[queries]]
+    id = "q-001"
+    expected_ids = ["m1", "m7"]
+    ranks = { m1 = 2 }          # ids missing here were not returned
+    metrics = { "recall@10" = 0.5, "mrr@10" = 0.5 }
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from benchd import __version__
+from benchd.errors import ConfigError, InputError
+from benchd.result import CycleResult
+
+__all__ = [
+    "BASELINE_FORMAT",
+    "Baseline",
+    "BaselineQuery",
+    "baseline_from_probe_json",
+    "baseline_from_result",
+    "baseline_header",
+    "expected_ranks",
+    "load_baseline",
+    "save_baseline",
+    "select_probe",
+    "write_baseline",
+]
+
+BASELINE_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineQuery:
+    """One query's frozen answer: metric values and where each expected id ranked."""
+
+    id: str
+    expected_ids: tuple[str, ...]
+    ranks: Mapping[str, int | None]  # expected id -> 1-based rank, None when not returned
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A probe's pinned quality, with what it depends on."""
+
+    probe: str
+    fixture_hash: str
+    model: str
+    created_at: str  # ISO 8601, UTC
+    benchd_version: str
+    queries: Mapping[str, BaselineQuery]  # by query id, in file order
+    aggregate: Mapping[str, float] = field(default_factory=dict)
+    ks: tuple[int, ...] = ()
+    corpus: str = ""
+    source: str = ""  # the file it was loaded from, for messages
+
+    def per_query_metrics(self) -> dict[str, Mapping[str, float]]:
+        """Query id -> metric values, the shape :func:`benchd.drift.tracker.compare_runs` takes."""
+        return {qid: q.metrics for qid, q in self.queries.items()}
+
+
+def expected_ranks(expected_ids: Sequence[str], ranked_ids: Sequence[str]) -> dict[str, int | None]:
+    """1-based rank of each expected id in ``ranked_ids`` (first occurrence), else None."""
+    first: dict[str, int] = {}
+    for position, doc in enumerate(ranked_ids, start=1):
+        first.setdefault(doc, position)
+    return {e: first.get(e) for e in expected_ids}
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def baseline_from_result(result: CycleResult) -> Baseline:
+    """Freeze a successful cycle as a baseline (queries that errored are left out)."""
+    if not result.ok:
+        raise InputError(
+            f"probe {result.probe!r}: cycle {result.cycle} ended {result.outcome!r}; "
+            "pin a baseline from a successful cycle"
+        )
+    queries = {
+        q.id: BaselineQuery(
+            id=q.id,
+            expected_ids=tuple(q.expected_ids),
+            ranks=expected_ranks(q.expected_ids, q.ranked_ids),
+            metrics=dict(q.metrics),
+        )
+        for q in result.queries
+        if q.error is None
+    }
+    return Baseline(
+        probe=result.probe,
+        fixture_hash=result.fixture_hash,
+        model=result.info.model if result.info else "",
+        created_at=_now_iso(),
+        benchd_version=__version__,
+        queries=queries,
+        aggregate=dict(result.aggregate),
+        ks=tuple(result.ks),
+        corpus=result.corpus,
+    )
+
+
+def select_probe(document: Mapping[str, Any], probe: str | None, source: str) -> Mapping[str, Any]:
+    """The ``probes[]`` entry named ``probe`` (or the only one) of a result JSON document."""
+    probes = document.get("probes") if isinstance(document, Mapping) else None
+    if not isinstance(probes, list) or not probes:
+        raise InputError(
+            f"{source}: no 'probes' list; expected the output of `benchd once --format json`"
+        )
+    named = [p for p in probes if isinstance(p, Mapping)]
+    names = [str(p.get("name", "?")) for p in named]
+    if probe is None:
+        if len(named) == 1:
+            return named[0]
+        raise InputError(
+            f"{source}: holds {len(named)} probes ({', '.join(names)}); pick one with --probe NAME"
+        )
+    for entry, name in zip(named, names, strict=True):
+        if name == probe:
+            return entry
+    raise InputError(f"{source}: no probe named {probe!r} (it has: {', '.join(names)})")
+
+
+def _need(mapping: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = mapping.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise InputError(
+            f"{where}.{key}: expected {kind.__name__}, got {type(value).__name__}"
+            + ("" if key in mapping else " (missing)")
+        )
+    return value
+
+
+def _number_map(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: expected an object of metric -> number")
+    out: dict[str, float] = {}
+    for key, number in value.items():
+        ok = isinstance(number, int | float) and not isinstance(number, bool)
+        if not ok or not math.isfinite(number):
+            raise InputError(f"{where}.{key}: expected a finite number, got {number!r}")
+        out[str(key)] = float(number)
+    return out
+
+
+def _query_from_json(entry: Any, where: str) -> BaselineQuery:
+    if not isinstance(entry, Mapping):
+        raise InputError(f"{where}: expected an object")
+    expected = [str(e) for e in _need(entry, "expected_ids", list, where)]
+    ranked = [str(r) for r in _need(entry, "ranked_ids", list, where)]
+    return BaselineQuery(
+        id=str(_need(entry, "id", str, where)),
+        expected_ids=tuple(expected),
+        ranks=expected_ranks(expected, ranked),
+        metrics=_number_map(entry.get("metrics"), f"{where}.metrics"),
+    )
+
+
+def baseline_from_probe_json(entry: Mapping[str, Any], source: str) -> Baseline:
+    """Build a baseline from one ``probes[]`` entry of ``benchd once --format json``."""
+    name = str(entry.get("name", "?"))
+    where = f"{source}: probes[{name}]"
+    if entry.get("outcome") != "success":
+        raise InputError(
+            f"{where}.outcome is {entry.get('outcome')!r}; pin a baseline from a successful cycle"
+        )
+    fixture_hash = _need(entry, "fixture_hash", str, where)
+    if not fixture_hash:
+        raise InputError(f"{where}.fixture_hash is empty; rerun `benchd once` with a fixture")
+    model = entry.get("model") or ""
+    raw = _need(entry, "queries", list, where)
+    queries = [_query_from_json(q, f"{where}.queries[{i}]") for i, q in enumerate(raw)]
+    kept = {q.id: q for q, src in zip(queries, raw, strict=True) if not src.get("error")}
+    if not kept:
+        raise InputError(f"{where}.queries: no query answered without error; nothing to pin")
+    ks = entry.get("ks") or ()
+    return Baseline(
+        probe=name,
+        fixture_hash=fixture_hash,
+        model=str(model),
+        created_at=_now_iso(),
+        benchd_version=__version__,
+        queries=kept,
+        aggregate=_number_map(entry.get("aggregate") or {}, f"{where}.aggregate"),
+        ks=tuple(int(k) for k in ks if isinstance(k, int)),
+        corpus=str(entry.get("corpus") or ""),
+    )
+
+
+def baseline_header(baseline: Baseline) -> dict[str, Any]:
+    """What the baseline describes: probe, corpus, fixture hash, model, when, which benchd."""
+    return {
+        "probe": baseline.probe,
+        "corpus": baseline.corpus,
+        "fixture_hash": baseline.fixture_hash,
+        "model": baseline.model,
+        "created_at": baseline.created_at,
+        "benchd_version": baseline.benchd_version,
+        "ks": list(baseline.ks),
+    }
+
+
+def _to_toml(baseline: Baseline) -> dict[str, Any]:
+    head: dict[str, Any] = {"format": BASELINE_FORMAT, **baseline_header(baseline)}
+    queries = [
+        {
+            "id": q.id,
+            "expected_ids": list(q.expected_ids),
+            "ranks": {e: r for e, r in q.ranks.items() if r is not None},
+            "metrics": dict(q.metrics),
+        }
+        for q in baseline.queries.values()
+    ]
+    return {"baseline": head, "aggregate": dict(baseline.aggregate), "queries": queries}
+
+
+def write_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
+    """Write ``baseline`` to ``path`` atomically (a reader never sees half a file)."""
+    target = Path(path)
+    data = tomli_w.dumps(_to_toml(baseline)).encode()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise InputError(f"{target}: cannot write the baseline: {exc.strerror or exc}") from exc
+
+
+def save_baseline(
+    result_json: Mapping[str, Any],
+    probe: str | None,
+    path: str | os.PathLike[str],
+    *,
+    source: str = "result",
+) -> Baseline:
+    """Pin ``probe`` (or the only probe) of a ``benchd once --format json`` document."""
+    baseline = baseline_from_probe_json(select_probe(result_json, probe, source), source)
+    write_baseline(baseline, path)
+    return baseline
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """Read and strictly validate a baseline file; errors name the file and the key."""
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise ConfigError(
+            f"{source}: baseline file not found; create it with `benchd baseline save`"
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read the baseline: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return _parse(document, source)
+
+
+_HEAD_KEYS = {
+    "format": int,
+    "probe": str,
+    "corpus": str,
+    "fixture_hash": str,
+    "model": str,
+    "created_at": str,
+    "benchd_version": str,
+    "ks": list,
+}
+_QUERY_KEYS = {"id": str, "expected_ids": list, "ranks": dict, "metrics": dict}
+
+
+def _check_table(table: Any, allowed: Mapping[str, type], where: str) -> Mapping[str, Any]:
+    """Reject a non-table, unknown keys and wrongly typed values, naming the key."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    for key, value in table.items():
+        if key not in allowed:
+            raise ConfigError(
+                f"{where}.{key}: unknown key (allowed: {', '.join(allowed)}); "
+                "was this file written by `benchd baseline save`?"
+            )
+        kind = allowed[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise ConfigError(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
+    return table
+
+
+def _toml_numbers(value: Any, where: str) -> dict[str, float]:
+    try:
+        return _number_map(value, where)
+    except InputError as exc:
+        raise ConfigError(exc.message) from exc
+
+
+def _parse_query(entry: Any, where: str) -> BaselineQuery:
+    table = _check_table(entry, _QUERY_KEYS, where)
+    for key in ("id", "expected_ids", "metrics"):
+        if key not in table:
+            raise ConfigError(f"{where}.{key}: missing")
+    expected = table["expected_ids"]
+    if not expected or not all(isinstance(e, str) for e in expected):
+        raise ConfigError(f"{where}.expected_ids: expected a non-empty list of id strings")
+    ranks: dict[str, int | None] = dict.fromkeys(expected)
+    for doc, rank in table.get("ranks", {}).items():
+        if doc not in ranks:
+            raise ConfigError(f"{where}.ranks.{doc}: not one of expected_ids")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+            raise ConfigError(f"{where}.ranks.{doc}: expected a rank >= 1, got {rank!r}")
+        ranks[doc] = rank
+    return BaselineQuery(
+        id=table["id"],
+        expected_ids=tuple(expected),
+        ranks=ranks,
+        metrics=_toml_numbers(table["metrics"], f"{where}.metrics"),
+    )
+
+
+def _parse_queries(raw: Any, source: str) -> dict[str, BaselineQuery]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{source}: queries: expected a non-empty array of tables")
+    queries: dict[str, BaselineQuery] = {}
+    for i, entry in enumerate(raw):
+        query = _parse_query(entry, f"{source}: queries[{i}]")
+        if query.id in queries:
+            raise ConfigError(f"{source}: queries[{i}].id: duplicate query id {query.id!r}")
+        queries[query.id] = query
+    return queries
+
+
+def _parse(document: Mapping[str, Any], source: str) -> Baseline:
+    unknown = set(document) - {"baseline", "aggregate", "queries"}
+    if unknown:
+        raise ConfigError(f"{source}: {sorted(unknown)[0]}: unknown top-level key")
+    head = _check_table(document.get("baseline"), _HEAD_KEYS, f"{source}: baseline")
+    if head.get("format") != BASELINE_FORMAT:
+        raise ConfigError(
+            f"{source}: baseline.format: expected {BASELINE_FORMAT}, got {head.get('format')!r}; "
+            "re-pin with this benchd version"
+        )
+    for key in ("probe", "fixture_hash"):
+        if not head.get(key):
+            raise ConfigError(f"{source}: baseline.{key}: missing or empty")
+    ks = head.get("ks", [])
+    if not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks):
+        raise ConfigError(f"{source}: baseline.ks: expected a list of positive integers")
+    return Baseline(
+        probe=head["probe"],
+        fixture_hash=head["fixture_hash"],
+        model=head.get("model", ""),
+        created_at=head.get("created_at", ""),
+        benchd_version=head.get("benchd_version", ""),
+        queries=_parse_queries(document.get("queries"), source),
+        aggregate=_toml_numbers(document.get("aggregate", {}), f"{source}: aggregate"),
+        ks=tuple(ks),
+        corpus=head.get("corpus", ""),
+        source=source,
+    )

@@ -1,0 +1,1 @@
+"""The templated ``http`` target kind: config, request templating, record shaping, the adapter."""

@@ -1,0 +1,302 @@
+"""The ``http`` target: any HTTP/JSON store, described by request templates.
+
+Config (:mod:`benchd.targets.http.config`) says how a search, a seed batch,
+an export page and a delete look; this adapter renders those requests and
+reads their answers, and :class:`~benchd.targets.seeding.SeededStore` seeds
+the way it does for ``zengram``: bounded concurrent batches, paged export to
+verify the seed, prove ownership (a sentinel record written on the first
+seed) and map store-assigned ids back to fixture ids by content, deletes
+restricted to what benchd seeded, and errors that name the endpoint.
+The search halves are sans-I/O (:class:`~benchd.targets.base.HttpSearch`),
+so the load engine sends searches over its own pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from benchd.config.secrets import Secret
+from benchd.errors import TargetProtocolError
+from benchd.result import TargetInfo
+from benchd.targets.base import SearchQuery
+from benchd.targets.client import decode_answer, decode_json, raise_for_status
+from benchd.targets.http.config import Endpoint, HttpConfig
+from benchd.targets.http.records import (
+    Listing,
+    column_at,
+    content_of,
+    count_at,
+    digest,
+    ids_at,
+    map_fixture_ids,
+    more_pages,
+    sentinel_id,
+    sentinel_memory,
+)
+from benchd.targets.http.templating import MISSING, as_text, lookup, parse_path, render, render_text
+from benchd.targets.seeding import Counts, SeededStore, SeedPlan
+
+__all__ = ["KIND", "HttpConfig", "HttpTarget"]
+
+KIND = "http"
+
+
+def _params(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, str]:
+    """Query parameters or headers: rendered as text; an exact missing placeholder drops one."""
+    out: dict[str, str] = {}
+    for name, value in template.items():
+        rendered = render(value, values)
+        if rendered is not MISSING:
+            out[name] = as_text(rendered)
+    return out
+
+
+def _headers(template: Mapping[str, Any], values: Mapping[str, Any], what: str) -> dict[str, str]:
+    """Rendered headers; a value HTTP cannot carry (non-ASCII, a line break) is refused."""
+    out = _params(template, values)
+    for name, value in out.items():
+        if not value.isascii() or "\r" in value or "\n" in value:
+            raise TargetProtocolError(
+                f"{what}: header {name} would carry non-ASCII text or a line break; "
+                "send that placeholder in the query or body instead"
+            )
+    return out
+
+
+def _quote(value: str) -> str:
+    """Escape a value substituted into a URL path (an id may hold '/' or spaces)."""
+    return quote(value, safe="")
+
+
+class HttpTarget(SeededStore[Mapping[str, str]]):
+    """A :class:`~benchd.targets.base.Target` for any store the templates describe."""
+
+    kind = KIND
+
+    def __init__(self, config: HttpConfig, secret: Secret | None) -> None:
+        self.config = config
+        auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
+        super().__init__(config, auth)
+        self._search_what = f"{config.search.method} {self._base}{config.search.path}"
+        self._sentinels = {sentinel_id(config.namespace)}  # server ids to hide from rankings
+
+    def _what(self, template: Endpoint | None) -> str:
+        assert template is not None
+        return f"{template.method} {self._base}{template.path}"
+
+    async def _call(
+        self, template: Endpoint, values: Mapping[str, Any], *, allow: tuple[int, ...] = ()
+    ) -> httpx.Response:
+        """Send one templated request through the retrying client (errors name the endpoint)."""
+        body = render(template.body, values)
+        return await self._http.request_allowing(
+            template.method,
+            render_text(template.path, values, escape=_quote),
+            allow=allow,
+            params=_params(template.query, values),
+            headers=_headers(template.headers, values, self._what(template)),
+            json=None if body is MISSING or body is None else body,
+        )
+
+    # -- protocol ---------------------------------------------------------------
+
+    async def info(self) -> TargetInfo:
+        """Read model/version from the health endpoint if configured, else the config label."""
+        model, version = self.config.model, ""
+        health = self.config.health
+        if health is not None:
+            response = await self._call(health, {"namespace": self.config.namespace})
+            data = decode_json(response, self._what(health))
+            if health.model and not model:
+                model = as_text(lookup(parse_path(health.model), data))
+            if health.version:
+                version = as_text(lookup(parse_path(health.version), data))
+        return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        response = await self._call(self.config.search, self._search_values(query))
+        ranked = self.parse_search_response(
+            response.status_code, response.headers, response.content, what=self._search_what
+        )
+        return ranked[: query.limit]
+
+    # -- sans-I/O search halves, used by the load engine -----------------------
+
+    def _search_values(self, query: SearchQuery) -> dict[str, Any]:
+        max_k = self.config.search.max_k
+        return {
+            "q": query.q,
+            "k": min(query.limit, max_k) if max_k else query.limit,
+            "namespace": self.config.namespace,
+            "reference_date": MISSING if query.reference_date is None else query.reference_date,
+        }
+
+    def build_search_request(self, query: SearchQuery) -> httpx.Request:
+        search = self.config.search
+        values = self._search_values(query)
+        body = render(search.body, values)
+        return self._client.build_request(
+            search.method,
+            render_text(search.path, values, escape=_quote),
+            params=_params(search.query, values),
+            headers=_headers(search.headers, values, self._search_what),
+            json=None if body is MISSING or body is None else body,
+        )
+
+    def parse_search_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = ""
+    ) -> tuple[str, ...]:
+        what = what or self._search_what
+        if status >= 300:
+            ascii_headers = {k: v for k, v in headers.items() if k.isascii() and v.isascii()}
+            raise_for_status(httpx.Response(status, headers=ascii_headers, content=body), what)
+        data = decode_answer(body, what)
+        ids = ids_at(self.config.search.ids, data, what)
+        return tuple(self._fixture_ids.get(i, i) for i in ids if i not in self._sentinels)
+
+    # -- seeding hooks (the flow is SeededStore's) ----------------------------------
+
+    def _plan(self) -> SeedPlan:
+        c = self.config
+        return SeedPlan(
+            namespace=c.namespace,
+            cleanup=c.cleanup,
+            adopt_namespace=c.adopt_namespace,
+            # without [probe.target.seed] / [probe.target.delete] these limits go unused
+            batch_size=c.seed.batch_size if c.seed is not None else 1,
+            concurrency=c.seed.concurrency if c.seed is not None else 1,
+            delete_concurrency=c.delete.concurrency if c.delete is not None else 1,
+            exports=c.export is not None,
+            writes=c.seed is not None,
+            deletes=c.delete is not None,
+            verifies=c.verify,
+        )
+
+    def _record(self, memory: Mapping[str, Any]) -> Any:
+        seed = self.config.seed
+        assert seed is not None
+        values = {
+            "id": str(memory.get("id", "")),
+            "content": content_of(memory),
+            "namespace": self.config.namespace,
+            "memory": dict(memory),
+        }
+        record = render(seed.record, values)
+        if seed.fields:
+            if not isinstance(record, dict):
+                raise TargetProtocolError(
+                    f"{self._what(seed)}: seed.fields needs seed.record to render an object"
+                )
+            record.update(render(seed.fields, values))
+        return record
+
+    def _has_sentinel(self, existing: Listing) -> bool:
+        sentinel = sentinel_memory(self.config.namespace)
+        mark = digest(content_of(sentinel))
+        for sid, rec in existing.items():
+            if sentinel["id"] in (sid, rec.get("fid")) or rec.get("digest") == mark:
+                self._sentinels.add(sid)
+                return True
+        return False
+
+    async def _write_sentinel(self) -> None:
+        counts = await self._import_batch([sentinel_memory(self.config.namespace)])
+        if counts[2]:
+            raise TargetProtocolError(
+                f"{self._what(self.config.seed)}: the store rejected benchd's sentinel record; "
+                "check [probe.target.seed] against the store's API"
+            )
+
+    async def _import_batch(self, batch: Sequence[Any]) -> Counts:
+        """Send one batch; the store's counts if the config names them, else all imported."""
+        seed = self.config.seed
+        assert seed is not None
+        values = {"records": [self._record(m) for m in batch], "namespace": self.config.namespace}
+        response = await self._call(seed, values)
+        paths = (seed.imported, seed.skipped, seed.errors)
+        if not any(paths):
+            return len(batch), 0, 0
+        data = decode_json(response, self._what(seed))
+        counts = [0, 0, 0]
+        for i, path in enumerate(paths):
+            if path:
+                counts[i] = count_at(path, data, self._what(seed))
+        if not seed.imported:
+            counts[0] = len(batch) - counts[1] - counts[2]
+        return counts[0], counts[1], counts[2]
+
+    def _earlier_copies(
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
+    ) -> list[str]:
+        """Earlier copies of the corpus (same id, or same content), never a sentinel."""
+        ids = {str(m["id"]) for m in memories}
+        digests = {digest(content_of(m)) for m in memories}
+        return [
+            sid
+            for sid, rec in existing.items()
+            if sid not in self._sentinels
+            and (sid in ids or rec.get("fid") in ids or rec.get("digest") in digests)
+        ]
+
+    async def _delete_one(self, server_id: str) -> bool:
+        delete = self.config.delete
+        assert delete is not None
+        values = {"id": server_id, "namespace": self.config.namespace}
+        response = await self._call(delete, values, allow=delete.gone)
+        return response.status_code not in delete.gone
+
+    # -- export, verification ------------------------------------------------------
+
+    async def export_namespace(self) -> dict[str, dict[str, str]]:
+        """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known."""
+        export = self.config.export
+        assert export is not None
+        what = self._what(export)
+        records: dict[str, dict[str, str]] = {}
+        offset = 0
+        for page in range(1, export.max_pages + 1):
+            values = {
+                "namespace": self.config.namespace,
+                "offset": offset,
+                "limit": export.page_size,
+                "page": page,
+            }
+            data = decode_json(await self._call(export, values), what)
+            ids = ids_at(export.ids, data, what)
+            fids = column_at(export.fixture_ids, data, len(ids), what)
+            texts = column_at(export.contents, data, len(ids), what)
+            for sid, fid, text in zip(ids, fids, texts, strict=True):
+                rec = records[sid] = {}
+                if fid is not None:
+                    rec["fid"] = fid
+                if text is not None:
+                    rec["digest"] = digest(text)
+            offset += len(ids)
+            if not export.paged or not more_pages(export, data, len(ids), offset, what):
+                return records
+        raise TargetProtocolError(
+            f"{what}: still more pages after export.max_pages = {export.max_pages}; "
+            "check export.has_more / export.total, or raise max_pages"
+        )
+
+    def _map_ids(
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Map store-assigned ids back to fixture ids (same id, fixture-id column, content)."""
+        self._has_sentinel(existing)  # learn a store-assigned sentinel id
+        return map_fixture_ids(existing, memories, self._sentinels)
+
+    async def _searchable_after(
+        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
+    ) -> float | None:
+        """Poll for the last memory that verified (a lost one never shows); None if unset."""
+        kept = [m for m in memories if str(m["id"]) not in missing]
+        timeout_s = self.config.searchable_timeout_s
+        if not kept or self.config.seed is None or timeout_s <= 0:
+            return None
+        limit = self.config.search.max_k or 100
+        return await self._time_to_searchable(kept[-1], limit=limit, timeout_s=timeout_s)

@@ -1,0 +1,1 @@
+"""benchd's own HTTP endpoints: /metrics, /api/status, /healthz, /readyz, reload."""

@@ -1,0 +1,138 @@
+"""Config loading: strict keys, types, interpolation, secrets, paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchd.config.load import load_config, parse_listen
+from benchd.errors import ConfigError
+
+GOOD = """
+[server]
+listen = "127.0.0.1:9999"
+
+[[probe]]
+name = "staging-memory"
+fixture = "fixtures/smoke.json"
+k = [10, 5]
+interval_s = 60
+timeout_s = 30.0
+
+[probe.target]
+kind = "zengram"
+url = "${STORE_URL}"
+api_key_env = "BENCHD_TEST_KEY"
+namespace = "benchd-eval"
+cleanup = "after"
+
+[probe.load]
+mode = "open"
+concurrency = 4
+rate = 20.0
+duration_s = 2.0
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "benchd.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCHD_TEST_KEY", "s3cret-key-value")
+    monkeypatch.setenv("STORE_URL", "http://127.0.0.1:8084")
+
+
+def test_good_config_decodes_every_section(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD))
+    (probe,) = config.probes
+    assert config.server.listen == "127.0.0.1:9999"
+    assert probe.k == (5, 10)
+    assert probe.interval_s == 60.0
+    assert probe.fixture == tmp_path / "fixtures" / "smoke.json"
+    assert probe.target.settings.url == "http://127.0.0.1:8084"
+    assert probe.target.settings.cleanup == "after"
+    assert probe.target.secret is not None
+    assert probe.target.secret.reveal() == "s3cret-key-value"
+    assert "s3cret" not in repr(probe)
+    assert probe.load.mode == "open"
+    assert probe.load.rate == 20.0
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('cleanup = "after"', 'cleanup = "after"\nbogus = 1', "probe[0].target.bogus: unknown key"),
+        ('mode = "open"', 'mode = "fast"', "probe[0].load.mode: expected one of"),
+        ("k = [10, 5]", "k = [0]", "probe[0].k: must be"),
+        ("interval_s = 60", 'interval_s = "60"', "probe[0].interval_s: expected number"),
+        ('kind = "zengram"', 'kind = "nope"', "probe[0].target.kind: unknown kind 'nope'"),
+        ('namespace = "benchd-eval"', 'namespace = "global"', "probe[0].target.namespace"),
+        ('url = "${STORE_URL}"', 'url = "${NOT_SET_ANYWHERE}"', "NOT_SET_ANYWHERE"),
+        ('listen = "127.0.0.1:9999"', 'listen = "nope"', "server.listen"),
+    ],
+)
+def test_bad_values_name_file_and_key_path(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    path = write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith(str(path))
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_missing_key_env_is_an_error_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BENCHD_TEST_KEY")
+    with pytest.raises(ConfigError, match="BENCHD_TEST_KEY is not set"):
+        load_config(write(tmp_path, GOOD))
+
+
+def test_api_key_file_is_read_and_never_shown(tmp_path: Path) -> None:
+    keyfile = tmp_path / "key"
+    keyfile.write_text("file-key-123\n")
+    text = GOOD.replace('api_key_env = "BENCHD_TEST_KEY"', f'api_key_file = "{keyfile}"')
+    probe = load_config(write(tmp_path, text)).probes[0]
+    assert probe.target.secret is not None
+    assert probe.target.secret.reveal() == "file-key-123"
+    assert "file-key-123" not in str(probe.target.secret)
+
+
+def test_duplicate_probe_names_are_rejected(tmp_path: Path) -> None:
+    second = GOOD[GOOD.index("[[probe]]") :]
+    with pytest.raises(ConfigError, match="used twice"):
+        load_config(write(tmp_path, GOOD + second))
+
+
+def test_invalid_toml_and_missing_file_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(write(tmp_path, "[server\n"))
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_dollar_dollar_is_a_literal_dollar(tmp_path: Path) -> None:
+    text = GOOD.replace('namespace = "benchd-eval"', 'namespace = "benchd$$eval"')
+    assert load_config(write(tmp_path, text)).probes[0].target.settings.namespace == "benchd$eval"
+
+
+def test_parse_listen_accepts_ipv6_and_rejects_garbage() -> None:
+    assert parse_listen("[::1]:9108") == ("::1", 9108)
+    assert parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)
+    with pytest.raises(ConfigError):
+        parse_listen("localhost")
+
+
+def test_web_config_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'listen = "127.0.0.1:9999"', 'listen = "127.0.0.1:9999"\nweb_config = "web.toml"'
+    )
+    assert load_config(write(tmp_path, text)).server.web_config == str(tmp_path / "web.toml")
