@@ -2,29 +2,5 @@
 
 ``load`` reads and validates a config file, ``schema`` is the one generic
 typed decoder, ``secrets`` reads API keys from the environment or a file.
-The public names are re-exported here.
+Import from the submodules (``from benchd.config.load import Config``).
 """
-
-from benchd.config.load import (
-    DEFAULT_LISTEN,
-    Config,
-    ProbeConfig,
-    ServerConfig,
-    TargetConfig,
-    load_config,
-    parse_config,
-    parse_listen,
-    with_adopted_namespaces,
-)
-
-__all__ = [
-    "DEFAULT_LISTEN",
-    "Config",
-    "ProbeConfig",
-    "ServerConfig",
-    "TargetConfig",
-    "load_config",
-    "parse_config",
-    "parse_listen",
-    "with_adopted_namespaces",
-]
