@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,11 +106,9 @@ def test_a_hanging_probe_never_delays_another(
         probe_toml("stuck", stalled_store.url, interval=0.3, timeout=8.0),
     )
     with BenchdProcess(["--config", str(config)], env=ENV) as benchd:
-        started = time.monotonic()
         benchd.wait_cycles("fast", 3, timeout=20)
         # fast finished three cycles while stuck still hangs in its first (8 s timeout)
         assert benchd.cycles("stuck") == []
-        assert time.monotonic() - started < 8.0
         stuck = benchd.wait_cycles("stuck", 1, timeout=20)[0]
         assert stuck["outcome"] == "timeout"
         outcomes = {
