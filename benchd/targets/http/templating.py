@@ -76,10 +76,6 @@ class Path:
     text: str
     steps: tuple[tuple[str, Step], ...]  # ("key"|"index"|"wild", value)
 
-    @property
-    def has_wildcard(self) -> bool:
-        return any(kind == "wild" for kind, _ in self.steps)
-
 
 @lru_cache(maxsize=1024)
 def parse_path(text: str) -> Path:
