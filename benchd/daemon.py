@@ -29,8 +29,9 @@ from benchd.logging import get_logger
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop
+from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
-from benchd.surfacers.log import log_cycle
+from benchd.surfacers.log import LogSurfacer
 from benchd.web.app import WebConfig, build_app, read_web_config, serve_web
 
 __all__ = ["Daemon"]
@@ -54,6 +55,7 @@ class Daemon:
     grace_s: float = 10.0
     adopt_namespaces: bool = False  # --adopt-namespace, re-applied on every reload
     book: ResultBook = field(init=False)
+    surfacers: list[Surfacer] = field(default_factory=lambda: [LogSurfacer()])
     started: anyio.Event = field(default_factory=anyio.Event)
     url: str = ""
     _probes: dict[str, _Running] = field(default_factory=dict)
@@ -115,8 +117,10 @@ class Daemon:
         self._probes[runner.probe.name] = _Running(runner.probe, loop)
 
     def _sink(self, result: CycleResult) -> None:
+        """Record into the book (pull surfacers read it), then hand to each push surfacer."""
         self.book.record(result)
-        log_cycle(result)
+        for surfacer in self.surfacers:
+            surfacer.write(result)
 
     async def _stop_probe(self, name: str, *, cleanup: bool) -> None:
         running = self._probes.pop(name)

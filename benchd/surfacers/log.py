@@ -13,7 +13,7 @@ from typing import Any
 from benchd.logging import get_logger
 from benchd.result import CycleResult, LatencySummary
 
-__all__ = ["HEADLINE_MEASURES", "cycle_event", "log_cycle"]
+__all__ = ["HEADLINE_MEASURES", "LogSurfacer", "cycle_event", "log_cycle"]
 
 # The measures worth a glance in a log line, per cut-off; the rest is in /api/status.
 HEADLINE_MEASURES = ("hit", "recall", "ndcg", "mrr")
@@ -24,6 +24,16 @@ def log_cycle(result: CycleResult, logger: Any = None) -> None:
     log = logger if logger is not None else get_logger("benchd.cycle")
     emit = log.info if result.ok else log.warning
     emit("cycle", **cycle_event(result))
+
+
+class LogSurfacer:
+    """The :class:`~benchd.surfacers.base.Surfacer` that logs each cycle as one event."""
+
+    def __init__(self, logger: Any = None) -> None:
+        self._logger = logger
+
+    def write(self, result: CycleResult) -> None:
+        log_cycle(result, self._logger)
 
 
 def cycle_event(result: CycleResult) -> dict[str, Any]:

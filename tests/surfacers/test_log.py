@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
 from cycles import make_result
 from structlog.testing import capture_logs
 
-from benchd.surfacers.log import log_cycle
+from benchd.result import CycleResult
+from benchd.surfacers.log import LogSurfacer, log_cycle
 
 
 @pytest.fixture(autouse=True)
@@ -44,3 +46,29 @@ def test_failed_cycle_logs_a_warning_with_error_kind() -> None:
     assert event["log_level"] == "warning"
     assert event["error_kind"] == "connect" and event["error"] == "refused"
     assert "recall@10" not in event
+
+
+def test_the_daemon_records_into_the_book_then_hands_each_result_to_every_surfacer(
+    tmp_path: Path,
+) -> None:
+    """The push surfacers see results in order, after the book (pull surfacers) has them."""
+    from benchd.config.load import parse_config
+    from benchd.daemon import Daemon
+    from benchd.surfacers.base import Surfacer
+
+    seen: list[tuple[str, int, bool]] = []
+    daemon = Daemon(parse_config({}, file="benchd.toml", base=tmp_path))
+
+    class Recorder:
+        def write(self, result: CycleResult) -> None:
+            in_book = daemon.book.latest(result.probe) is result
+            seen.append((result.probe, result.cycle, in_book))
+
+    recorder = Recorder()
+    assert isinstance(recorder, Surfacer)
+    assert isinstance(LogSurfacer(), Surfacer)
+    daemon.surfacers = [recorder, recorder]
+    daemon.book.set_probes(["alpha"], {"alpha": 30.0})
+    for cycle in (1, 2):
+        daemon._sink(make_result("alpha", cycle=cycle))
+    assert seen == [("alpha", 1, True), ("alpha", 1, True), ("alpha", 2, True), ("alpha", 2, True)]
