@@ -1,10 +1,12 @@
-"""One probe cycle: info → seed (+verify) → serial pass → load pass → score → cleanup.
+"""One probe cycle: info → seed (+verify) → serial pass → load pass → cleanup → score.
 
-``run_cycle`` never raises for a store failure: it returns a frozen
-:class:`~benchd.result.CycleResult` whose ``outcome``/``error_kind`` say what
-went wrong, so one failing probe never stops another and every failure can
-be counted. Scoring is delegated to the pure functions in
-:mod:`benchd.scoring`.
+``run_cycle`` never raises for a store failure and never outlives
+``timeout_s``: it returns a frozen :class:`~benchd.result.CycleResult`, built
+once at the end in pipeline order, whose ``outcome`` says what happened
+(``success``, ``degraded`` with its reasons, ``failed`` with an error kind,
+or ``timeout`` naming the phase it was in), so one failing probe never stops
+another and every failure can be counted. Scoring is delegated to the pure
+functions in :mod:`benchd.scoring`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.to_thread
@@ -23,8 +25,15 @@ import httpx
 from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
-from benchd.load import LoadRun, run_load
-from benchd.result import CycleResult, LoadResult, QueryResult, SeedReport, TargetInfo
+from benchd.load import Fire, LoadProfile, LoadRun, run_load
+from benchd.result import (
+    CycleOutcome,
+    CycleResult,
+    LoadResult,
+    QueryResult,
+    SeedReport,
+    TargetInfo,
+)
 from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
@@ -33,10 +42,15 @@ from benchd.targets.base import CountsRetries, HttpSearch, Progress, SearchQuery
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES
 from benchd.targets.transport import make_http_fire
 
-__all__ = ["CycleFailure", "make_fire", "run_cycle", "score_queries"]
+__all__ = ["RATE_LIMITED_KINDS", "CycleFailure", "SerialAnswer", "make_fire", "run_cycle"]
 
 # A whole cycle stops on these: every further request would fail the same way.
 _FATAL = (TargetAuthError, TargetUnreachable)
+
+RATE_LIMITED_KINDS = frozenset({"http_429", "rate_limited"})
+"""Request outcomes that mean "the store's rate limit said no": counted apart, not errors."""
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -47,12 +61,21 @@ class CycleFailure(Exception):
     error: TargetError
 
 
-@dataclass(slots=True)
-class _Clock:
-    phases: dict[str, float] = field(default_factory=dict)
+@dataclass(frozen=True, slots=True)
+class SerialAnswer:
+    """One serial query's answer: ranked ids and latency, or the error kind."""
 
-    def timed(self, phase: str, started: float) -> None:
-        self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - started
+    ranked: tuple[str, ...] | None
+    latency_s: float | None = None
+    error: str | None = None
+
+
+@runtime_checkable
+class _WaitsOnRateLimits(Protocol):
+    """Optional: a target that says how long it has waited on 429 ``Retry-After`` so far."""
+
+    @property
+    def retry_wait_s(self) -> float: ...
 
 
 def _search_query(query: LabeledQuery, probe: ProbeConfig, fixture: Fixture) -> SearchQuery:
@@ -63,21 +86,9 @@ def _search_query(query: LabeledQuery, probe: ProbeConfig, fixture: Fixture) -> 
     )
 
 
-def score_queries(
-    queries: Sequence[LabeledQuery], ranked: Sequence[tuple[str, ...] | None], ks: Sequence[int]
-) -> list[dict[str, float] | None]:
-    """Per-query metrics; ``None`` where the query got no answer (an error)."""
-    return [
-        None if r is None else query_metrics(r, q.relevance, ks)
-        for q, r in zip(queries, ranked, strict=True)
-    ]
-
-
-async def _serial_pass(
-    target: Target, probe: ProbeConfig, fixture: Fixture
-) -> list[tuple[tuple[str, ...] | None, float | None, str | None]]:
+async def _serial_pass(target: Target, probe: ProbeConfig, fixture: Fixture) -> list[SerialAnswer]:
     """One request at a time, in fixture order: the exact ranking baseline."""
-    answers: list[tuple[tuple[str, ...] | None, float | None, str | None]] = []
+    answers: list[SerialAnswer] = []
     for query in fixture.queries:
         started = time.perf_counter()
         try:
@@ -85,13 +96,13 @@ async def _serial_pass(
         except _FATAL as exc:
             raise CycleFailure("serial", exc) from None
         except TargetError as exc:
-            answers.append((None, None, exc.kind))
+            answers.append(SerialAnswer(None, error=exc.kind))
             continue
-        answers.append((ranked, time.perf_counter() - started, None))
+        answers.append(SerialAnswer(ranked, time.perf_counter() - started))
     return answers
 
 
-def make_fire(target: Target, probe: ProbeConfig, fixture: Fixture) -> Callable[[int], Any]:
+def make_fire(target: Target, probe: ProbeConfig, fixture: Fixture) -> Fire:
     """The load engine's ``fire(i)``: search the i-th labeled query (cycled)."""
     queries = [_search_query(q, probe, fixture) for q in fixture.queries]
 
@@ -101,38 +112,69 @@ def make_fire(target: Target, probe: ProbeConfig, fixture: Fixture) -> Callable[
     return fire
 
 
+@dataclass(frozen=True, slots=True)
+class _Quality:
+    """The serial pass scored: per-query metrics, means, categories, CIs, found counts."""
+
+    per_query: tuple[dict[str, float] | None, ...]
+    aggregate: dict[str, float]
+    by_category: dict[str, dict[str, float]]
+    ci: dict[str, tuple[float, float]]
+    found: dict[int, int]
+    expected: int
+
+
 def _quality(
-    queries: Sequence[LabeledQuery], metrics: Sequence[dict[str, float] | None], ks: Sequence[int]
-) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, tuple[float, float]]]:
-    scored = [(q, m) for q, m in zip(queries, metrics, strict=True) if m is not None]
+    queries: Sequence[LabeledQuery], answers: Sequence[SerialAnswer], ks: Sequence[int]
+) -> _Quality:
+    """Score every answered query at the cut-offs ``ks``; unanswered ones are left out."""
+    per_query = tuple(
+        None if a.ranked is None else query_metrics(a.ranked, q.relevance, ks)
+        for q, a in zip(queries, answers, strict=True)
+    )
+    scored = [(q, m) for q, m in zip(queries, per_query, strict=True) if m is not None]
+    found = dict.fromkeys(ks, 0)
+    expected = 0
+    for q, a in zip(queries, answers, strict=True):
+        if a.ranked is not None:
+            expected += len(q.expected_ids)
+            for k in ks:
+                found[k] += relevant_in_top(a.ranked, q.relevance, k)
     if not scored:
-        return {}, {}, {}
+        return _Quality(per_query, {}, {}, {}, found, expected)
     values = [m for _, m in scored]
     aggregate = mean_metrics(values)
     categories = by_category([(q.category, m) for q, m in scored])
     ci = bootstrap_cis({key: [m[key] for m in values] for key in aggregate})
-    return aggregate, categories, ci
+    return _Quality(per_query, aggregate, categories, ci, found, expected)
 
 
-def _found(
-    queries: Sequence[LabeledQuery], ranked: Sequence[tuple[str, ...] | None], ks: Sequence[int]
-) -> tuple[dict[int, int], int]:
-    found = {k: 0 for k in ks}
-    expected = 0
-    for q, r in zip(queries, ranked, strict=True):
-        if r is None:
-            continue
-        expected += len(q.expected_ids)
-        for k in ks:
-            found[k] += relevant_in_top(r, q.relevance, k)
-    return found, expected
+def load_quality(
+    queries: Sequence[LabeledQuery],
+    answers: Sequence[tuple[int, tuple[str, ...]]],
+    ks: Sequence[int],
+) -> dict[str, float]:
+    """Quality under load: the mean over *distinct* queries of each query's mean.
+
+    A query asked five times under load weighs as much as one asked once, so
+    identical rankings score the same under load as serially.
+    """
+    by_query: dict[int, list[dict[str, float]]] = {}
+    for index, ranked in answers:
+        query = queries[index % len(queries)]
+        by_query.setdefault(index % len(queries), []).append(
+            query_metrics(ranked, query.relevance, ks)
+        )
+    return mean_metrics([mean_metrics(by_query[i]) for i in sorted(by_query)])
 
 
-async def _load_run(target: Target, probe: ProbeConfig, fixture: Fixture) -> LoadRun:
+async def _load_run(
+    target: Target, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
+) -> LoadRun:
     """Run the load pass, over the engine's own pool when the target is sans-I/O HTTP."""
     n = len(fixture.queries)
     if not isinstance(target, HttpSearch):
-        return await run_load(make_fire(target, probe, fixture), n, probe.load)
+        return await run_load(make_fire(target, probe, fixture), n, profile)
     queries = [_search_query(q, probe, fixture) for q in fixture.queries]
     http: HttpSearch = target
 
@@ -146,40 +188,107 @@ async def _load_run(target: Target, probe: ProbeConfig, fixture: Fixture) -> Loa
     async with make_http_fire(
         build,
         parse,
-        concurrency=probe.load.concurrency,
-        timeout_s=probe.load.request_timeout_s,
+        concurrency=profile.concurrency,
+        timeout_s=profile.request_timeout_s,
         max_response_bytes=cap,
     ) as fire:
-        return await run_load(fire, n, probe.load)
-
-
-async def _load_pass(target: Target, probe: ProbeConfig, fixture: Fixture) -> LoadResult:
-    run = await _load_run(target, probe, fixture)
-    per_request = [
-        query_metrics(ids, fixture.queries[i % len(fixture.queries)].relevance, probe.k)
-        for i, ids in run.answers()
-    ]
-    return run.to_result(aggregate=mean_metrics(per_request) if per_request else {})
+        return await run_load(fire, n, profile)
 
 
 @dataclass(slots=True)
 class _Cycle:
+    """What a cycle has gathered so far, phase by phase; turned into a result once."""
+
     probe: ProbeConfig
     fixture: Fixture
     target: Target
     progress: Progress | None
-    clock: _Clock = field(default_factory=_Clock)
+    cycle: int
+    read_rate: float | None = None
+    started_at: float = field(default_factory=time.time)
+    phases: dict[str, float] = field(default_factory=dict)
+    current: str = "info"
+    current_since: float = field(default_factory=time.perf_counter)
+    retries_before: int = 0
+    waited_before: float = 0.0
     info: TargetInfo | None = None
     seed: SeedReport | None = None
+    answers: list[SerialAnswer] = field(default_factory=list)
+    load: LoadResult | None = None
 
-    async def phase(self, name: str, work: Callable[[], Any]) -> Any:
-        started = time.perf_counter()
+    async def phase(self, name: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Run one phase's ``work``, timing it; a TargetError fails the cycle in ``name``."""
+        self.current, self.current_since = name, time.perf_counter()
         try:
             return await work()
         except TargetError as exc:
             raise CycleFailure(name, exc) from None
         finally:
-            self.clock.timed(name, started)
+            self.phases[name] = (
+                self.phases.get(name, 0.0) + time.perf_counter() - self.current_since
+            )
+
+    def retries(self) -> int:
+        """Requests the target retried during this cycle, after seeding."""
+        now = self.target.retries if isinstance(self.target, CountsRetries) else 0
+        return now - self.retries_before
+
+    def waited_s(self) -> float:
+        """Seconds this cycle spent waiting on 429s: the target's retries and load pauses."""
+        target = self.target
+        now = target.retry_wait_s if isinstance(target, _WaitsOnRateLimits) else 0.0
+        return now - self.waited_before + (self.load.paused_s if self.load else 0.0)
+
+    def failed(self, failure: CycleFailure) -> CycleResult:
+        return self._result(
+            "failed",
+            errors={failure.error.kind: 1},
+            error_kind=failure.error.kind,
+            error_message=f"{failure.phase}: {failure.error}",
+        )
+
+    def timed_out(self) -> CycleResult:
+        """The timeout result: which phase, for how long, how much of it waiting on 429s."""
+        in_phase = time.perf_counter() - self.current_since
+        self.phases[self.current] = self.phases.get(self.current, 0.0) + in_phase
+        waited = self.waited_s()
+        message = (
+            f"cycle did not finish within timeout_s={self.probe.timeout_s:g}: still in phase "
+            f"{self.current!r} after {in_phase:.1f} s"
+        )
+        if waited > 0:
+            message += f"; {waited:.1f} s of the cycle went waiting on 429 Retry-After"
+        return self._result(
+            "timeout", errors={"timeout": 1}, error_kind="timeout", error_message=message
+        )
+
+    def _result(
+        self,
+        outcome: CycleOutcome,
+        *,
+        errors: Mapping[str, int],
+        error_kind: str | None,
+        error_message: str | None,
+    ) -> CycleResult:
+        probe, fixture = self.probe, self.fixture
+        return CycleResult(
+            probe=probe.name,
+            target=probe.target.kind,
+            corpus=fixture.name,
+            cycle=self.cycle,
+            started_at=self.started_at,
+            finished_at=time.time(),
+            outcome=outcome,
+            phases=dict(self.phases),
+            ks=probe.k,
+            info=self.info,
+            seed=self.seed,
+            errors=dict(errors),
+            retries=self.retries(),
+            error_kind=error_kind,
+            error_message=error_message,
+            fixture_hash=fixture.content_hash,
+        )
 
 
 async def run_cycle(
@@ -189,107 +298,114 @@ async def run_cycle(
     *,
     cycle: int = 1,
     progress: Progress | None = None,
+    read_rate: float | None = None,
 ) -> CycleResult:
-    """Run one cycle of ``probe`` against ``target``; never raises for store failures."""
-    started_at = time.time()
-    state = _Cycle(probe, fixture, target, progress)
-    base: dict[str, Any] = dict(
-        probe=probe.name,
-        target=probe.target.kind,
-        corpus=fixture.name,
-        cycle=cycle,
-        started_at=started_at,
-        ks=probe.k,
-        fixture_hash=fixture.content_hash,
-    )
-    try:
-        return await _run(state, base)
-    except CycleFailure as failure:
-        return CycleResult(
-            **base,
-            finished_at=time.time(),
-            outcome="failed",
-            phases=dict(state.clock.phases),
-            info=state.info,
-            seed=state.seed,
-            errors={failure.error.kind: 1},
-            error_kind=failure.error.kind,
-            error_message=f"{failure.phase}: {failure.error}",
-        )
+    """Run one cycle of ``probe`` against ``target`` within ``probe.timeout_s``.
+
+    ``read_rate`` (requests per second) is this probe's share of its API key's
+    read budget (:mod:`benchd.budget`): the load pass is paced to it. Never
+    raises for store failures.
+    """
+    state = _Cycle(probe, fixture, target, progress, cycle, read_rate)
+    with anyio.move_on_after(probe.timeout_s):
+        try:
+            await _run(state)
+        except CycleFailure as failure:
+            return state.failed(failure)
+        # Scoring and bootstrap are pure CPU work: off the loop, so other probes'
+        # request timings are not stalled by this one's arithmetic.
+        return await anyio.to_thread.run_sync(_assemble, state)
+    return state.timed_out()
 
 
-async def _run(state: _Cycle, base: Mapping[str, Any]) -> CycleResult:
+async def _run(state: _Cycle) -> None:
     probe, fixture, target = state.probe, state.fixture, state.target
     state.info = await state.phase("info", target.info)
     state.seed = await state.phase(
         "seed", lambda: target.seed(fixture.memories, progress=state.progress)
     )
-    retried_before = _retries(target)
-    started = time.perf_counter()
-    answers = await _serial_pass(target, probe, fixture)
-    state.clock.timed("serial", started)
-    load = None
+    state.retries_before = target.retries if isinstance(target, CountsRetries) else 0
+    if isinstance(target, _WaitsOnRateLimits):
+        state.waited_before = target.retry_wait_s
+    state.answers = await state.phase("serial", lambda: _serial_pass(target, probe, fixture))
     if probe.load.mode != "serial":
-        load = await state.phase("load", lambda: _load_pass(target, probe, fixture))
+        caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
+        profile = dataclasses.replace(probe.load, max_rate=min(caps, default=None))
+        run = await state.phase("load", lambda: _load_run(target, probe, fixture, profile))
+        state.load = run.to_result(
+            aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
+        )
     if getattr(probe.target.settings, "cleanup", "never") == "after":
         ids = [str(m["id"]) for m in fixture.memories]
         await state.phase("cleanup", lambda: target.cleanup(ids))
-    # Scoring and bootstrap are pure CPU work: off the loop, so other probes'
-    # request timings are not stalled by this one's arithmetic.
-    retried = _retries(target) - retried_before
-    result = await anyio.to_thread.run_sync(_assemble, state, base, answers, load)
-    return dataclasses.replace(result, retries=retried)
 
 
-def _retries(target: Target) -> int:
-    """Requests the target has retried so far (0 for targets that do not retry)."""
-    return target.retries if isinstance(target, CountsRetries) else 0
-
-
-def _assemble(
-    state: _Cycle,
-    base: Mapping[str, Any],
-    answers: Sequence[tuple[tuple[str, ...] | None, float | None, str | None]],
-    load: LoadResult | None,
-) -> CycleResult:
-    probe, fixture = state.probe, state.fixture
-    ranked = [a[0] for a in answers]
-    metrics = score_queries(fixture.queries, ranked, probe.k)
-    aggregate, categories, ci = _quality(fixture.queries, metrics, probe.k)
-    found, expected = _found(fixture.queries, ranked, probe.k)
-    errors = Counter(a[2] for a in answers if a[2] is not None)
+def _verdict(state: _Cycle) -> tuple[CycleOutcome, tuple[str, ...]]:
+    """``success`` only when everything was measured; else ``degraded`` and why."""
+    reasons: list[str] = []
+    seed = state.seed
+    if seed is not None and (seed.errors or seed.missing or seed.verified < seed.requested):
+        reasons.append("seed_incomplete")
+    if any(a.error is not None for a in state.answers):
+        reasons.append("queries_failed")
+    load = state.load
     if load is not None:
-        errors.update({k: v for k, v in load.requests.items() if k != "ok"})
+        errors = sum(
+            n for k, n in load.requests.items() if k != "ok" and k not in RATE_LIMITED_KINDS
+        )
+        if load.sent and errors / load.sent > state.probe.load.max_error_ratio:
+            reasons.append("load_errors")
+        if load.rate_limited:
+            reasons.append("rate_limited")
+    return ("degraded" if reasons else "success"), tuple(reasons)
+
+
+def _assemble(state: _Cycle) -> CycleResult:
+    """The one :class:`CycleResult` of a cycle that ran to its end."""
+    probe, fixture, answers = state.probe, state.fixture, state.answers
+    quality = _quality(fixture.queries, answers, probe.k)
+    errors = Counter(a.error for a in answers if a.error is not None)
+    if state.load is not None:
+        errors.update({k: v for k, v in state.load.requests.items() if k != "ok"})
+    all_failed = all(a.ranked is None for a in answers)
+    outcome, reasons = ("failed", ()) if all_failed else _verdict(state)
     queries = tuple(
         QueryResult(
             id=q.id,
             q=q.q,
             category=q.category,
             expected_ids=q.expected_ids,
-            ranked_ids=r or (),
+            ranked_ids=a.ranked or (),
             metrics=m or {},
-            latency_s=a[1],
-            error=a[2],
+            latency_s=a.latency_s,
+            error=a.error,
         )
-        for q, r, m, a in zip(fixture.queries, ranked, metrics, answers, strict=True)
+        for q, a, m in zip(fixture.queries, answers, quality.per_query, strict=True)
     )
-    all_failed = all(r is None for r in ranked)
     return CycleResult(
-        **base,
+        probe=probe.name,
+        target=probe.target.kind,
+        corpus=fixture.name,
+        cycle=state.cycle,
+        started_at=state.started_at,
         finished_at=time.time(),
-        outcome="failed" if all_failed else "success",
-        phases=dict(state.clock.phases),
+        outcome=outcome,
+        phases=dict(state.phases),
+        ks=probe.k,
         info=state.info,
         seed=state.seed,
         queries=queries,
-        aggregate=aggregate,
-        by_category=categories,
-        ci=ci,
-        relevant_found=found,
-        relevant_expected=expected,
-        serial_latency=summarize([a[1] for a in answers if a[1] is not None]),
-        load=load,
+        aggregate=quality.aggregate,
+        by_category=quality.by_category,
+        ci=quality.ci,
+        relevant_found=quality.found,
+        relevant_expected=quality.expected,
+        serial_latency=summarize([a.latency_s for a in answers if a.latency_s is not None]),
+        load=state.load,
         errors=dict(errors),
+        retries=state.retries(),
         error_kind=next(iter(errors), None) if all_failed else None,
         error_message="every query failed" if all_failed else None,
+        degraded_reasons=reasons,
+        fixture_hash=fixture.content_hash,
     )

@@ -18,6 +18,15 @@ Modes (see docs/load.md):
   a request still waiting for a free slot when the arrival window closes is
   *dropped* — never sent (k6's ``dropped_iterations``).
 
+Every mode respects the store (docs/load.md, "Rate limits"): ``max_rate``
+(the probe's share of its API key's read budget) caps sends per second; a
+429 pauses all sending for its ``Retry-After`` (in open loop the sends
+scheduled inside the pause are *dropped* and the schedule restarts when it
+ends, so corrected latency never counts a pause benchd imposed on itself);
+a 429 without ``Retry-After`` (the real store's lockout), a pause that
+outlasts the pass, or a share of 429s above ``max_rate_limited_ratio``
+stops the pass early, and it is marked ``rate_limited``.
+
 All times come from :func:`time.perf_counter`; a :class:`LoadRun` stores them
 in seconds since the start of the measured window.
 """
@@ -34,7 +43,7 @@ from typing import Literal
 import anyio
 import anyio.to_thread
 
-from benchd.errors import ERROR_KINDS, ConfigError, TargetError
+from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
 from benchd.result import LoadResult
 from benchd.scoring.latency import summarize
 
@@ -58,6 +67,11 @@ OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
 
 _OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
 _TIMEOUT = _OUTCOME_CODE["timeout"]
+# A 429: "rate_limited" once errors.py has that kind, "http_429" until then.
+_LIMITED = _OUTCOME_CODE.get("rate_limited", _OUTCOME_CODE.get("http_429", 0))
+# The 429 share is judged over at least this many sends, so that the first
+# couple of 429s of a pass do not stop it on their own.
+_SHARE_FLOOR = 20
 
 # asyncio timers fire 1-2 ms late (epoll rounds its timeout up to whole
 # milliseconds), while time.sleep() in a thread wakes within ~0.1 ms. So the
@@ -81,6 +95,9 @@ class LoadProfile:
     late_tolerance_s: float = 0.010
     request_timeout_s: float = 10.0
     warmup_s: float = 0.0
+    max_error_ratio: float = 0.05
+    max_rate_limited_ratio: float = 0.1
+    max_rate: float | None = None  # cap on sends per second; the cycle lowers it to the read budget
 
     def __post_init__(self) -> None:
         if self.mode not in ("serial", "closed", "open"):
@@ -93,6 +110,16 @@ class LoadProfile:
         _require(self.late_tolerance_s >= 0, "late_tolerance_s", self.late_tolerance_s, ">= 0")
         _require(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s, "> 0")
         _require(0 <= self.warmup_s < math.inf, "warmup_s", self.warmup_s, "seconds >= 0")
+        _require(0 <= self.max_error_ratio <= 1, "max_error_ratio", self.max_error_ratio, "0..1")
+        ratio = self.max_rate_limited_ratio
+        _require(0 <= ratio <= 1, "max_rate_limited_ratio", ratio, "0..1")
+        if self.max_rate is not None:
+            _require(0 < self.max_rate < math.inf, "max_rate", self.max_rate, "req/s > 0")
+
+    @property
+    def effective_rate(self) -> float:
+        """Open loop: the arrival rate, capped by ``max_rate``."""
+        return self.rate if self.max_rate is None else min(self.rate, self.max_rate)
 
 
 def _require(ok: bool, name: str, value: object, fix: str) -> None:
@@ -121,6 +148,9 @@ class LoadRun:
     ranked: tuple[tuple[str, ...], ...]
     dropped: int = 0
     warmup_requests: int = 0
+    rate_limited: bool = False  # stopped early on 429s
+    paused_s: float = 0.0  # seconds sending was paused for Retry-After
+    max_rate: float | None = None  # the read-budget cap it was paced to
 
     def __len__(self) -> int:
         return len(self.query)
@@ -190,6 +220,9 @@ class LoadRun:
             late=self.late if is_open else 0,
             dropped=self.dropped,
             aggregate=dict(aggregate or {}),
+            rate_limited=self.rate_limited,
+            paused_s=self.paused_s,
+            max_rate=self.max_rate,
         )
 
 
@@ -248,13 +281,13 @@ class _Recorder:
         self.outcome.append(result[0])
         self.ranked.append(result[1])
 
-    def freeze(self, profile: LoadProfile) -> LoadRun:
+    def freeze(self, profile: LoadProfile, gate: _Gate) -> LoadRun:
         """The records in request (sequence) order, as a frozen :class:`LoadRun`."""
         order = sorted(range(len(self.seq)), key=self.seq.__getitem__)
         times = self.times
         return LoadRun(
             mode=profile.mode,
-            target_rate=profile.rate if profile.mode == "open" else None,
+            target_rate=profile.effective_rate if profile.mode == "open" else None,
             late_tolerance_s=profile.late_tolerance_s,
             query=array("q", (self.query[i] for i in order)),
             scheduled=array("d", (times[3 * i] for i in order)),
@@ -264,24 +297,89 @@ class _Recorder:
             ranked=tuple(self.ranked[i] for i in order),
             dropped=self.dropped,
             warmup_requests=self.warmup,
+            rate_limited=gate.rate_limited,
+            paused_s=gate.paused_s,
+            max_rate=profile.max_rate,
         )
 
 
-async def _classified(fire: Fire, query: int) -> _Outcome:
-    """Fire one request; turn a TargetError into its outcome code."""
+@dataclass(slots=True)
+class _Gate:
+    """What every sender of one pass shares: read-budget pacing and 429 pauses.
+
+    ``pace_s`` is the least spacing between sends (``1 / max_rate``, 0 when
+    unpaced); nothing is sent before ``paused_until`` (a 429's Retry-After).
+    Once ``rate_limited`` is set the pass sends nothing more.
+    """
+
+    pace_s: float
+    stop_at: float  # perf_counter() at which the sending window closes
+    max_limited_ratio: float
+    next_send: float = 0.0
+    paused_until: float = 0.0
+    paused_s: float = 0.0
+    sent: int = 0
+    limited: int = 0
+    rate_limited: bool = False
+
+    @classmethod
+    def for_profile(cls, profile: LoadProfile, stop_at: float) -> _Gate:
+        pace = 0.0 if profile.max_rate is None else 1.0 / profile.max_rate
+        return cls(pace, stop_at, profile.max_rate_limited_ratio)
+
+    def reserve(self) -> float | None:
+        """The earliest time the next send may go (and take it), or None: the pass is over."""
+        at = max(time.perf_counter(), self.next_send, self.paused_until)
+        if self.rate_limited or at >= self.stop_at:
+            return None
+        self.next_send = at + self.pace_s
+        return at
+
+    def answered(self, code: int, retry_after_s: float | None) -> None:
+        """Count one answer; a 429 pauses sending, or stops the pass (see module docs)."""
+        self.sent += 1
+        if code != _LIMITED:
+            return
+        self.limited += 1
+        if retry_after_s is None:  # the real store's lockout: every further request prolongs it
+            self.rate_limited = True
+            return
+        now = time.perf_counter()
+        until = now + retry_after_s
+        if until > self.paused_until:
+            self.paused_s += until - max(now, self.paused_until)
+            self.paused_until = until
+        if until >= self.stop_at or self.limited > self.max_limited_ratio * max(
+            self.sent, _SHARE_FLOOR
+        ):
+            self.rate_limited = True
+
+
+async def _classified(fire: Fire, query: int, gate: _Gate) -> _Outcome:
+    """Fire one request; turn a TargetError into its outcome code and tell the gate."""
     try:
         ids = await fire(query)
+    except TargetHTTPError as exc:
+        code = (
+            _LIMITED if exc.status == 429 else _OUTCOME_CODE.get(exc.kind, _OUTCOME_CODE["connect"])
+        )
+        gate.answered(code, exc.retry_after_s)
+        return code, ()
     except TargetError as exc:
-        return _OUTCOME_CODE.get(exc.kind, _OUTCOME_CODE["connect"]), ()
+        code = _OUTCOME_CODE.get(exc.kind, _OUTCOME_CODE["connect"])
+        gate.answered(code, None)
+        return code, ()
+    gate.answered(0, None)
     return 0, tuple(ids)
 
 
-async def _attempt(fire: Fire, query: int, timeout_s: float) -> _Outcome:
+async def _attempt(fire: Fire, query: int, timeout_s: float, gate: _Gate) -> _Outcome:
     """Fire one request under its own timeout; classify its outcome."""
     try:
         with anyio.fail_after(timeout_s):
-            return await _classified(fire, query)
+            return await _classified(fire, query, gate)
     except TimeoutError:
+        gate.answered(_TIMEOUT, None)
         return _TIMEOUT, ()
 
 
@@ -296,10 +394,10 @@ async def run_load(fire: Fire, n_queries: int, profile: LoadProfile) -> LoadRun:
     if n_queries < 1:
         raise ConfigError("load: the fixture has no queries to send; add at least one query")
     if profile.mode == "open":
-        recorder = await _run_open(fire, n_queries, profile)
+        recorder, gate = await _run_open(fire, n_queries, profile)
     else:
-        recorder = await _run_closed(fire, n_queries, profile)
-    return recorder.freeze(profile)
+        recorder, gate = await _run_closed(fire, n_queries, profile)
+    return recorder.freeze(profile, gate)
 
 
 @dataclass(slots=True)
@@ -312,8 +410,7 @@ class _ClosedPlan:
     next_seq: int = 0
     measured: int = 0
 
-    def take(self) -> int | None:
-        now = time.perf_counter()
+    def take(self, now: float) -> int | None:
         if now >= self.stop_at:
             return None
         if now >= self.origin:
@@ -324,23 +421,40 @@ class _ClosedPlan:
         return self.next_seq - 1
 
 
-async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:
+async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> tuple[_Recorder, _Gate]:
     """Serial (one worker) or closed loop: each worker sends, waits, sends again."""
     serial = profile.mode == "serial"
     budget = profile.requests if profile.requests is not None else (n_queries if serial else None)
     recorder = _Recorder(origin=time.perf_counter() + profile.warmup_s)
     stop_at = math.inf if budget is not None else recorder.origin + profile.duration_s
     plan = _ClosedPlan(recorder.origin, stop_at, budget)
+    gate = _Gate.for_profile(profile, stop_at)
     async with anyio.create_task_group() as tg:
         for _ in range(1 if serial else profile.concurrency):
             tg.start_soon(
-                _closed_worker, fire, n_queries, plan, recorder, profile.request_timeout_s
+                _closed_worker, fire, n_queries, (plan, gate), recorder, profile.request_timeout_s
             )
-    return recorder
+    return recorder, gate
+
+
+async def _next_send(plan: _ClosedPlan, gate: _Gate, scope: anyio.CancelScope) -> int | None:
+    """Wait for this worker's turn (pacing, 429 pauses); its request number, or None."""
+    while (at := gate.reserve()) is not None:
+        if at > time.perf_counter():
+            scope.deadline = math.inf  # a wait is not part of any request's timeout
+            await anyio.sleep(at - time.perf_counter())
+            if gate.paused_until > at:  # a 429 came in while this worker waited
+                continue
+        return plan.take(at)
+    return None
 
 
 async def _closed_worker(
-    fire: Fire, n_queries: int, plan: _ClosedPlan, recorder: _Recorder, timeout_s: float
+    fire: Fire,
+    n_queries: int,
+    shared: tuple[_ClosedPlan, _Gate],
+    recorder: _Recorder,
+    timeout_s: float,
 ) -> None:
     """Send requests back to back until the plan runs out.
 
@@ -349,49 +463,73 @@ async def _closed_worker(
     request on loopback. When the deadline passes, the request in flight is
     recorded as a timeout and a new scope takes over.
     """
+    plan, gate = shared
     while True:
         in_flight = (0, 0.0)
         with anyio.CancelScope() as scope:
-            while (seq := plan.take()) is not None:
+            while (seq := await _next_send(plan, gate, scope)) is not None:
                 in_flight = (seq, time.perf_counter())
                 scope.deadline = anyio.current_time() + timeout_s
-                result = await _classified(fire, seq % n_queries)
+                result = await _classified(fire, seq % n_queries, gate)
                 start = in_flight[1]
                 recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), result)
             return
         seq, start = in_flight
+        gate.answered(_TIMEOUT, None)
         recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), (_TIMEOUT, ()))
 
 
-async def _run_open(fire: Fire, n_queries: int, profile: LoadProfile) -> _Recorder:
-    """Open loop: one dispatcher sends request *j* at ``j / rate``, capped in flight."""
-    period = 1.0 / profile.rate
-    n_warmup = math.floor(profile.warmup_s * profile.rate)
-    n_measured = profile.requests or max(1, math.floor(profile.duration_s * profile.rate))
+async def _run_open(fire: Fire, n_queries: int, profile: LoadProfile) -> tuple[_Recorder, _Gate]:
+    """Open loop: one dispatcher sends request *j* at ``j / rate``, capped in flight.
+
+    The rate is capped by ``max_rate``. A 429 pause drops the sends scheduled
+    inside it and restarts the schedule at its end.
+    """
+    rate = profile.effective_rate
+    period = 1.0 / rate
+    n_warmup = math.floor(profile.warmup_s * rate)
+    n_measured = profile.requests or max(1, math.floor(profile.duration_s * rate))
     n_total = n_warmup + n_measured
     t0 = time.perf_counter() + min(period, 0.002)  # first arrival: not late by setup
     recorder = _Recorder(origin=t0 + n_warmup * period)
     window_end = t0 + n_total * period
+    gate = _Gate(0.0, window_end, profile.max_rate_limited_ratio)  # the schedule paces itself
     slots = anyio.Semaphore(profile.concurrency)
     timer = anyio.CapacityLimiter(1)  # the dispatcher's own waker thread
 
     async def send(seq: int, scheduled: float) -> None:
         try:
             start = time.perf_counter()
-            result = await _attempt(fire, seq % n_queries, profile.request_timeout_s)
+            result = await _attempt(fire, seq % n_queries, profile.request_timeout_s, gate)
             recorder.record(seq, seq % n_queries, (scheduled, start, time.perf_counter()), result)
         finally:
             slots.release()
 
+    def drop(first: int, count: int) -> None:
+        recorder.dropped += max(0, first + count - max(first, n_warmup))
+
     async with anyio.create_task_group() as tg:
-        for seq in range(n_total):
-            scheduled = t0 + seq * period
+        seq, anchor, anchor_seq = 0, t0, 0  # the schedule: anchor + (seq - anchor_seq) * period
+        while seq < n_total:
+            scheduled = anchor + (seq - anchor_seq) * period
+            if gate.rate_limited:
+                drop(seq, n_total - seq)
+                break
+            if gate.paused_until > scheduled:
+                skipped = min(n_total - seq, math.ceil((gate.paused_until - scheduled) / period))
+                drop(seq, skipped)
+                seq += skipped
+                anchor, anchor_seq = gate.paused_until, seq
+                continue
             await sleep_until(scheduled, timer)
+            if gate.paused_until > scheduled or gate.rate_limited:
+                continue  # a 429 came in while the dispatcher waited
             if not await _acquire_before(slots, window_end):
-                recorder.dropped = n_total - max(seq, n_warmup)
+                drop(seq, n_total - seq)
                 break
             tg.start_soon(send, seq, scheduled)
-    return recorder
+            seq += 1
+    return recorder, gate
 
 
 async def _acquire_before(slots: anyio.Semaphore, deadline: float) -> bool:

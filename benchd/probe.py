@@ -8,7 +8,6 @@ drift comparison attached. It never raises for a store failure.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import anyio
 
@@ -27,8 +26,15 @@ __all__ = ["ProbeRunner"]
 class ProbeRunner:
     """Runs cycles of one probe; owns its adapter and drift state."""
 
-    def __init__(self, probe: ProbeConfig, *, fixture: Fixture | None = None) -> None:
+    def __init__(
+        self,
+        probe: ProbeConfig,
+        *,
+        fixture: Fixture | None = None,
+        read_rate: float | None = None,
+    ) -> None:
         self.probe = probe
+        self.read_rate = read_rate  # this probe's share of its key's read budget (req/s)
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
         baseline = load_baseline(probe.baseline) if probe.baseline else None
@@ -43,33 +49,16 @@ class ProbeRunner:
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
         """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
         self.cycles += 1
-        started = time.time()
-        result: CycleResult | None = None
-        with anyio.move_on_after(self.probe.timeout_s):
-            result = await run_cycle(
-                self.probe, self.fixture, self.target, cycle=self.cycles, progress=progress
-            )
-        if result is None:
-            result = self._timed_out(started)
+        result = await run_cycle(
+            self.probe,
+            self.fixture,
+            self.target,
+            cycle=self.cycles,
+            progress=progress,
+            read_rate=self.read_rate,
+        )
         drift = await self.tracker.aobserve(result)
         return dataclasses.replace(result, drift=drift)
-
-    def _timed_out(self, started: float) -> CycleResult:
-        return CycleResult(
-            probe=self.probe.name,
-            target=self.probe.target.kind,
-            corpus=self.fixture.name,
-            cycle=self.cycles,
-            started_at=started,
-            finished_at=time.time(),
-            outcome="timeout",
-            phases={},
-            ks=self.probe.k,
-            errors={"timeout": 1},
-            error_kind="timeout",
-            error_message=f"cycle did not finish within timeout_s={self.probe.timeout_s:g}",
-            fixture_hash=self.fixture.content_hash,
-        )
 
     async def cleanup(self) -> None:
         """Run the configured ``after`` cleanup (used on shutdown)."""

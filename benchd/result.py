@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "CYCLE_OUTCOMES",
+    "DEGRADED_REASONS",
+    "MIN_SAMPLES",
     "CycleOutcome",
     "CycleResult",
     "LatencySummary",
@@ -23,7 +26,32 @@ __all__ = [
     "TargetInfo",
 ]
 
-CycleOutcome = Literal["success", "failed", "timeout"]
+CycleOutcome = Literal["success", "degraded", "failed", "timeout"]
+CYCLE_OUTCOMES: tuple[CycleOutcome, ...] = ("success", "degraded", "failed", "timeout")
+"""Every cycle outcome, in the order surfacers list them (the one list of them).
+
+``success``: every fixture record verified and every serial query answered
+(and the load pass, if any, within its error bound); ``degraded``: the cycle
+ran but measured less than it should (see :data:`DEGRADED_REASONS`);
+``failed``: a fatal error (its ``error_kind``: ``auth``, ``connect``,
+``ownership``, ...) or no serial query answered; ``timeout``: ``timeout_s``
+passed first.
+"""
+
+DEGRADED_REASONS: tuple[str, ...] = (
+    "seed_incomplete",  # a fixture record was rejected or not found on read-back
+    "queries_failed",  # a serial query got no answer
+    "load_errors",  # load-pass errors (429s apart) above load.max_error_ratio
+    "rate_limited",  # the load pass met too many 429s and stopped early
+)
+"""Why a cycle is ``degraded``; a bounded label value (``benchd_cycle_degraded_total``)."""
+
+MIN_SAMPLES: Mapping[str, int] = {"p50": 2, "p90": 10, "p95": 20, "p99": 100}
+"""Samples a percentile needs before it is published: ``1 / (1 - p)``.
+
+Below it the nearest-rank percentile is just the largest sample (a "p99" of
+30 samples is their maximum), so surfacers omit it and say why.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +111,25 @@ class LatencySummary:
     def empty(cls) -> LatencySummary:
         return cls(count=0, p50=0.0, p90=0.0, p95=0.0, p99=0.0, max=0.0, mean=0.0)
 
+    def published(self, name: str) -> float | None:
+        """Percentile ``name`` (``"p50"``...``"p99"``, ``"max"``, ``"mean"``) if it may be shown.
+
+        ``None`` when there are fewer samples than :data:`MIN_SAMPLES` asks for
+        (``max`` and ``mean`` need one sample).
+        """
+        if self.count < MIN_SAMPLES.get(name, 1):
+            return None
+        value: float = getattr(self, name)
+        return value
+
+    def withheld(self) -> dict[str, str]:
+        """Why each unpublished percentile is withheld, e.g. ``{"p99": "needs >= 100 ..."}``."""
+        return {
+            name: f"needs >= {need} samples, the cycle had {self.count}"
+            for name, need in MIN_SAMPLES.items()
+            if self.count < need
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
@@ -100,6 +147,14 @@ class LoadResult:
     late: int = 0
     dropped: int = 0
     aggregate: Mapping[str, float] = field(default_factory=dict)
+    rate_limited: bool = False  # stopped early: too many 429s, or a Retry-After past its end
+    paused_s: float = 0.0  # seconds sending was paused for 429 Retry-After
+    max_rate: float | None = None  # the read-budget cap the pass was paced to (req/s)
+
+    @property
+    def sent(self) -> int:
+        """Requests sent (every outcome)."""
+        return sum(self.requests.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +168,7 @@ class CycleResult:
     started_at: float  # unix seconds
     finished_at: float
     outcome: CycleOutcome
-    phases: Mapping[str, float]  # phase -> seconds (seed, verify, serial, load, cleanup)
+    phases: Mapping[str, float]  # phase -> seconds (info, seed, serial, load, cleanup)
     ks: tuple[int, ...]
     info: TargetInfo | None = None
     seed: SeedReport | None = None
@@ -129,6 +184,7 @@ class CycleResult:
     retries: int = 0  # search/cleanup requests retried after seeding (seed.retries has those)
     error_kind: str | None = None
     error_message: str | None = None
+    degraded_reasons: tuple[str, ...] = ()  # from DEGRADED_REASONS, when outcome is degraded
     fixture_hash: str = ""
     drift: Mapping[str, object] = field(default_factory=dict)
 

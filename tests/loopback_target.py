@@ -37,6 +37,7 @@ class LoopbackTarget:
     raw: dict[int, bytes] = field(default_factory=dict)  # exact bytes, then close
     stall_from: float = float("inf")
     stall_until: float = float("-inf")
+    retry_after: bytes | None = b"2"  # the Retry-After of a 429 (None: no header)
     port: int = 0
     served: int = 0
 
@@ -72,7 +73,9 @@ class LoopbackTarget:
                     await stream.send(self.raw[query])
                     return
                 status, body = await self._answer(query)
-                extra = b"Retry-After: 2\r\n" if status == 429 else b""
+                extra = b""
+                if status == 429 and self.retry_after is not None:
+                    extra = b"Retry-After: %s\r\n" % self.retry_after
                 await stream.send(
                     b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n%sContent-Length: %d"
                     b"\r\n\r\n%s" % (status, extra, len(body), body)
@@ -101,7 +104,12 @@ def httpx_fire(client: httpx.AsyncClient) -> Fire:
         except httpx.TransportError as exc:
             raise TargetUnreachable(f"cannot reach the loopback target: {exc}") from exc
         if response.status_code >= 400:
-            raise TargetHTTPError(f"status {response.status_code}", response.status_code)
+            retry = response.headers.get("retry-after")
+            raise TargetHTTPError(
+                f"status {response.status_code}",
+                response.status_code,
+                None if retry is None else float(retry),
+            )
         try:
             return tuple(item["id"] for item in response.json()["results"])
         except ValueError as exc:

@@ -113,6 +113,7 @@ async def test_open_loop_counts_late_and_dropped_requests_when_the_cap_is_satura
 async def test_errors_are_classified_and_kept_out_of_latency(target: LoopbackTarget) -> None:
     target.statuses = {1: 503, 2: 429, 3: 404}
     target.garbage = {4}
+    target.retry_after = b"0"  # a 429 pauses the pass for its Retry-After: none here
     run = await _run(target, 6, LoadProfile(mode="serial"))
     assert run.counts() == {"ok": 2, "http_5xx": 1, "http_429": 1, "http_4xx": 1, "decode": 1}
     assert [run.outcome_of(i) for i in range(6)][1:5] == [

@@ -34,7 +34,9 @@ def register(sub: Any) -> None:
             "and print a table or JSON. With no --config, runs the embedded default: the "
             "reference store in-process and the packaged smoke fixture. Exit codes: 0 ok, "
             "1 a --fail-under threshold breached, 2 bad config/fixture/flags, "
-            "3 target unreachable, auth refused or cycle failed."
+            "3 target unreachable, auth refused, cycle failed or timed out, or cycle "
+            "degraded (seed incomplete, queries failed, load errors, rate limited) "
+            "unless --allow-degraded."
         ),
     )
     p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
@@ -53,6 +55,11 @@ def register(sub: Any) -> None:
         default=[],
         metavar="METRIC@K=VALUE",
         help="exit 1 if an aggregate is below VALUE, e.g. recall@10=0.8 (repeatable)",
+    )
+    p.add_argument(
+        "--allow-degraded",
+        action="store_true",
+        help="exit 0 (or 1 on a threshold) for a degraded cycle instead of 3",
     )
     p.add_argument(
         "--adopt-namespace",
@@ -147,10 +154,15 @@ async def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, sort_keys=False))
     else:
         print(render_many(results))
-    failed = [r for r in results if not r.ok]
+    failed = [r for r in results if r.outcome in ("failed", "timeout")]
+    degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:
         print(f"benchd: probe {r.probe} {r.outcome}: {r.error_message}", file=sys.stderr)
-    if failed:
+    for r in degraded:
+        reasons = ", ".join(r.degraded_reasons)
+        note = " (allowed by --allow-degraded)" if args.allow_degraded else ""
+        print(f"benchd: probe {r.probe} degraded: {reasons}{note}", file=sys.stderr)
+    if failed or (degraded and not args.allow_degraded):
         return EXIT_TARGET
     breaches = [] if failed else _breaches(results, thresholds)
     for line in breaches:

@@ -22,10 +22,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from benchd.result import CycleResult, LatencySummary
+from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
 
 __all__ = [
-    "CYCLE_OUTCOMES",
     "DEFAULT_BUCKETS",
     "BookSnapshot",
     "CycleSummary",
@@ -50,7 +49,6 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     5.0,
     10.0,
 )
-CYCLE_OUTCOMES: tuple[str, ...] = ("success", "failed", "timeout")
 DEFAULT_HISTORY = 20
 
 _K = TypeVar("_K")
@@ -106,6 +104,7 @@ class CycleSummary:
     started_at: float
     finished_at: float
     error_kind: str | None
+    degraded_reasons: tuple[str, ...]
     aggregate: Mapping[str, float]
     latency_p50_s: float | None
     latency_p99_s: float | None
@@ -128,6 +127,7 @@ class ProbeState:
     last_success_at: float | None
     cycles: Mapping[str, int]
     cycle_errors: Mapping[str, int]
+    degraded: Mapping[str, int]  # degraded reason -> cycles
     requests: Mapping[tuple[str, str], int]  # (pass, outcome) -> count
     late: int
     dropped: int
@@ -269,6 +269,7 @@ def _accumulate(
         last_success_at=result.finished_at if result.ok else base.last_success_at,
         cycles=_add(base.cycles, {result.outcome: 1}),
         cycle_errors=_add(base.cycle_errors, _cycle_error(result)),
+        degraded=_add(base.degraded, dict.fromkeys(result.degraded_reasons, 1)),
         requests=_add(base.requests, _request_outcomes(result)),
         late=base.late + (load.late if load else 0),
         dropped=base.dropped + (load.dropped if load else 0),
@@ -293,6 +294,7 @@ def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
         last_success_at=None,
         cycles=dict.fromkeys(CYCLE_OUTCOMES, 0),
         cycle_errors={},
+        degraded=dict.fromkeys(DEGRADED_REASONS, 0),
         requests={},
         late=0,
         dropped=0,
@@ -325,7 +327,8 @@ def _add_samples(
 
 
 def _cycle_error(result: CycleResult) -> dict[str, int]:
-    if result.ok:
+    """The error kind of a failed or timed-out cycle (a degraded one has reasons instead)."""
+    if result.outcome in ("success", "degraded"):
         return {}
     kind = result.error_kind or ("timeout" if result.outcome == "timeout" else "internal")
     return {kind: 1}
@@ -361,9 +364,10 @@ def _summarize(result: CycleResult) -> CycleSummary:
         started_at=result.started_at,
         finished_at=result.finished_at,
         error_kind=result.error_kind,
+        degraded_reasons=result.degraded_reasons,
         aggregate=dict(result.aggregate),
-        latency_p50_s=latency.p50 if latency.count else None,
-        latency_p99_s=latency.p99 if latency.count else None,
+        latency_p50_s=latency.published("p50"),
+        latency_p99_s=latency.published("p99"),
         requests=requests,
         errors=sum(result.errors.values()),
     )

@@ -1,9 +1,11 @@
 """The log surfacer: one structlog event per finished cycle.
 
 The event is named ``cycle`` and carries the probe, the outcome, the
-duration, the headline measures for every cut-off, latency percentiles and,
-when the cycle failed, the error kind and message. It is ``info`` on success
-and ``warning`` otherwise, so a log-based alert needs no parsing of values.
+duration, the headline measures for every cut-off, latency percentiles (with
+their sample counts; a percentile with too few samples is left out), the
+reasons of a degraded cycle and, when the cycle failed or timed out, the
+error kind and message. It is ``info`` on success and ``warning`` otherwise,
+so a log-based alert needs no parsing of values.
 """
 
 from __future__ import annotations
@@ -66,13 +68,24 @@ def cycle_event(result: CycleResult) -> dict[str, Any]:
         event["seed_imported"], event["seed_skipped"] = result.seed.imported, result.seed.skipped
     if result.errors:
         event["errors"] = dict(result.errors)
-    if not result.ok:
+    if result.degraded_reasons:
+        event["degraded_reasons"] = list(result.degraded_reasons)
+    if result.load is not None and result.load.rate_limited:
+        event["load_rate_limited"] = True
+        event["load_paused_s"] = round(result.load.paused_s, 3)
+    if result.outcome in ("failed", "timeout"):
         event["error_kind"] = result.error_kind
         event["error"] = result.error_message
     return event
 
 
-def _latency_fields(prefix: str, summary: LatencySummary) -> dict[str, float]:
+def _latency_fields(prefix: str, summary: LatencySummary) -> dict[str, float | int]:
+    """``<prefix>_p50_s``/``_p99_s`` where there are samples enough, and the sample count."""
     if summary.count == 0:
         return {}
-    return {f"{prefix}_p50_s": round(summary.p50, 6), f"{prefix}_p99_s": round(summary.p99, 6)}
+    out: dict[str, float | int] = {f"{prefix}_samples": summary.count}
+    for name in ("p50", "p99"):
+        value = summary.published(name)
+        if value is not None:
+            out[f"{prefix}_{name}_s"] = round(value, 6)
+    return out

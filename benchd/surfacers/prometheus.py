@@ -29,7 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from benchd import __version__
-from benchd.result import CycleResult, LatencySummary
+from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
 from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
 from benchd.surfacers.status import mask_credentials
 
@@ -96,13 +96,17 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
     yield build
     yield from _config(snap)
     yield _cycles_total(snap)
-    up = _gauge("benchd_up", "1 if the probe's last cycle succeeded, else 0.", ["probe"])
+    up = _gauge(
+        "benchd_up",
+        "1 if the probe's last cycle was a success (not degraded, failed or timed out), else 0.",
+        ["probe"],
+    )
     info = InfoMetricFamily(
         "benchd_probe", "The probe's store kind, corpus and model label.", labels=["probe"]
     )
     errors = _counter(
         "benchd_cycle_errors_total",
-        "Cycles that did not succeed, by error kind.",
+        "Cycles that failed or timed out, by error kind.",
         ["probe", "kind"],
     )
     for s in states:
@@ -118,7 +122,26 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
         for kind, count in sorted(s.cycle_errors.items()):
             errors.add_metric([s.name, kind], count)
     yield from (up, info, errors, _intervals(snap))
+    yield from _degraded(states)
     yield from _cycle_times(states)
+
+
+def _degraded(states: list[ProbeState]) -> Iterator[Metric]:
+    total = _counter(
+        "benchd_cycle_degraded_total",
+        "Degraded cycles by reason (a cycle may have several).",
+        ["probe", "reason"],
+    )
+    last = _gauge(
+        "benchd_last_cycle_degraded",
+        "Last cycle: 1 for each reason it was degraded, else 0.",
+        ["probe", "reason"],
+    )
+    for s in states:
+        for reason in DEGRADED_REASONS:
+            total.add_metric([s.name, reason], s.degraded.get(reason, 0))
+            last.add_metric([s.name, reason], float(reason in s.latest.degraded_reasons))
+    yield from (total, last)
 
 
 def _intervals(snap: BookSnapshot) -> Metric:
@@ -159,7 +182,7 @@ def _cycles_total(snap: BookSnapshot) -> Metric:
     for probe in snap.probes:
         state = snap.states.get(probe)
         counts: Mapping[str, int] = state.cycles if state else {}
-        for outcome in ("success", "failed", "timeout"):
+        for outcome in CYCLE_OUTCOMES:
             cycles.add_metric([probe, outcome], counts.get(outcome, 0))
     return cycles
 
@@ -292,18 +315,26 @@ def _latency(states: list[ProbeState]) -> Iterator[Metric]:
     )
     percentiles = _gauge(
         "benchd_request_duration_percentile_seconds",
-        "Last cycle: exact latency percentile over the raw samples.",
+        "Last cycle: exact latency percentile over the raw samples "
+        "(omitted below its sample floor: p50 2, p90 10, p95 20, p99 100).",
         ["probe", "pass", "latency", "percentile"],
+    )
+    samples = _gauge(
+        "benchd_request_duration_samples",
+        "Last cycle: latency samples the percentiles were computed from.",
+        ["probe", "pass", "latency"],
     )
     for s in states:
         for (pass_, latency), hist in sorted(s.latency.items()):
             buckets = [(_le(bound), float(n)) for bound, n in hist.cumulative()]
             histogram.add_metric([s.name, pass_, latency], buckets, hist.sum)
         for (pass_, latency), summary in _last_summaries(s.latest):
+            samples.add_metric([s.name, pass_, latency], summary.count)
             for label, attr in _PERCENTILES:
-                value = getattr(summary, attr)
-                percentiles.add_metric([s.name, pass_, latency, label], value)
-    yield from (histogram, percentiles)
+                value = summary.published(attr)
+                if value is not None:
+                    percentiles.add_metric([s.name, pass_, latency, label], value)
+    yield from (histogram, percentiles, samples)
 
 
 def _le(bound: float) -> str:

@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+_STATES = {"success": "ok", "degraded": "degraded", "failed": "failing", "timeout": "failing"}
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 
@@ -44,6 +45,7 @@ def _result(result: CycleResult) -> dict[str, Any]:
     return {
         "name": result.probe,
         "outcome": result.outcome,
+        "degraded_reasons": list(result.degraded_reasons),
         "target": result.target,
         "corpus": result.corpus,
         "cycle": result.cycle,
@@ -134,7 +136,7 @@ def _probe(snap: BookSnapshot, name: str) -> dict[str, Any]:
     if state is None:
         return {"state": "pending", "last": None, "history": [], "cycles": {}}
     return {
-        "state": "ok" if state.latest.ok else "failing",
+        "state": _STATES[state.latest.outcome],
         "model": state.model,
         "last_success_at": state.last_success_at,
         "cycles": dict(state.cycles),
@@ -151,6 +153,7 @@ def _summary(summary: CycleSummary) -> dict[str, Any]:
         "finished_at": summary.finished_at,
         "duration_s": summary.duration_s,
         "error_kind": summary.error_kind,
+        "degraded_reasons": list(summary.degraded_reasons),
         "aggregate": dict(summary.aggregate),
         "latency_p50_s": summary.latency_p50_s,
         "latency_p99_s": summary.latency_p99_s,
@@ -204,13 +207,14 @@ def _percentiles(summary: LatencySummary | None) -> dict[str, Any] | None:
     if summary is None:
         return None
     return {
-        "p50": summary.p50,
-        "p90": summary.p90,
-        "p95": summary.p95,
-        "p99": summary.p99,
-        "max": summary.max,
-        "mean": summary.mean,
+        "p50": summary.published("p50"),
+        "p90": summary.published("p90"),
+        "p95": summary.published("p95"),
+        "p99": summary.published("p99"),
+        "max": summary.published("max"),
+        "mean": summary.published("mean"),
         "count": summary.count,
+        "withheld": summary.withheld(),  # percentile -> why it is null
     }
 
 
@@ -232,6 +236,9 @@ def _load(load: LoadResult) -> dict[str, Any]:
         "target_rate": load.target_rate,
         "late": load.late,
         "dropped": load.dropped,
+        "rate_limited": load.rate_limited,
+        "paused_s": load.paused_s,
+        "max_rate": load.max_rate,
         "requests": dict(load.requests),
         "aggregate": dict(load.aggregate),
     }

@@ -83,6 +83,7 @@ def make_result(
     error_kind: str | None = None,
     error_message: str | None = None,
     started_at: float = 1_700_000_000.0,
+    reasons: tuple[str, ...] = (),
 ) -> CycleResult:
     """One probe cycle; every number is derived from the arguments so tests can recompute it."""
     queries = tuple(
@@ -132,6 +133,7 @@ def make_result(
         errors={"http_5xx": 2, "timeout": 1} if load and not failed else {},
         error_kind=error_kind,
         error_message=error_message,
+        degraded_reasons=reasons,
         drift=drift or {},
     )
 

@@ -32,8 +32,33 @@ def test_history_summary_carries_outcome_and_headline_latency() -> None:
     assert summary.outcome == "success"
     assert summary.duration_s == result.duration_s
     assert result.load is not None and result.load.corrected is not None
-    assert summary.latency_p99_s == result.load.corrected.p99
+    assert summary.latency_p50_s == result.load.corrected.p50
+    assert summary.latency_p99_s is None  # 3 samples: a "p99" would be their maximum
     assert summary.aggregate == dict(result.aggregate)
+
+
+def test_history_keeps_a_p99_from_a_hundred_samples() -> None:
+    book = ResultBook()
+    result = make_result(latencies=[0.001 * (i + 1) for i in range(100)])
+    book.record(result)
+    (summary,) = book.snapshot().states["alpha"].history
+    assert result.load is not None and result.load.corrected is not None
+    assert summary.latency_p99_s == result.load.corrected.p99
+
+
+def test_degraded_cycles_count_their_reasons_not_an_error_kind() -> None:
+    book = ResultBook()
+    book.record(make_result(cycle=1, outcome="degraded", reasons=("seed_incomplete",)))
+    book.record(
+        make_result(cycle=2, outcome="degraded", reasons=("seed_incomplete", "rate_limited"))
+    )
+    state = book.snapshot().states["alpha"]
+    assert state.cycles["degraded"] == 2
+    assert state.degraded == {
+        "seed_incomplete": 2, "queries_failed": 0, "load_errors": 0, "rate_limited": 1,
+    }  # fmt: skip
+    assert state.cycle_errors == {}
+    assert state.last_success_at is None
 
 
 def test_counters_accumulate_across_cycles() -> None:
@@ -42,7 +67,7 @@ def test_counters_accumulate_across_cycles() -> None:
     book.record(first)
     book.record(second)
     state = book.snapshot().states["alpha"]
-    assert state.cycles == {"success": 1, "failed": 1, "timeout": 0}
+    assert state.cycles == {"success": 1, "degraded": 0, "failed": 1, "timeout": 0}
     assert state.cycle_errors == {"auth": 1}
     assert first.seed is not None and second.seed is not None
     assert state.seed_records["imported"] == first.seed.imported + second.seed.imported

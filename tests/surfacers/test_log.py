@@ -34,7 +34,19 @@ def test_successful_cycle_logs_one_info_event_with_key_metrics() -> None:
     assert event["recall@10"] == round(result.aggregate["recall@10"], 4)
     assert event["ndcg@5"] == round(result.aggregate["ndcg@5"], 4)
     assert result.load is not None and result.load.corrected is not None
-    assert event["corrected_p99_s"] == round(result.load.corrected.p99, 6)
+    assert event["corrected_p50_s"] == round(result.load.corrected.p50, 6)
+    assert event["corrected_samples"] == 3
+    assert "corrected_p99_s" not in event  # 3 samples are too few for a p99
+    assert "error_kind" not in event and "degraded_reasons" not in event
+
+
+def test_degraded_cycle_logs_a_warning_with_its_reasons() -> None:
+    result = make_result(outcome="degraded", reasons=("seed_incomplete", "queries_failed"))
+    with capture_logs() as events:
+        log_cycle(result)
+    (event,) = events
+    assert event["log_level"] == "warning" and event["outcome"] == "degraded"
+    assert event["degraded_reasons"] == ["seed_incomplete", "queries_failed"]
     assert "error_kind" not in event
 
 

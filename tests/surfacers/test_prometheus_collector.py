@@ -138,7 +138,7 @@ def test_latency_histogram_is_cumulative_and_counters_never_decrease() -> None:
 
 def test_percentile_gauges_show_last_cycle_service_and_corrected() -> None:
     book = ResultBook()
-    result = make_result(latencies=(0.01, 0.02, 0.5))
+    result = make_result(latencies=[0.001 * (i + 1) for i in range(100)])
     book.record(result)
     series = scrape(book)
     assert result.load is not None and result.load.corrected is not None
@@ -152,6 +152,36 @@ def test_percentile_gauges_show_last_cycle_service_and_corrected() -> None:
     )
     serial = {"probe": "alpha", "pass": "serial", "latency": "service"}
     assert value(series, name, **serial, percentile="50") == result.serial_latency.p50
+    assert value(series, "benchd_request_duration_samples", **serial) == 100
+
+
+def test_percentiles_with_too_few_samples_are_omitted_and_the_count_says_why() -> None:
+    book = ResultBook()
+    book.record(make_result(latencies=(0.01, 0.02, 0.5)))  # 3 samples
+    series = scrape(book)
+    serial = {"probe": "alpha", "pass": "serial", "latency": "service"}
+    name = "benchd_request_duration_percentile_seconds"
+    assert value(series, "benchd_request_duration_samples", **serial) == 3
+    assert value(series, name, **serial, percentile="50") == 0.02
+    assert value(series, name, **serial, percentile="100") == 0.5
+    for percentile in ("90", "95", "99"):
+        key = (name, frozenset({**serial, "percentile": percentile}.items()))
+        assert key not in series
+
+
+def test_benchd_up_is_one_only_for_success_and_degraded_reasons_are_exported() -> None:
+    book = ResultBook()
+    book.record(make_result("alpha"))
+    book.record(make_result("beta", outcome="degraded", reasons=("rate_limited",)))
+    series = scrape(book)
+    assert value(series, "benchd_up", probe="alpha") == 1.0
+    assert value(series, "benchd_up", probe="beta") == 0.0
+    degraded = "benchd_cycle_degraded_total"
+    assert value(series, degraded, probe="beta", reason="rate_limited") == 1
+    assert value(series, degraded, probe="beta", reason="seed_incomplete") == 0
+    assert value(series, "benchd_last_cycle_degraded", probe="beta", reason="rate_limited") == 1
+    assert value(series, "benchd_last_cycle_degraded", probe="alpha", reason="rate_limited") == 0
+    assert value(series, "benchd_cycles_total", probe="beta", outcome="degraded") == 1
 
 
 def test_closed_loop_has_no_corrected_latency_or_target_rate() -> None:

@@ -38,8 +38,9 @@ TOP_LEVEL = {
     "retries",
     "error",
     "drift",
+    "degraded_reasons",
 }
-PERCENTILES = {"p50", "p90", "p95", "p99", "max", "mean", "count"}
+PERCENTILES = {"p50", "p90", "p95", "p99", "max", "mean", "count", "withheld"}
 
 
 def test_result_json_has_the_documented_schema() -> None:
@@ -63,7 +64,11 @@ def test_result_json_values_come_from_the_result() -> None:
     result = make_result()
     doc = result_to_json(result)
     assert result.load is not None and result.load.corrected is not None
-    assert doc["latency"]["corrected"]["p99"] == result.load.corrected.p99
+    assert doc["latency"]["corrected"]["p50"] == result.load.corrected.p50
+    assert doc["latency"]["corrected"]["p99"] is None  # 3 samples
+    assert doc["latency"]["corrected"]["withheld"]["p99"] == (
+        "needs >= 100 samples, the cycle had 3"
+    )
     assert doc["latency"]["service"]["count"] == result.load.service.count
     assert doc["aggregate"] == dict(result.aggregate)
     assert doc["ci"] == {key: list(bounds) for key, bounds in result.ci.items()}
