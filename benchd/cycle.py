@@ -42,7 +42,15 @@ from benchd.targets.base import CountsRetries, HttpSearch, Progress, SearchQuery
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES
 from benchd.targets.transport import make_http_fire
 
-__all__ = ["RATE_LIMITED_KINDS", "CycleFailure", "SerialAnswer", "make_fire", "run_cycle"]
+__all__ = [
+    "RATE_LIMITED_KINDS",
+    "CycleFailure",
+    "SerialAnswer",
+    "load_pass",
+    "load_quality",
+    "make_fire",
+    "run_cycle",
+]
 
 # A whole cycle stops on these: every further request would fail the same way.
 _FATAL = (TargetAuthError, TargetUnreachable)
@@ -168,10 +176,10 @@ def load_quality(
     return mean_metrics([mean_metrics(by_query[i]) for i in sorted(by_query)])
 
 
-async def _load_run(
+async def load_pass(
     target: Target, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
 ) -> LoadRun:
-    """Run the load pass, over the engine's own pool when the target is sans-I/O HTTP."""
+    """The raw load pass, paced as ``profile`` says, over the engine's own pool for HTTP."""
     n = len(fixture.queries)
     if not isinstance(target, HttpSearch):
         return await run_load(make_fire(target, probe, fixture), n, profile)
@@ -331,7 +339,7 @@ async def _run(state: _Cycle) -> None:
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
         profile = dataclasses.replace(probe.load, max_rate=min(caps, default=None))
-        run = await state.phase("load", lambda: _load_run(target, probe, fixture, profile))
+        run = await state.phase("load", lambda: load_pass(target, probe, fixture, profile))
         state.load = run.to_result(
             aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
         )
