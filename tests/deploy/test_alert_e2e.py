@@ -109,7 +109,6 @@ def _model_change_annotation(prometheus: str) -> list[dict[str, Any]]:
     return prometheus_query(prometheus, annotation["expr"].replace("$probe", PROBE))
 
 
-@pytest.mark.slow
 @pytest.mark.promtool
 @pytest.mark.timeout(180)
 def test_embedding_model_change_fires_the_shipped_drift_alert(tmp_path: Path) -> None:

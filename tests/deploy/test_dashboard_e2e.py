@@ -119,7 +119,6 @@ def _finite(result: list[dict[str, Any]]) -> bool:
     return any(math.isfinite(float(sample["value"][1])) for sample in result)
 
 
-@pytest.mark.slow
 @pytest.mark.promtool
 def test_every_panel_query_returns_data_from_a_real_prometheus(
     prometheus_with_benchd: str,
@@ -142,7 +141,6 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(
         )
 
 
-@pytest.mark.slow
 @pytest.mark.promtool
 def test_annotation_and_variable_queries_are_valid_promql(prometheus_with_benchd: str) -> None:
     url = prometheus_with_benchd

@@ -23,8 +23,6 @@ from benchd.commands.synth import write_synth
 from benchd.fixtures.synth import SynthSpec
 from benchd.refstore.testing import started_refstore
 
-pytestmark = pytest.mark.slow
-
 CONFIG = """
 [[probe]]
 name = "memory"
