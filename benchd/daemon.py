@@ -85,7 +85,7 @@ class Daemon:
                 {p.name: p.interval_s for p in self.config.probes},
             )
             self.book.config_reload(True, time.time())
-            for runner in self._prepare(self.config.probes):
+            for runner in await self._prepare(self.config.probes):
                 await self._start(runner)
             log.info("started", url=self.url, probes=[p.name for p in self.config.probes])
             self.started.set()
@@ -106,9 +106,21 @@ class Daemon:
                     self.stop()
 
     @staticmethod
-    def _prepare(probes: Sequence[ProbeConfig]) -> list[ProbeRunner]:
-        """Load every fixture first, so a bad one fails before anything changes."""
-        return [ProbeRunner(probe) for probe in probes]
+    async def _prepare(probes: Sequence[ProbeConfig]) -> list[ProbeRunner]:
+        """Load every fixture first, so a bad one fails before anything changes.
+
+        If one probe cannot be built, the runners already built are closed
+        before the error propagates, so a failed reload leaks no connections.
+        """
+        runners: list[ProbeRunner] = []
+        try:
+            for probe in probes:
+                runners.append(ProbeRunner(probe))
+        except BaseException:
+            for runner in runners:
+                await runner.aclose()
+            raise
+        return runners
 
     async def _start(self, runner: ProbeRunner) -> None:
         assert self._tg is not None
@@ -146,7 +158,7 @@ class Daemon:
                 if self.adopt_namespaces:
                     new = with_adopted_namespaces(new)
                 changed = [p for p in new.probes if self._changed(p)]
-                runners = self._prepare(changed)
+                runners = await self._prepare(changed)
             except BenchdError as exc:
                 log.error("reload failed", error=str(exc))
                 self.book.config_reload(False, time.time())

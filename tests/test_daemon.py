@@ -177,3 +177,37 @@ def test_a_bad_config_at_startup_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "server.listen" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.anyio
+async def test_a_probe_that_cannot_be_built_closes_the_runners_built_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed start or reload leaks no connection pools of the probes already built."""
+    from benchd import daemon as daemon_module
+    from benchd.config.load import load_config
+    from benchd.daemon import Daemon
+    from benchd.errors import FixtureError
+    from benchd.probe import ProbeRunner
+
+    built: list[ProbeRunner] = []
+
+    class Recording(ProbeRunner):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            built.append(self)
+
+    monkeypatch.setattr(daemon_module, "ProbeRunner", Recording)
+    monkeypatch.setenv("DAEMON_KEY", KEY)
+    bad = tmp_path / "bad.json"
+    config = write(
+        tmp_path,
+        probe_toml("good", "http://127.0.0.1:9"),
+        probe_toml("bad", "http://127.0.0.1:9").replace("packaged:smoke", str(bad)),
+    )
+    bad.write_text("{ not json", encoding="utf-8")
+    probes = load_config(config).probes
+    with pytest.raises(FixtureError):
+        await Daemon._prepare(probes)
+    assert [r.probe.name for r in built] == ["good"]
+    assert built[0]._closed
