@@ -14,7 +14,7 @@ Inputs are trec_eval's: qrels lines ``qid iter docno rel`` and run lines
   ignored; the runid is the tag of the run's last line.
 
 Ids are handled as bytes, as trec_eval does, and decoded only for output.
-The run is streamed topic by topic (``trec_run``), so memory holds the qrels,
+The run is streamed topic by topic (``scoring.trec.run``), so memory holds the qrels,
 one chunk of the run and the per-topic values.
 """
 
