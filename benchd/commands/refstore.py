@@ -12,6 +12,7 @@ import anyio
 from benchd.errors import UsageError
 from benchd.logging import configure_logging, get_logger
 from benchd.refstore.config import DEFAULT_EMBEDDER, DEFAULT_RETRIEVER, RefStoreConfig
+from benchd.refstore.profiles import DEFAULT_PROFILE, PROFILES
 from benchd.refstore.retrievers import RETRIEVERS
 from benchd.refstore.server import running_refstore
 
@@ -91,6 +92,27 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="writes per minute per key (default 60; 0 = unlimited)",
     )
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=DEFAULT_PROFILE,
+        help=(
+            "behaviour: default (the designed contract) or zengram-4.3 (the real server: "
+            "paced imports, millisecond export cursor, no model in /health, confidence decay)"
+        ),
+    )
+    p.add_argument(
+        "--import-pacing",
+        type=float,
+        default=1.0,
+        metavar="FACTOR",
+        help="scale zengram-4.3's import pause of 100 ms per 10 records (default 1; 0 = none)",
+    )
+    p.add_argument(
+        "--clock",
+        metavar="ISO8601",
+        help="start the store's clock at this time, e.g. 2026-07-01T00:00:00Z (default: now)",
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -113,6 +135,9 @@ def config_from_args(args: argparse.Namespace) -> RefStoreConfig:
         faults=tuple(args.fault),
         read_limit_per_min=args.read_limit,
         write_limit_per_min=args.write_limit,
+        profile=args.profile,
+        import_pacing=args.import_pacing,
+        clock=args.clock,
     )
 
 

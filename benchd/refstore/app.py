@@ -32,7 +32,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_QUERY_CHARS = 2000
 MAX_IMPORT = 500
 _MIN_YEAR, _MAX_YEAR = 1000, 9000
-_ADMIN_KEYS = frozenset({"faults", "embedder", "retriever"})
+_ADMIN_KEYS = frozenset({"faults", "embedder", "retriever", "clock"})
 _log = get_logger("benchd.refstore")
 
 
@@ -165,11 +165,21 @@ class Routes:
 
     async def health(self, request: Request) -> Response:
         body = self.store.health()
-        body["faults"] = list(self.guard.injector.plan.specs)
+        if self.store.profile.health_model:
+            body["faults"] = list(self.guard.injector.plan.specs)
         return JSONResponse(body)
 
     async def search(self, request: Request) -> Response:
-        return JSONResponse(await self.store.search(_search_query(request)))
+        body = await self.store.search(_search_query(request))
+        self.guard.injector.swap_ranks(body["results"])
+        return JSONResponse(body)
+
+    async def get_one(self, request: Request) -> Response:
+        memory_id = str(request.path_params["memory_id"])
+        found = self.store.get(memory_id, _param(request, "client_id"))
+        if found is None:
+            return _error(404, "Memory not found")
+        return JSONResponse(found)
 
     async def export(self, request: Request) -> Response:
         return JSONResponse(self.store.export(_export_query(request)))
@@ -201,6 +211,8 @@ class Routes:
             "faults": list(self.guard.injector.plan.specs),
             "model": self.store.embedder.spec,
             "retriever": self.store.retriever,
+            "profile": self.store.profile.name,
+            "clock": self.store.clock.iso_now() if self.store.clock.shifted else None,
         }
         if reembedded is not None:
             view["reembedded"] = reembedded
@@ -214,6 +226,7 @@ class Routes:
         if not isinstance(body, dict) or not set(body) <= _ADMIN_KEYS:
             raise BadRequest(f"admin body must be an object with keys among {sorted(_ADMIN_KEYS)}")
         plan = _admin_faults(body)
+        clock = _admin_clock(body)
         retriever = body.get("retriever")
         if retriever is not None and retriever not in RETRIEVERS:
             raise BadRequest(f"retriever must be one of {', '.join(RETRIEVERS)}")
@@ -226,9 +239,25 @@ class Routes:
             self.store.retriever = retriever
         if plan is not None:
             self.guard.injector = FaultInjector(plan)
+        if "clock" in body:
+            self.store.clock.set(clock)
         view = self._admin_view(reembedded)
         _log.info("refstore reconfigured", **view)
         return JSONResponse(view)
+
+
+def _admin_clock(body: dict[str, Any]) -> datetime | None:
+    """``clock``: an ISO 8601 time the store's clock jumps to, or null for system time."""
+    raw = body.get("clock")
+    if raw is None:
+        return None
+    try:
+        moment = parse_timestamp(raw) if isinstance(raw, str) else None
+    except ValueError:
+        moment = None
+    if moment is None or not _MIN_YEAR <= moment.year <= _MAX_YEAR:
+        raise BadRequest("clock must be an ISO 8601 time such as 2026-07-01T00:00:00Z, or null")
+    return moment
 
 
 def _admin_faults(body: dict[str, Any]) -> FaultPlan | None:
@@ -264,6 +293,7 @@ def build_app(store: RefStore, guard: GuardState) -> Guard:
         routes=[
             Route("/health", routes.health, methods=["GET"]),
             Route("/memory/search", routes.search, methods=["GET"]),
+            Route("/memory/{memory_id:path}", routes.get_one, methods=["GET"]),
             Route("/memory/{memory_id:path}", routes.delete, methods=["DELETE"]),
             Route("/export", routes.export, methods=["GET"]),
             Route("/export/import", routes.import_, methods=["POST"]),

@@ -13,6 +13,10 @@ every API route; ``/health`` and ``/admin`` are never faulted)::
     degraded=0.1@search                  10% answer 503 with retrieval.degraded
     slow_body=500ms                      the body is dribbled out over 500 ms
     malformed=0.05                       5% of 2xx bodies are cut in half
+    rank_swap=0.3@search                 30% of searches swap one random pair of
+                                         adjacent results (ranking noise, as
+                                         other tenants' writes cause on the
+                                         real server)
     auth_lockout=10                      10 bad keys from one IP in 60 s lock
                                          that IP out (429, no Retry-After)
     seed=42                              seed the fault dice (reproducible drills)
@@ -29,6 +33,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "ROUTES",
@@ -42,7 +47,7 @@ __all__ = [
 ROUTES = frozenset({"search", "import", "export", "delete"})
 _Z99 = 2.3263478740408408  # standard normal quantile at 0.99
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
-_RATE_FAULTS = ("error_rate", "rate_limit", "degraded", "malformed")
+_RATE_FAULTS = ("error_rate", "rate_limit", "degraded", "malformed", "rank_swap")
 LOCKOUT_WINDOW_S = 60.0
 
 
@@ -225,6 +230,12 @@ class FaultInjector:
         if latency is not None:
             wait += latency.value.sample(self._rng)  # type: ignore[union-attr]
         return wait
+
+    def swap_ranks(self, results: list[Any]) -> None:
+        """``rank_swap``: with its probability, swap one random adjacent pair, in place."""
+        if len(results) >= 2 and self.roll("rank_swap", "search"):
+            i = self._rng.randrange(len(results) - 1)
+            results[i], results[i + 1] = results[i + 1], results[i]
 
     def slow_body(self, route: str) -> float:
         found = self._get("slow_body", route)

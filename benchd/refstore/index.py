@@ -256,6 +256,44 @@ class MemoryIndex:
         ).fetchall()
         return [_payload(row) for row in rows], total
 
+    def get(self, memory_id: str) -> dict[str, Any] | None:
+        """One record's full payload by id (active or not), or None."""
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
+        return None if row is None else _payload(row)
+
+    def export_by_ms_cursor(
+        self, where: SearchFilter, active_only: bool, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Pages as the real server cuts them: by a ``created_at`` cursor in milliseconds.
+
+        Rows are ordered by ``created_at``; each page of ``limit`` rows starts
+        after the *millisecond* of the previous page's last row, so rows that
+        share that millisecond but did not fit on the page are never listed.
+        ``offset`` counts rows of that cut listing; ``total`` counts them all.
+        """
+        extra, params = _where_sql(where)
+        cond = ("active = 1" if active_only else "1 = 1") + extra
+        total = int(
+            self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0]
+        )
+        ms = "(CAST(ROUND(created_ts * 1000000) AS INTEGER) / 1000)"
+        listed: list[Sequence[Any]] = []
+        cursor: int | None = None
+        while len(listed) < offset + limit:
+            after = "" if cursor is None else f" AND {ms} > ?"
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS}, {ms} FROM memories WHERE {cond}{after}"
+                " ORDER BY created_ts, rid LIMIT ?",
+                (*params, *(() if cursor is None else (cursor,)), limit),
+            ).fetchall()
+            if not rows:
+                break
+            listed.extend(row[:-1] for row in rows)
+            cursor = int(rows[-1][-1])
+        return [_payload(row) for row in listed[offset : offset + limit]], total
+
     def texts(self) -> list[tuple[int, str]]:
         """Every row's ``(rid, text)``: what a new embedder must re-embed."""
         rows = self._db.execute("SELECT rid, payload FROM memories").fetchall()

@@ -23,11 +23,14 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from benchd.errors import UsageError
 from benchd.logging import get_logger, register_secret
 from benchd.refstore.app import build_app
+from benchd.refstore.clock import StoreClock
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.embedders import EmbedderError, EmbedderSpecError
 from benchd.refstore.faults import FaultInjector, FaultSpecError, parse_faults
 from benchd.refstore.guard import GuardState
+from benchd.refstore.profiles import profile_named
 from benchd.refstore.ratelimit import RateLimiter
+from benchd.refstore.records import parse_timestamp
 from benchd.refstore.store import RefStore
 
 __all__ = [
@@ -75,7 +78,11 @@ def _bind(host: str, port: int) -> socket.socket:
 async def _open_store(config: RefStoreConfig) -> tuple[RefStore, GuardState]:
     try:
         plan = parse_faults(config.faults)
-        store = await RefStore.open(config.db, config.embedder, config.retriever)
+        clock = StoreClock()
+        if config.clock is not None:
+            clock.set(parse_timestamp(config.clock))
+        profile = profile_named(config.profile, config.import_pacing)
+        store = await RefStore.open(config.db, config.embedder, config.retriever, profile, clock)
     except (FaultSpecError, EmbedderSpecError) as exc:
         raise UsageError(f"refstore: {exc}") from exc
     except EmbedderError as exc:
@@ -132,7 +139,11 @@ async def running_refstore(config: RefStoreConfig) -> AsyncIterator[RunningRefSt
             port = int(url.rsplit(":", 1)[1])
             running = RunningRefStore(url, config.api_key, config.host, port, store, guard)
             _log.info(
-                "refstore listening", url=url, model=store.embedder.spec, retriever=store.retriever
+                "refstore listening",
+                url=url,
+                model=store.embedder.spec,
+                retriever=store.retriever,
+                profile=store.profile.name,
             )
             yield running
     finally:

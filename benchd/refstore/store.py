@@ -18,9 +18,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchd.refstore.catalog import SearchFilter
+from benchd.refstore.clock import StoreClock
 from benchd.refstore.embedders import Embedder, parse_embedder
 from benchd.refstore.index import MemoryIndex
-from benchd.refstore.records import InvalidRecord, NewRecord, iso_now, parse_record
+from benchd.refstore.profiles import DECAY_TYPES, IMPORT_CHUNK, Profile
+from benchd.refstore.records import InvalidRecord, NewRecord, parse_record, parse_timestamp
 from benchd.refstore.retrievers import (
     bm25_candidates,
     dense_candidates,
@@ -29,11 +31,12 @@ from benchd.refstore.retrievers import (
 )
 from benchd.refstore.shapes import effective_score, export_shape, shape_result
 from benchd.refstore.temporal import resolve_temporal
-from benchd.refstore.text import content_words
+from benchd.refstore.text import retry_terms
 
 __all__ = ["ExportQuery", "RefStore", "SearchQuery"]
 
 _CANDIDATE_CAP = 50
+_DAY_S = 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +73,35 @@ class _Hit:
 
 
 class RefStore:
-    """Records, their vectors and the active retrieval settings."""
+    """Records, their vectors, the active retrieval settings, the profile and the clock."""
 
-    def __init__(self, index: MemoryIndex, embedder: Embedder, retriever: str) -> None:
+    def __init__(
+        self,
+        index: MemoryIndex,
+        embedder: Embedder,
+        retriever: str,
+        profile: Profile | None = None,
+        clock: StoreClock | None = None,
+    ) -> None:
         self.index = index
         self.embedder = embedder
         self.retriever = retriever
+        self.profile = profile or Profile()
+        self.clock = clock or StoreClock()
         # Imports and embedder switches each await the embedder before they
         # write; one at a time, so no vector from a replaced model lands
         # beside the new model's vectors.
         self._write_lock = anyio.Lock()
 
     @classmethod
-    async def open(cls, db: str | None, embedder_spec: str, retriever: str) -> RefStore:
+    async def open(
+        cls,
+        db: str | None,
+        embedder_spec: str,
+        retriever: str,
+        profile: Profile | None = None,
+        clock: StoreClock | None = None,
+    ) -> RefStore:
         """Open (or create) the database and embed whatever it already holds.
 
         Caps BLAS at one thread for the process: each search does one small
@@ -96,7 +115,7 @@ class RefStore:
         except BaseException:
             await embedder.aclose()
             raise
-        store = cls(index, embedder, retriever)
+        store = cls(index, embedder, retriever, profile, clock)
         try:
             rows = index.load_catalog(embedder.spec)
             if rows:
@@ -114,12 +133,28 @@ class RefStore:
     # -- writes ----------------------------------------------------------------
 
     async def import_records(self, data: list[Any]) -> dict[str, int]:
-        """Validate, dedup and upsert records; reply with counts only, like the target API."""
-        async with self._write_lock:
-            return await self._import(data)
+        """Validate, dedup and upsert records; reply with counts only, like the target API.
+
+        A paced profile writes ``IMPORT_CHUNK`` records at a time and pauses
+        between chunks, so a slow import is partly written while it runs and
+        finishes even when the client has given up waiting.
+        """
+        pause = self.profile.import_pause_s
+        if pause <= 0:
+            async with self._write_lock:
+                return await self._import(data)
+        totals = {"imported": 0, "skipped": 0, "errors": 0}
+        for start in range(0, len(data), IMPORT_CHUNK):
+            if start:
+                await anyio.sleep(pause)  # the real server's pacing, not synchronisation
+            async with self._write_lock:
+                counts = await self._import(data[start : start + IMPORT_CHUNK])
+            for key, value in counts.items():
+                totals[key] += value
+        return totals
 
     async def _import(self, data: list[Any]) -> dict[str, int]:
-        now = iso_now()
+        now = self.clock.iso_now()
         parsed: list[NewRecord | None] = []
         for raw in data:
             try:
@@ -148,7 +183,7 @@ class RefStore:
 
     def delete(self, memory_id: str) -> dict[str, Any] | None:
         """Soft delete; None when the id is unknown."""
-        now = iso_now()
+        now = self.clock.iso_now()
         outcome = self.index.deactivate(memory_id, now)
         if outcome is None:
             return None
@@ -162,16 +197,24 @@ class RefStore:
 
     # -- reads -----------------------------------------------------------------
 
+    def get(self, memory_id: str, client_id: str | None) -> dict[str, Any] | None:
+        """One record as ``GET /export`` lists it; None if unknown or in another namespace."""
+        payload = self.index.get(memory_id)
+        if payload is None or (client_id is not None and payload.get("client_id") != client_id):
+            return None
+        return export_shape(payload)
+
     def export(self, query: ExportQuery) -> dict[str, Any]:
         where = SearchFilter(client_id=query.client_id, type=query.type)
-        memories, total = self.index.export(where, query.active_only, query.limit, query.offset)
+        page = self.index.export_by_ms_cursor if self.profile.ms_cursor else self.index.export
+        memories, total = page(where, query.active_only, query.limit, query.offset)
         return {
             "memories": [export_shape(memory) for memory in memories],
             "total": total,
             "limit": query.limit,
             "offset": query.offset,
             "has_more": query.offset + len(memories) < total,
-            "exported_at": iso_now(),
+            "exported_at": self.clock.iso_now(),
             "filters": {
                 "client_id": query.client_id,
                 "type": query.type,
@@ -202,7 +245,7 @@ class RefStore:
 
     def _where(self, query: SearchQuery) -> tuple[SearchFilter, dict[str, Any] | None]:
         """The row filter; explicit ``date_from``/``date_to`` win over date words in ``q``."""
-        window = resolve_temporal(query.q, query.reference)
+        window = resolve_temporal(query.q, query.reference or self.clock.now())
         since, until = query.date_from, query.date_to
         temporal = None
         if window is not None:
@@ -225,22 +268,38 @@ class RefStore:
         )
         hits = await self._candidates(query.q, where, depth)
         payloads = self.index.fetch(hit.rid for hit in hits)
-        scored = [
-            (hit, effective_score(hit.score, payloads[hit.rid]), payloads[hit.rid])
-            for hit in hits
-            if hit.rid in payloads
-        ]
+        scored = []
+        for hit in hits:
+            payload = payloads.get(hit.rid)
+            if payload is not None:
+                self._decay(payload)
+                scored.append((hit, effective_score(hit.score, payload), payload))
         scored.sort(key=lambda item: -item[1])
         return scored[: query.limit]
+
+    def _decay(self, payload: dict[str, Any]) -> None:
+        """Age fact and status confidence on the store's clock, when the profile decays."""
+        factor = self.profile.decay_per_day
+        if factor is None or payload.get("type") not in DECAY_TYPES:
+            return
+        since = payload.get("last_accessed_at") or payload.get("created_at")
+        try:
+            then = parse_timestamp(str(since)).timestamp()
+        except ValueError:
+            return
+        days = (self.clock.now().timestamp() - then) / _DAY_S
+        payload["confidence"] = float(payload.get("confidence") or 1.0) * factor**days
 
     async def search(self, query: SearchQuery) -> dict[str, Any]:
         """Rank, boost, shape; bump access counts unless the caller opted out."""
         where, temporal = self._where(query)
         ranked = await self._ranked(query, where)
-        if not ranked and temporal is not None:
-            return await self._retry(query, where)
+        if not ranked:
+            retried = await self._retry(query, where)
+            if retried is not None:
+                return retried
         if query.track_access and ranked:
-            self.index.bump_access([hit.rid for hit, _e, _p in ranked], iso_now())
+            self.index.bump_access([hit.rid for hit, _e, _p in ranked], self.clock.iso_now())
         results = [
             shape_result(query.format, hit.score, eff, payload, hit.sources)
             for hit, eff, payload in ranked
@@ -252,16 +311,21 @@ class RefStore:
                 response["retrieval"]["temporal"] = temporal
         return response
 
-    async def _retry(self, query: SearchQuery, where: SearchFilter) -> dict[str, Any]:
-        """Zero hits under a date filter: retry with the content words and no date filter.
+    async def _retry(self, query: SearchQuery, where: SearchFilter) -> dict[str, Any] | None:
+        """Zero hits: retry with the query's topic words under the *same* filter.
 
-        The target API answers such a retry with full payloads even when
-        ``format=index`` was asked for, and flags it with ``retry: true``.
+        As the real server does: the date filter (and tenant and type) stay,
+        so a date-word query over records outside its window still finds
+        nothing (None: answer the empty result). The retry's results are full
+        payloads even when ``format=index`` was asked for, flagged ``retry: true``.
         """
-        broader = " ".join(content_words(query.q)) or query.q
-        relaxed = SearchFilter(where.client_id, where.type)
+        broader = retry_terms(query.q)
+        if len(broader) <= 3:
+            return None
         retry_query = SearchQuery(q=broader, limit=query.limit, format="default")
-        ranked = await self._ranked(retry_query, relaxed)
+        ranked = await self._ranked(retry_query, where)
+        if not ranked:
+            return None
         results = [shape_result("default", h.score, e, p, h.sources) for h, e, p in ranked]
         return {
             "query": query.q,
@@ -294,11 +358,13 @@ class RefStore:
         return len(rows)
 
     def health(self) -> dict[str, Any]:
+        if not self.profile.health_model:
+            return {"status": "ok", "service": "zengram", "timestamp": self.clock.iso_now()}
         return {
             "status": "ok",
             "service": "benchd-refstore",
             "model": self.embedder.spec,
             "retriever": self.retriever,
             "memories": self.index.count_active(),
-            "timestamp": iso_now(),
+            "timestamp": self.clock.iso_now(),
         }

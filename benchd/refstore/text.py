@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "content_words", "fts_match", "words"]
+__all__ = ["STOPWORDS", "content_words", "fts_match", "retry_terms", "words"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -127,3 +127,8 @@ def fts_match(text: str) -> str | None:
     if not terms:
         return None
     return " OR ".join(f'"{term}"' for term in terms)
+
+
+def retry_terms(text: str) -> str:
+    """The topic words a zero-hit retry searches for: content words longer than two letters."""
+    return " ".join(w for w in content_words(text) if len(w) > 2)

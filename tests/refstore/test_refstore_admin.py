@@ -27,7 +27,13 @@ def test_admin_needs_the_key(store: RefStoreThread) -> None:
 
 def test_admin_get_reports_the_current_settings(client: httpx.Client) -> None:
     body = client.get("/admin/config").json()
-    assert body == {"faults": [], "model": "hash:1024", "retriever": "hybrid"}
+    assert body == {
+        "faults": [],
+        "model": "hash:1024",
+        "retriever": "hybrid",
+        "profile": "default",
+        "clock": None,
+    }
 
 
 def test_switching_the_retriever_shows_in_health(
@@ -61,6 +67,8 @@ def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> 
         {"faults": "error_rate=1"},
         {"faults": ["error_rate=2"]},
         {"colour": "blue"},
+        {"clock": "next tuesday"},
+        {"clock": 1767225600},
         ["faults"],
     ]
     for body in bad:
@@ -71,6 +79,8 @@ def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> 
         "faults": [],
         "model": "hash:1024",
         "retriever": "hybrid",
+        "profile": "default",
+        "clock": None,
     }
 
 

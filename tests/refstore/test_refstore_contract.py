@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import import_ok, make_config, search_ids
+from benchd.refstore.testing import import_ok, make_config, search_ids, started_refstore
 
 
 def _mem(id_: str, content: str, **extra: Any) -> dict[str, Any]:
@@ -273,14 +274,49 @@ def test_bad_input_is_400_json_and_the_store_keeps_serving(client: httpx.Client)
     assert import_ok(client, [_mem("a", "still serving")])["imported"] == 1
 
 
-def test_the_smoke_fixture_loads_and_every_query_hits(
+_DATE_WORDS = re.compile(r"\bin (may|june)\b", re.IGNORECASE)
+
+
+def _smoke_hits(client: httpx.Client, queries: list[dict[str, Any]], **params: Any) -> list[int]:
+    hits = []
+    for query in queries:
+        tenant = "globex-media" if "globex" in query["q"] else "global"
+        ids = search_ids(client, query["q"], limit=query.get("k", 5), client_id=tenant, **params)
+        hits.append(int(bool(set(ids) & set(query["expected_ids"]))))
+    return hits
+
+
+def test_the_smoke_fixture_loads_and_every_query_without_date_words_hits(
     client: httpx.Client, smoke: dict[str, Any]
 ) -> None:
     assert import_ok(client, smoke["memories"]) == {"imported": 34, "skipped": 0, "errors": 0}
-    for query in smoke["queries"]:
-        tenant = "globex-media" if "globex" in query["q"] else "global"
-        ids = search_ids(client, query["q"], limit=query.get("k", 5), client_id=tenant)
-        assert set(ids) & set(query["expected_ids"]), query["q"]
+    plain = [q for q in smoke["queries"] if not _DATE_WORDS.search(q["q"])]
+    assert len(plain) == 10
+    assert _smoke_hits(client, plain) == [1] * len(plain)
+
+
+def test_smoke_date_word_queries_score_0_without_dates_and_1_with_them(
+    smoke: dict[str, Any],
+) -> None:
+    """As against the real server: "in May" filters created_at, which the fixture never gives."""
+    dated = [q for q in smoke["queries"] if _DATE_WORDS.search(q["q"])]
+    assert len(dated) == 2
+    with started_refstore() as store, _client(store) as client:
+        import_ok(client, smoke["memories"])  # created_at = now (December): not May, not June
+        assert _smoke_hits(client, dated, reference_date="2026-07-01") == [0, 0]
+    with started_refstore() as store, _client(store) as client:
+        memories = [dict(m) for m in smoke["memories"]]
+        for memory in memories:
+            month = re.search(r"-(2026-\d\d)-", memory["id"])
+            if month:  # event-incident-2026-05-payments happened in May 2026
+                memory["created_at"] = f"{month.group(1)}-12T09:00:00Z"
+        import_ok(client, memories)
+        assert _smoke_hits(client, dated, reference_date="2026-07-01") == [1, 1]
+        assert _smoke_hits(client, dated, reference_date="2027-07-01") == [0, 0]  # a year on
+
+
+def _client(store: RefStoreThread) -> httpx.Client:
+    return httpx.Client(base_url=store.url, headers={"x-api-key": store.api_key})
 
 
 def test_tags_retriever_scores_key_subject_entities_and_tags(client: httpx.Client) -> None:

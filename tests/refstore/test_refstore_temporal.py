@@ -1,4 +1,4 @@
-"""Date words become a created_at filter; with zero hits the store retries without it."""
+"""Date words become a created_at filter, and the zero-hit retry keeps it (as the real server)."""
 
 from __future__ import annotations
 
@@ -75,9 +75,10 @@ def test_relative_words_use_now_without_reference_date(client: httpx.Client) -> 
     assert search_ids(client, "certificate outage today") == ["fresh"]
 
 
-def test_zero_hits_under_a_date_filter_retry_broader_with_full_payloads(
+def test_zero_hits_under_a_date_filter_stay_zero_the_retry_keeps_the_filter(
     client: httpx.Client,
 ) -> None:
+    """As the real server: the zero-hit retry keeps the date filter, so nothing comes back."""
     _dated(client)
     reply = client.get(
         "/memory/search",
@@ -88,10 +89,9 @@ def test_zero_hits_under_a_date_filter_retry_broader_with_full_payloads(
         },
     )
     body = reply.json()
-    assert body["retry"] is True
-    assert body["expanded_query"] == "certificate outage march"
-    assert {hit["id"] for hit in body["results"]} == {"may", "april"}
-    assert all("text" in hit for hit in body["results"])  # full payloads despite format=index
+    assert reply.status_code == 200
+    assert body["results"] == [] and body["count"] == 0
+    assert "retry" not in body
 
 
 def test_explicit_date_bounds_filter_created_at(client: httpx.Client) -> None:
