@@ -1,8 +1,10 @@
 """``benchd validate [--config FILE] FIXTURE...``: check fixtures and report every problem.
 
 Each problem is printed on its own line (``FILE: JSON-PATH: what is wrong; how to
-fix``); each valid file gets a one-line summary. The exit code is 2 when any file
-has a problem, 0 otherwise. A directory stands for the fixture files in it.
+fix``); each valid file gets a one-line summary. Warnings (``FILE: JSON-PATH:
+warning: ...``, e.g. date words in a query that no date anchors) are printed
+too but never fail a file. The exit code is 2 when any file has a problem, 0
+otherwise. A directory stands for the fixture files in it.
 ``--config`` loads a config (a bad one is a ConfigError, exit 2) and checks
 every fixture its probes name.
 
@@ -102,6 +104,7 @@ def _as_json(check: FixtureCheck) -> dict[str, Any]:
         "queries": check.queries,
         "categories": check.categories,
         "problems": list(check.problems),
+        "warnings": list(check.warnings),
     }
 
 
@@ -135,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([_as_json(c) for c in checks], indent=2, ensure_ascii=False))
     else:
         for check in checks:
+            for warning in check.warnings:
+                print(warning)
             print("\n".join(check.problems) if check.problems else check.summary())
     failed = [c for c in checks if not c.ok]
     if not failed:

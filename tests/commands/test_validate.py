@@ -67,6 +67,7 @@ def test_json_format_lists_each_file(tmp_path: Path) -> None:
         "queries": 16,
         "categories": 3,
         "problems": [],
+        "warnings": [],
     }
     assert len(results[1]["problems"]) == 2  # missing memories, missing queries
 
