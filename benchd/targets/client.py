@@ -135,29 +135,46 @@ class RetryingClient:
         return await self.request_allowing(method, path, allow=(), **kwargs)
 
     async def request_allowing(
-        self, method: str, path: str, *, allow: tuple[int, ...], **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        allow: tuple[int, ...],
+        deadline_s: float | None = None,
+        retry_timeouts: bool = True,
+        **kwargs: Any,
     ) -> httpx.Response:
-        """Like :meth:`request`, but statuses in ``allow`` are answers, not errors."""
+        """Like :meth:`request`, but statuses in ``allow`` are answers, not errors.
+
+        ``deadline_s`` replaces the client's timeout for this request (a slow
+        import gets more time than a search); ``retry_timeouts=False`` raises
+        a timeout at once, for a write the caller must read back before it
+        sends it again.
+        """
         what = f"{method} {self._base}{path}"
         attempt = 0
         while True:
             try:
-                response = await self._send(method, path, what, **kwargs)
+                response = await self._send(method, path, what, deadline_s, **kwargs)
                 if response.status_code not in allow:
                     raise_for_status(response, what)
                 return response
             except TargetError as exc:
                 delay = self._retry_delay(exc, attempt)
-                if delay is None:
+                if delay is None or (isinstance(exc, TargetTimeout) and not retry_timeouts):
                     raise
             attempt += 1
             self.retries += 1
             await anyio.sleep(delay)
 
-    async def _send(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, what: str, deadline_s: float | None, **kwargs: Any
+    ) -> httpx.Response:
+        if deadline_s is not None:
+            kwargs["timeout"] = deadline_s
         request = self._client.build_request(method, path, **kwargs)
         try:
-            with anyio.fail_after(self._deadline_s):
+            with anyio.fail_after(deadline_s if deadline_s is not None else self._deadline_s):
                 response = await self._client.send(request, stream=True)
                 try:
                     body = await _read_bounded(response, self._max_bytes, what)

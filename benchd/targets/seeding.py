@@ -35,6 +35,9 @@ R = TypeVar("R", bound=Mapping[str, Any])
 Counts = tuple[int, int, int]
 """A store's (imported, skipped, errors) for a batch."""
 
+READ_BACK_LIMIT = 100
+"""At most this many unlisted records are read back one by one per verify (read budget)."""
+
 
 def sentinel_id(namespace: str) -> str:
     """The id of the record that marks a namespace as benchd's."""
@@ -125,6 +128,13 @@ class SeededStore(ABC, Generic[R]):
         The default is none: every record is sent and the store decides.
         """
         return frozenset()
+
+    async def _read_back(self, server_ids: Sequence[str]) -> Mapping[str, R]:
+        """Read records the listing did not show, one by one; those stored, by server id.
+
+        The default reads nothing (a store without a read-by-id route).
+        """
+        return {}
 
     @abstractmethod
     def _map_ids(
@@ -260,8 +270,17 @@ class SeededStore(ABC, Generic[R]):
         return totals[0], totals[1], totals[2]
 
     async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is listed; learn the fixture id ↔ server id maps."""
-        mapping, missing = self._map_ids(await self.export_namespace(), memories)
+        """Check every fixture id is listed; learn the fixture id ↔ server id maps.
+
+        A record the listing does not show is read back by id before it is
+        called missing: a store's paging can skip records it holds.
+        """
+        listed = await self.export_namespace()
+        mapping, missing = self._map_ids(listed, memories)
+        if missing:
+            found = await self._read_back(missing[:READ_BACK_LIMIT])
+            if found:
+                mapping, missing = self._map_ids({**listed, **found}, memories)
         self._server_ids = mapping
         self._fixture_ids = {sid: fid for fid, sid in mapping.items()}
         return len(memories) - len(missing), tuple(missing)

@@ -7,22 +7,35 @@ shape accepted, imports in chunks of at most 500, 429 honoured with
 ``Retry-After``, 401 never retried, verification through paged ``/export``,
 and deletes restricted to ids benchd seeded in its namespace, which it marks
 with a sentinel record on first seed.
+
+The real server is slow to import (about 100 ms per 10 records) and its
+export cursor loses records that share a page-boundary millisecond, so: an
+import request's deadline grows with its batch; a timed-out import is read
+back, never blindly re-sent (the server finishes it anyway, and a blind
+retry would read ``skipped``); the ``created_at`` benchd fills are distinct
+milliseconds; and a record missing from the listing is read back with
+``GET /memory/{id}`` before it is called missing. Date words resolve against
+the corpus's own time: a query without ``reference_date`` is sent the time
+benchd stamped the undated records with, so a kept corpus answers date-word
+queries the same way week after week.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import anyio
 import httpx
 
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
-from benchd.errors import TargetProtocolError
-from benchd.result import TargetInfo
-from benchd.targets.base import SearchQuery
+from benchd.errors import TargetProtocolError, TargetTimeout
+from benchd.result import SeedReport, TargetInfo
+from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     decode_answer,
@@ -30,6 +43,7 @@ from benchd.targets.client import (
     http_url_problem,
     positive_problem,
     raise_for_status,
+    run_bounded,
 )
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest, sentinel_id
 
@@ -39,6 +53,18 @@ KIND = "zengram"
 IMPORT_CAP = 500
 SEARCH_CAP = 100
 EXPORT_PAGE = 500
+TIMEOUT_READ_BACK_GETS = 20  # GET /memory/{id} after a timed-out import, at most (read budget)
+READ_BACK_POLLS = 5  # listings while a timed-out import may still be writing
+
+
+def _iso_ms(epoch_ms: int) -> str:
+    """``2026-12-01T10:00:00.123Z`` for a time in epoch milliseconds."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else "must be >= 0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +87,9 @@ class ZengramConfig:
     cleanup: Literal["before", "after", "never"] = "before"
     model: str = ""  # label for the store's embedding model when /health has none
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
+    # an import request may take timeout_s plus this per record: 10 s + 500 × 0.02 s = 20 s
+    # for a full batch, where the real server needs >= 5 s
+    import_timeout_per_record_s: float = field(default=0.02, metadata=check(_non_negative))
     seed_batch: int = field(
         default=IMPORT_CAP,
         metadata=check(lambda v: None if 0 < v <= IMPORT_CAP else f"must be 1..{IMPORT_CAP}"),
@@ -88,6 +117,10 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
         super().__init__(config, auth)
+        self._last_fill_ms = 0
+        self._sent_created: dict[str, str] = {}  # record id -> the created_at benchd filled
+        self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id
+        self._anchor: str | None = None  # the corpus's "now", sent as reference_date
 
     # -- protocol ---------------------------------------------------------------
 
@@ -121,8 +154,9 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             "track_access": "false",
             "format": "index",
         }
-        if query.reference_date:
-            params["reference_date"] = query.reference_date
+        reference = query.reference_date or self._anchor
+        if reference:
+            params["reference_date"] = reference
         return self._client.build_request("GET", "/memory/search", params=params)
 
     def parse_search_response(
@@ -171,14 +205,57 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         record = dict(memory)
         record["client_id"] = self.config.namespace  # never the fixture's own
         record.pop("active", None)  # never seed inactive records
-        record.setdefault("created_at", datetime.now(UTC).isoformat())
+        if record.get("created_at") is None:
+            record["created_at"] = self._fill_time()
+            self._sent_created[str(record.get("id"))] = record["created_at"]
         if not self.config.keep_ids:
             record.pop("id", None)
         return record
 
+    def _fill_time(self) -> str:
+        """Now, in milliseconds, and never a millisecond this target already used.
+
+        The real server's export cursor skips records that share a page-boundary
+        millisecond; records benchd dates never do.
+        """
+        self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
+        return _iso_ms(self._last_fill_ms)
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        """Seed (see :class:`SeededStore`), then learn the corpus's time for date words."""
+        report = await super().seed(memories, progress=progress)
+        self._anchor = self._corpus_time(memories)
+        return report
+
+    def _corpus_time(self, memories: Sequence[Mapping[str, Any]]) -> str | None:
+        """The latest ``created_at`` benchd gave an undated memory (as stored, else as sent).
+
+        With ``cleanup = "never"`` those records keep the time of the seed that
+        wrote them; sending it as ``reference_date`` keeps "recently" or "this
+        week" meaning the same records however long ago that was.
+        """
+        latest: tuple[float, str] | None = None
+        for memory in memories:
+            if memory.get("created_at") is not None:
+                continue
+            fid = str(memory["id"])
+            stored = self._listed.get(self._server_ids.get(fid, fid), {})
+            stamp = stored.get("created_at") or self._sent_created.get(fid)
+            try:
+                moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            key = moment.timestamp()
+            if latest is None or key > latest[0]:
+                latest = (key, _iso_ms(round(key * 1000)))
+        return None if latest is None else latest[1]
+
     def _sentinel_record(self) -> dict[str, Any]:
         ns = self.config.namespace
         return {
+            "created_at": self._fill_time(),
             "id": sentinel_id(ns),
             "type": "fact",
             "key": "benchd-sentinel",
@@ -233,9 +310,66 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             )
 
     async def _import_batch(self, batch: Sequence[Any]) -> Counts:
+        """Import one batch; after a timeout, read back what the server wrote first.
+
+        The server finishes a request the client stopped waiting for, so a
+        blind re-send reads ``skipped`` for records it wrote. Instead the batch
+        is read back (until the listing stops growing), only what is not
+        stored is sent again, and the counts come from the final read-back.
+        """
+        pending = list(batch)
+        timed_out = False
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                counts = await self._post_import(pending)
+            except TargetTimeout:
+                if attempt == self.config.max_retries:
+                    raise
+                timed_out = True
+                pending = await self._not_stored(pending)
+                if not pending:
+                    return len(batch), 0, 0
+                self._http.retries += 1  # only what is not stored is sent again: counted
+                continue
+            if not timed_out:
+                return counts  # the store's own counts
+            stored = len(batch) - len(await self._not_stored(batch, polls=1))
+            return stored, max(0, len(batch) - stored - counts[2]), counts[2]
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _not_stored(self, records: Sequence[Any], polls: int = READ_BACK_POLLS) -> list[Any]:
+        """The records the namespace does not hold, read back until the listing stops growing.
+
+        Records still unlisted then are read by id when few (the export cursor
+        may have skipped them); many unlisted records were simply not written.
+        """
+        missing = list(records)
+        wait = min(5.0, max(0.5, self.config.import_timeout_per_record_s * len(records)))
+        for poll in range(polls):
+            if poll:
+                await anyio.sleep(wait)  # the server may still be writing the timed-out import
+            before = len(missing)
+            listed = await self.export_namespace()
+            held = set(listed) | {"#" + digest(content_of(r)) for r in listed.values()}
+            missing = [r for r in missing if _key(r) not in held]
+            if not missing or (poll and len(missing) == before):
+                break
+        ids = [_key(r) for r in missing if not _key(r).startswith("#")]
+        if ids and len(ids) <= TIMEOUT_READ_BACK_GETS:
+            found = await self._read_back(ids)
+            missing = [r for r in missing if _key(r) not in found]
+        return missing
+
+    async def _post_import(self, batch: Sequence[Any]) -> Counts:
         what = f"POST {self._base}/export/import"
-        response = await self._http.request(
-            "POST", "/export/import", json={"data": list(batch), "operator_approved": True}
+        c = self.config
+        response = await self._http.request_allowing(
+            "POST",
+            "/export/import",
+            allow=(),
+            json={"data": list(batch), "operator_approved": True},
+            deadline_s=c.timeout_s + c.import_timeout_per_record_s * len(batch),
+            retry_timeouts=False,
         )
         body = decode_json(response, what)
         try:
@@ -263,6 +397,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
                     records[str(rec["id"])] = rec
             offset += len(page)
             if not page or not body.get("has_more"):
+                self._listed = records
                 return records
             if seen.issuperset(ids):  # a store that pages forever must not hang the cycle
                 raise TargetProtocolError(
@@ -270,6 +405,31 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
                     "holds no record not seen before; the store's paging is broken"
                 )
             seen.update(ids)
+
+    async def _read_back(self, server_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``GET /memory/{id}`` with the namespace, for records the listing did not show.
+
+        The real server's export cursor skips records sharing a page-boundary
+        millisecond; such a record is stored, and reading it by id says so.
+        Only active records in benchd's namespace count.
+        """
+        found: dict[str, dict[str, Any]] = {}
+        what = f"GET {self._base}/memory/{{id}}"
+        ns = self.config.namespace
+
+        async def one(server_id: str) -> None:
+            response = await self._http.request_allowing(
+                "GET", f"/memory/{server_id}", allow=(404,), params={"client_id": ns}
+            )
+            if response.status_code == 404:
+                return
+            body = decode_json(response, what)
+            mine = isinstance(body, dict) and body.get("client_id", ns) == ns
+            if mine and body.get("active", True) is not False:
+                found[server_id] = body
+
+        await run_bounded(list(server_ids), one, limit=self.config.seed_concurrency)
+        return found
 
     def _map_ids(
         self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
@@ -296,3 +456,9 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return await self._time_to_searchable(
             memories[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
         )
+
+
+def _key(record: Mapping[str, Any]) -> str:
+    """How a read-back recognises a prepared record: its id, else ``#`` + its content digest."""
+    rid = record.get("id")
+    return str(rid) if rid is not None else "#" + digest(content_of(record))

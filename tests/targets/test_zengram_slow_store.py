@@ -1,0 +1,158 @@
+"""The zengram adapter against the reference store's ``zengram-4.3`` profile over loopback.
+
+What the real server does to benchd's readings, and how the adapter copes:
+a paced import slower than its request timeout (read back, no false
+``skipped``), an export cursor that skips a page-boundary millisecond
+(read back by id, nothing called missing that is stored), and a kept corpus
+whose date-word answers must not move when the store's clock does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from benchd.config.secrets import Secret
+from benchd.refstore.config import RefStoreConfig
+from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.targets.base import SearchQuery
+from benchd.targets.zengram import EXPORT_PAGE, ZengramConfig, ZengramTarget
+
+pytestmark = pytest.mark.anyio
+
+KEY = "test-key-slow-0123456789"
+
+
+def _config(**overrides: Any) -> RefStoreConfig:
+    settings: dict[str, Any] = {
+        "api_key": KEY,
+        "retriever": "bm25",
+        "read_limit_per_min": 0,
+        "write_limit_per_min": 0,
+        "profile": "zengram-4.3",
+        "import_pacing": 0.0,
+    }
+    settings.update(overrides)
+    return RefStoreConfig(**settings)
+
+
+@pytest.fixture
+async def real() -> AsyncIterator[RunningRefStore]:
+    async with running_refstore(_config()) as running:
+        yield running
+
+
+def _target(url: str, **settings: Any) -> ZengramTarget:
+    return ZengramTarget(ZengramConfig(url=url, **settings), Secret(KEY, "test"))
+
+
+async def _raw(url: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=url, headers={"x-api-key": KEY}) as client:
+        return await client.request(method, path, **kwargs)
+
+
+async def test_an_import_slower_than_its_timeout_is_read_back_not_reported_skipped() -> None:
+    """60 records pause 5 × 200 ms server-side: a 0.3 s request deadline must run out."""
+    memories = [
+        {"id": f"slow-{i}", "type": "event", "content": f"slow import record {i} of sixty"}
+        for i in range(60)
+    ]
+    async with running_refstore(_config(import_pacing=2.0)) as store:
+        t = _target(store.url, timeout_s=0.3, import_timeout_per_record_s=0.0, seed_batch=60)
+        try:
+            report = await t.seed(memories)
+        finally:
+            await t.aclose()
+        assert (report.imported, report.skipped, report.errors) == (60, 0, 0)
+        assert (report.verified, report.missing) == (60, ())
+        listed = await _raw(store.url, "GET", "/export", params={"client_id": "benchd-eval"})
+        assert listed.json()["total"] == 61  # the corpus and the sentinel, each once
+
+
+def test_import_deadline_grows_with_the_batch() -> None:
+    config = ZengramConfig(url="http://127.0.0.1:9")
+    assert config.timeout_s + config.import_timeout_per_record_s * 500 >= 5.0 + config.timeout_s
+
+
+def _corpus(n: int, dated: bool = False) -> list[dict[str, Any]]:
+    """``n`` events; ``dated``: a minute apart, but the ten around the page boundary share one."""
+    out = []
+    for i in range(n):
+        memory: dict[str, Any] = {"id": f"p-{i}", "type": "event", "content": f"paged note {i}"}
+        if dated:
+            minute = EXPORT_PAGE - 6 if EXPORT_PAGE - 6 <= i < EXPORT_PAGE + 4 else i
+            moment = datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=minute)
+            memory["created_at"] = moment.isoformat()
+        out.append(memory)
+    return out
+
+
+async def test_benchd_dated_records_never_share_a_millisecond_so_paging_loses_none(
+    real: RunningRefStore,
+) -> None:
+    memories = _corpus(EXPORT_PAGE + 20)
+    t = _target(real.url)
+    try:
+        report = await t.seed(memories)
+        listed = await t.export_namespace()
+    finally:
+        await t.aclose()
+    assert (report.verified, report.missing) == (len(memories), ())
+    assert {m["id"] for m in memories} <= set(listed)  # the listing alone holds them all
+    stamps = [r["created_at"] for r in listed.values()]
+    assert len(set(stamps)) == len(stamps)
+
+
+async def test_records_the_export_cursor_skips_are_read_back_not_called_missing(
+    real: RunningRefStore,
+) -> None:
+    memories = _corpus(EXPORT_PAGE + 20, dated=True)
+    t = _target(real.url)
+    try:
+        report = await t.seed(memories)
+        listed = await t.export_namespace()
+    finally:
+        await t.aclose()
+    skipped_by_cursor = {m["id"] for m in memories} - set(listed)
+    assert len(skipped_by_cursor) == 4  # the store's paging really lost p-500 .. p-503
+    assert (report.verified, report.missing) == (len(memories), ())
+
+
+async def test_a_kept_corpus_answers_date_words_the_same_when_the_clock_moves_a_month(
+    real: RunningRefStore,
+) -> None:
+    memories = [
+        {"id": "deploy", "type": "event", "content": "deployed the ledger service with pgbouncer"},
+        {"id": "rollback", "type": "event", "content": "rolled back the search indexer release"},
+        {"id": "drill", "type": "event", "content": "ran the ledger restore drill"},
+    ]
+    queries = [
+        SearchQuery(q="what did we deploy recently for the ledger", limit=10),
+        SearchQuery(q="ledger work this week", limit=10),
+        SearchQuery(q="which release was rolled back today", limit=10),
+    ]
+
+    async def cycle() -> list[tuple[str, ...]]:
+        t = _target(real.url, cleanup="never")  # a new process each time: nothing remembered
+        try:
+            await t.seed(memories)
+            return [await t.search(q) for q in queries]
+        finally:
+            await t.aclose()
+
+    before = await cycle()
+    assert all(before) and "deploy" in before[0] and before[2][0] == "rollback"
+    month_on = (datetime.now(UTC) + timedelta(days=31)).isoformat()
+    await _raw(real.url, "POST", "/admin/config", json={"clock": month_on})
+    unanchored = await _raw(
+        real.url,
+        "GET",
+        "/memory/search",
+        params={"q": queries[0].q, "client_id": "benchd-eval", "read_only": "true"},
+    )
+    assert unanchored.json()["results"] == []  # what the store alone says a month on
+    assert await cycle() == before
