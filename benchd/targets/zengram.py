@@ -15,9 +15,10 @@ back, never blindly re-sent (the server finishes it anyway, and a blind
 retry would read ``skipped``); the ``created_at`` benchd fills are distinct
 milliseconds; and a record missing from the listing is read back with
 ``GET /memory/{id}`` before it is called missing. Date words resolve against
-the corpus's own time: a query without ``reference_date`` is sent the time
-benchd stamped the undated records with, so a kept corpus answers date-word
-queries the same way week after week.
+the corpus's own time: a query without ``reference_date`` is sent the
+corpus's latest ``created_at`` (the fixture's, or the one benchd stamped, as
+stored), so a kept corpus answers date-word queries the same way week after
+week.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ import httpx
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
-from benchd.result import SeedReport, TargetInfo
-from benchd.targets.base import Progress, SearchQuery
+from benchd.result import TargetInfo
+from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     decode_answer,
@@ -221,36 +222,26 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
         return _iso_ms(self._last_fill_ms)
 
-    async def seed(
-        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
-    ) -> SeedReport:
-        """Seed (see :class:`SeededStore`), then learn the corpus's time for date words."""
-        report = await super().seed(memories, progress=progress)
-        self._anchor = self._corpus_time(memories)
-        return report
-
     def _corpus_time(self, memories: Sequence[Mapping[str, Any]]) -> str | None:
-        """The latest ``created_at`` benchd gave an undated memory (as stored, else as sent).
+        """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
 
-        With ``cleanup = "never"`` those records keep the time of the seed that
-        wrote them; sending it as ``reference_date`` keeps "recently" or "this
-        week" meaning the same records however long ago that was.
+        Sent as ``reference_date`` to a query that has none, it makes date
+        words resolve against the corpus rather than the calendar. With
+        ``cleanup = "never"`` the records benchd dated keep the time of the
+        seed that wrote them, so "recently" or "this week" keep meaning the
+        same records however long ago that seed was.
         """
-        latest: tuple[float, str] | None = None
+        latest: float | None = None
         for memory in memories:
-            if memory.get("created_at") is not None:
-                continue
-            fid = str(memory["id"])
-            stored = self._listed.get(self._server_ids.get(fid, fid), {})
-            stamp = stored.get("created_at") or self._sent_created.get(fid)
-            try:
-                moment = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            key = moment.timestamp()
-            if latest is None or key > latest[0]:
-                latest = (key, _iso_ms(round(key * 1000)))
-        return None if latest is None else latest[1]
+            stamp = memory.get("created_at")
+            if stamp is None:
+                fid = str(memory["id"])
+                stored = self._listed.get(self._server_ids.get(fid, fid), {})
+                stamp = stored.get("created_at") or self._sent_created.get(fid)
+            moment = _epoch_s(stamp)
+            if moment is not None and (latest is None or moment > latest):
+                latest = moment
+        return None if latest is None else _iso_ms(round(latest * 1000))
 
     def _sentinel_record(self) -> dict[str, Any]:
         ns = self.config.namespace
@@ -450,12 +441,22 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     async def _searchable_after(
         self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
     ) -> float | None:
-        """Poll for the last memory; 0.0 for an empty corpus."""
+        """Learn the corpus's time (see :meth:`_corpus_time`); poll for the last memory."""
+        self._anchor = self._corpus_time(memories)
         if not memories:
             return 0.0
         return await self._time_to_searchable(
             memories[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
         )
+
+
+def _epoch_s(stamp: object) -> float | None:
+    """An ISO 8601 ``created_at`` as epoch seconds (naive = UTC), or None if it is not one."""
+    try:
+        moment = datetime.fromisoformat(str(stamp).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _key(record: Mapping[str, Any]) -> str:

@@ -156,3 +156,27 @@ async def test_a_kept_corpus_answers_date_words_the_same_when_the_clock_moves_a_
     )
     assert unanchored.json()["results"] == []  # what the store alone says a month on
     assert await cycle() == before
+
+
+async def test_a_dated_corpus_without_reference_date_answers_against_its_own_time(
+    real: RunningRefStore,
+) -> None:
+    """No reference_date: "in March" means the March before the corpus's latest record."""
+    memories = [
+        {"id": "lock", "type": "event", "content": "ledger outage from a table lock",
+         "created_at": "2025-03-18T08:30:00Z"},
+        {"id": "dns", "type": "event", "content": "checkout outage from a DNS change",
+         "created_at": "2025-04-02"},
+    ]  # fmt: skip
+    t = _target(real.url)
+    try:
+        await t.seed(memories)
+        assert await t.search(SearchQuery(q="which outage happened in March", limit=10)) == (
+            "lock",
+        )
+        sent = t.build_search_request(SearchQuery(q="outage in March", limit=10))
+        assert sent.url.params["reference_date"] == "2025-04-02T00:00:00.000Z"
+        given = SearchQuery(q="outage in March", limit=10, reference_date="2026-06-30")
+        assert t.build_search_request(given).url.params["reference_date"] == "2026-06-30"
+    finally:
+        await t.aclose()
