@@ -1,9 +1,12 @@
-"""Per-probe schedules: interval, jitter and a loop that never overlaps itself.
+"""Per-probe schedules: interval, jitter, cycles on demand, and a loop that never overlaps itself.
 
 The scheduler knows nothing of probing: it calls ``runner.run_once()`` on
 time and hands the result to a sink. Each probe runs in its own task, so a
 probe that fails, times out or hangs (bounded by its own ``timeout_s``)
-never delays another.
+never delays another. The first cycle starts at once; jitter spreads the
+later ones. :meth:`ProbeLoop.trigger` starts a cycle now (``POST
+/api/probes/{name}/run``) unless one is running or the key's read budget
+cannot take another yet.
 """
 
 from __future__ import annotations
@@ -11,15 +14,29 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 
-__all__ = ["ProbeLoop", "next_start"]
+__all__ = [
+    "DEFAULT_READS_PER_MIN",
+    "Busy",
+    "OverBudget",
+    "ProbeLoop",
+    "Schedule",
+    "Started",
+    "TriggerOutcome",
+    "next_start",
+    "reads_of",
+]
 
 Sink = Callable[[CycleResult], None]
+# The per-key read budget a store grants when the probe's target declares none
+# (the Zengram API's default: 120 reads a minute).
+DEFAULT_READS_PER_MIN = 120.0
 
 
 def next_start(
@@ -38,6 +55,42 @@ def next_start(
     return target
 
 
+def reads_of(result: CycleResult) -> int:
+    """The read requests a finished cycle sent: its serial queries and its load pass."""
+    load = sum(result.load.requests.values()) if result.load is not None else 0
+    return len(result.queries) + load
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Where a probe's loop stands: running now, or when its next cycle is due (unix s)."""
+
+    running: bool
+    next_due_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """An on-demand cycle was started; it will carry this cycle number."""
+
+    cycle: int
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """A cycle is already running (or about to): the request is refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class OverBudget:
+    """The key's read budget cannot take another cycle for ``retry_after_s`` seconds."""
+
+    retry_after_s: float
+
+
+TriggerOutcome = Started | Busy | OverBudget
+
+
 class ProbeLoop:
     """Runs one probe's cycles on its schedule until cancelled."""
 
@@ -47,6 +100,17 @@ class ProbeLoop:
         self.scope: anyio.CancelScope | None = None
         self.stopped = anyio.Event()
         self._rng = random.Random(seed)
+        self._wake = anyio.Event()
+        self._running = False
+        self._requested: int | None = None  # cycle number an on-demand request reserved
+        self._next_due_at: float | None = None  # unix seconds
+        self._last_start: float | None = None  # monotonic
+        self._last_reads = 0
+
+    @property
+    def schedule(self) -> Schedule:
+        running = self._running or self._requested is not None
+        return Schedule(running=running, next_due_at=None if running else self._next_due_at)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -56,17 +120,51 @@ class ProbeLoop:
             self.scope = scope
             task_status.started()
             try:
-                # Spread first cycles of many probes over the jitter window.
-                await anyio.sleep(self._rng.uniform(0, probe.jitter_s))
                 while True:
-                    started = time.monotonic()
-                    self.sink(await self.runner.run_once())
+                    started = self._begin()
+                    result = await self.runner.run_once()
                     wake = next_start(
                         started, probe.interval_s, probe.jitter_s, time.monotonic(), self._rng
                     )
-                    await anyio.sleep(max(0.0, wake - time.monotonic()))
+                    self._end(result, wake)
+                    self.sink(result)
+                    with anyio.move_on_after(max(0.0, wake - time.monotonic())):
+                        await self._wake.wait()
             finally:
                 self.stopped.set()
+
+    def _begin(self) -> float:
+        self._running, self._requested, self._next_due_at = True, None, None
+        self._last_start = time.monotonic()
+        return self._last_start
+
+    def _end(self, result: CycleResult, wake: float) -> None:
+        self._wake = anyio.Event()  # before anything can trigger the next cycle
+        self._running = False
+        self._last_reads = reads_of(result)
+        self._next_due_at = time.time() + max(0.0, wake - time.monotonic())
+
+    def trigger(self) -> TriggerOutcome:
+        """Start a cycle now, unless one is running or the read budget needs more time."""
+        if self._running or self._requested is not None or self._last_start is None:
+            return Busy()
+        wait = self._last_start + self.min_spacing_s() - time.monotonic()
+        if wait > 0:
+            return OverBudget(retry_after_s=wait)
+        self._requested = self.runner.cycles + 1
+        self._wake.set()
+        return Started(cycle=self._requested)
+
+    def min_spacing_s(self) -> float:
+        """How long after a cycle's start its reads are back in a per-minute budget.
+
+        A cycle that sent ``R`` reads against a budget of ``B`` reads a minute
+        draws ``60 * R / B`` seconds of it; another cycle before then would
+        push the key past its budget (and the store into 429s).
+        """
+        settings = self.runner.probe.target.settings
+        budget = float(getattr(settings, "reads_per_min", None) or DEFAULT_READS_PER_MIN)
+        return 60.0 * self._last_reads / budget
 
     def cancel(self) -> None:
         if self.scope is not None:

@@ -1,0 +1,124 @@
+"""Cycles on demand: ProbeLoop.trigger starts a cycle now, refuses while one runs or
+while the key's read budget still holds the last cycle's reads; the first cycle
+starts at once."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import pytest
+from surfacers.cycles import make_result
+
+from benchd.config import ProbeConfig, TargetConfig
+from benchd.probe import ProbeRunner
+from benchd.result import CycleResult
+from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of
+
+pytestmark = pytest.mark.anyio
+
+
+@dataclasses.dataclass
+class Settings:
+    reads_per_min: float | None = None
+
+
+class GatedRunner:
+    """Stands in for ProbeRunner: each cycle waits until the test opens its gate."""
+
+    def __init__(self, *, reads_per_min: float | None = None, queries: int = 3) -> None:
+        target = TargetConfig(kind="python", settings=Settings(reads_per_min))
+        self.probe = ProbeConfig(
+            name="alpha", fixture=Path("f.json"), target=target, interval_s=3600.0, jitter_s=600.0
+        )
+        self.cycles = 0
+        self.began = anyio.Event()
+        self.gate = anyio.Event()
+        self.latencies = (0.01,) * queries
+
+    async def run_once(self) -> CycleResult:
+        self.cycles += 1
+        self.began.set()
+        await self.gate.wait()
+        self.began, self.gate = anyio.Event(), anyio.Event()
+        return make_result(cycle=self.cycles, load=False, latencies=self.latencies)
+
+
+async def run_loop(runner: GatedRunner, results: list[CycleResult]) -> tuple[ProbeLoop, Any]:
+    loop = ProbeLoop(cast(ProbeRunner, runner), results.append, seed=1)
+    return loop, loop.run
+
+
+async def test_first_cycle_starts_at_once_despite_jitter() -> None:
+    runner = GatedRunner()
+    results: list[CycleResult] = []
+    loop, run = await run_loop(runner, results)
+    async with anyio.create_task_group() as tg:
+        await tg.start(run)
+        with anyio.fail_after(10):  # a bound, not a margin: jitter_s is 600 s
+            await runner.began.wait()
+        assert loop.schedule.running and loop.schedule.next_due_at is None
+        assert isinstance(loop.trigger(), Busy)  # 409: a cycle is running
+        runner.gate.set()
+        with anyio.fail_after(10):
+            while not results:
+                await anyio.sleep(0.01)
+        due = loop.schedule.next_due_at
+        assert due is not None and not loop.schedule.running
+        assert due >= results[0].finished_at + 3600 - 600 - 1
+        tg.cancel_scope.cancel()
+
+
+async def test_trigger_runs_a_cycle_now_then_refuses_until_it_ends() -> None:
+    runner = GatedRunner(reads_per_min=1e9)  # a budget that never binds
+    results: list[CycleResult] = []
+    loop, run = await run_loop(runner, results)
+    async with anyio.create_task_group() as tg:
+        await tg.start(run)
+        await runner.began.wait()
+        runner.gate.set()
+        while not results:
+            await anyio.sleep(0.01)
+        outcome = loop.trigger()
+        assert outcome == Started(cycle=2)
+        assert isinstance(loop.trigger(), Busy)  # reserved: a second request is refused
+        with anyio.fail_after(10):
+            await runner.began.wait()
+        runner.gate.set()
+        while len(results) < 2:
+            await anyio.sleep(0.01)
+        assert results[1].cycle == 2
+        tg.cancel_scope.cancel()
+
+
+async def test_trigger_waits_for_the_read_budget_of_the_last_cycle() -> None:
+    runner = GatedRunner(reads_per_min=6.0, queries=3)  # 3 reads of 6/min: 30 s of budget
+    results: list[CycleResult] = []
+    loop, run = await run_loop(runner, results)
+    async with anyio.create_task_group() as tg:
+        await tg.start(run)
+        await runner.began.wait()
+        runner.gate.set()
+        while not results:
+            await anyio.sleep(0.01)
+        assert reads_of(results[0]) == 3 and loop.min_spacing_s() == pytest.approx(30.0)
+        outcome = loop.trigger()
+        assert isinstance(outcome, OverBudget) and 0 < outcome.retry_after_s <= 30.0
+        assert runner.cycles == 1  # nothing started
+        tg.cancel_scope.cancel()
+
+
+async def test_without_a_declared_budget_the_store_api_default_applies() -> None:
+    runner = GatedRunner(reads_per_min=None, queries=12)
+    results: list[CycleResult] = []
+    loop, run = await run_loop(runner, results)
+    async with anyio.create_task_group() as tg:
+        await tg.start(run)
+        await runner.began.wait()
+        runner.gate.set()
+        while not results:
+            await anyio.sleep(0.01)
+        assert loop.min_spacing_s() == pytest.approx(6.0)  # 12 reads of 120/min
+        tg.cancel_scope.cancel()
