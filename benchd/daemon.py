@@ -28,10 +28,11 @@ from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.scheduler import ProbeLoop
+from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
 from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
+from benchd.surfacers.status import iso_time
 from benchd.web.app import WebConfig, build_app, read_web_config, serve_web
 
 __all__ = ["Daemon"]
@@ -133,6 +134,24 @@ class Daemon:
         self.book.record(result)
         for surfacer in self.surfacers:
             surfacer.write(result)
+        running = self._probes.get(result.probe)
+        due = running.loop.schedule.next_due_at if running is not None else None
+        if due is not None:
+            log.info("next cycle", probe=result.probe, due_at=iso_time(due),
+                     in_s=round(max(0.0, due - time.time()), 3))  # fmt: skip
+
+    def run_now(self, name: str) -> TriggerOutcome | None:
+        """Start a cycle of probe ``name`` now (None: no such probe)."""
+        running = self._probes.get(name)
+        if running is None:
+            return None
+        outcome = running.loop.trigger()
+        log.info("cycle requested", probe=name, outcome=type(outcome).__name__.lower())
+        return outcome
+
+    def schedules(self) -> dict[str, Schedule]:
+        """Each running probe's schedule: running now, or when its next cycle is due."""
+        return {name: running.loop.schedule for name, running in self._probes.items()}
 
     async def _stop_probe(self, name: str, *, cleanup: bool) -> None:
         running = self._probes.pop(name)
@@ -150,8 +169,9 @@ class Daemon:
         """Re-read the config file and apply it atomically; False keeps the old one."""
         async with self._reload_lock:
             if self.config_path is None:
-                log.warning("reload ignored", reason="running the embedded default (no --config)")
-                self.book.config_reload(False, time.time())
+                reason = "running the embedded default (no --config): nothing to re-read"
+                log.warning("reload ignored", reason=reason)
+                self.book.config_reload(False, time.time(), error=reason)
                 return False
             try:
                 new = load_config(self.config_path)
@@ -161,7 +181,7 @@ class Daemon:
                 runners = await self._prepare(changed)
             except BenchdError as exc:
                 log.error("reload failed", error=str(exc))
-                self.book.config_reload(False, time.time())
+                self.book.config_reload(False, time.time(), error=str(exc))
                 return False
             await self._apply(new, runners)
             self.book.config_reload(True, time.time())

@@ -150,6 +150,7 @@ class BookSnapshot:
     reload_success_at: float
     reloads: Mapping[str, int] = field(default_factory=dict)  # success / failure -> count
     intervals: Mapping[str, float] = field(default_factory=dict)  # probe -> interval_s
+    reload_error: str | None = None  # why the last reload failed (None after a success)
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -178,6 +179,7 @@ class ResultBook:
         self._reload_ok = True
         self._reload_at = time.time() if loaded_at is None else loaded_at
         self._reloads: Counter[str] = Counter()
+        self._reload_error: str | None = None
 
     @property
     def buckets(self) -> tuple[float, ...]:
@@ -208,10 +210,11 @@ class ResultBook:
                 previous, result, history=self._history, buckets=self._buckets
             )
 
-    def config_reload(self, success: bool, at: float) -> None:
+    def config_reload(self, success: bool, at: float, error: str | None = None) -> None:
         """Note the outcome of a config reload (the initial load counts as a success)."""
         with self._lock:
             self._reload_ok = success
+            self._reload_error = None if success else (error or "reload failed")
             self._reloads["success" if success else "failure"] += 1
             if success:
                 self._reload_at = at
@@ -228,6 +231,7 @@ class ResultBook:
                 reload_success_at=self._reload_at,
                 reloads=dict(self._reloads),
                 intervals=dict(self._intervals),
+                reload_error=self._reload_error,
             )
 
     def latest(self, probe: str) -> CycleResult | None:

@@ -2,9 +2,11 @@
 
 :func:`result_to_json` turns one :class:`CycleResult` into a document with a
 stable schema (``docs/json.md``); :func:`status_document` wraps the latest one
-of every probe with its recent history. Both are JSON-safe (no NaN, no
-tuples, string keys) and never carry a secret: registered secrets are masked
-and URLs lose their credentials and query strings.
+of every probe with its recent history, its state (up / degraded / failing,
+with the reason) and when its next cycle is due. Every time is given twice:
+unix seconds and ISO-8601 UTC (``*_at`` and ``*_at_iso``). Both documents are
+JSON-safe (no NaN, no tuples, string keys) and never carry a secret:
+registered secrets are masked and URLs lose their credentials and query strings.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import math
 import numbers
 import platform
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from benchd import __version__
@@ -22,27 +25,39 @@ from benchd.logging import redact_secrets
 from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
+if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never drive it
+    from benchd.scheduler import Schedule
+
 __all__ = [
     "SCHEMA_VERSION",
+    "iso_time",
     "mask_credentials",
+    "probe_state",
     "public_url",
     "result_to_json",
     "status_document",
 ]
 
 SCHEMA_VERSION = 1
-_STATES = {"success": "ok", "degraded": "degraded", "failed": "failing", "timeout": "failing"}
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 
-def result_to_json(result: CycleResult) -> dict[str, Any]:
+def iso_time(seconds: float | None) -> str | None:
+    """Unix seconds as ISO-8601 UTC with milliseconds (``2026-12-01T10:00:00.123Z``)."""
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    stamp = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def result_to_json(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
     """One cycle as a JSON-safe dict with the stable schema documented in docs/json.md."""
-    return _clean(_result(result))
+    return _clean(_result(result, queries=queries))
 
 
-def _result(result: CycleResult) -> dict[str, Any]:
+def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
     """The raw document; :func:`_clean` makes it JSON-safe once, however deeply nested."""
-    return {
+    document = {
         "name": result.probe,
         "outcome": result.outcome,
         "degraded_reasons": list(result.degraded_reasons),
@@ -50,7 +65,9 @@ def _result(result: CycleResult) -> dict[str, Any]:
         "corpus": result.corpus,
         "cycle": result.cycle,
         "started_at": result.started_at,
+        "started_at_iso": iso_time(result.started_at),
         "finished_at": result.finished_at,
+        "finished_at_iso": iso_time(result.finished_at),
         "duration_s": result.duration_s,
         "phases": dict(result.phases),
         "model": result.info.model if result.info is not None else None,
@@ -71,27 +88,28 @@ def _result(result: CycleResult) -> dict[str, Any]:
         "errors": dict(result.errors),
         "retries": result.retries,
         "error": _error(result),
-        "drift": _drift(result.drift),
+        "drift": dict(result.drift),  # the tracker's outcome, once: drift.metrics["recall@10"]
     }
+    if not queries:
+        del document["queries"]
+    return document
 
 
-def _drift(drift: Mapping[str, Any]) -> dict[str, Any]:
-    """The tracker's outcome with each metric@k also at the top level.
+def status_document(
+    book: ResultBook,
+    schedules: Mapping[str, Schedule] | None = None,
+    *,
+    probes: Collection[str] | None = None,
+    queries: bool = True,
+) -> dict[str, Any]:
+    """The ``/api/status`` body: every configured probe's state, last result and history.
 
-    ``drift["recall@10"].{delta,p_value,detected,ci_low,ci_high}`` is the
-    documented path; ``drift["metrics"]`` keeps the tracker's own shape.
+    ``probes`` keeps only those probes (``?probe=NAME``); ``queries=False``
+    leaves the per-query detail out of each last result (``?queries=false``).
     """
-    out = dict(drift)
-    metrics = drift.get("metrics")
-    if isinstance(metrics, Mapping):
-        for key, value in metrics.items():
-            out.setdefault(str(key), value)
-    return out
-
-
-def status_document(book: ResultBook) -> dict[str, Any]:
-    """The ``/api/status`` body: every configured probe's last result and recent history."""
     snap = book.snapshot()
+    schedules = schedules or {}
+    names = [n for n in snap.probes if probes is None or n in probes]
     return _clean(
         {
             "schema": SCHEMA_VERSION,
@@ -102,10 +120,55 @@ def status_document(book: ResultBook) -> dict[str, Any]:
             "config": {
                 "last_reload_successful": snap.reload_successful,
                 "last_reload_success_at": snap.reload_success_at,
+                "last_reload_success_at_iso": iso_time(snap.reload_success_at),
+                "last_reload_error": snap.reload_error,
             },
-            "probes": {name: _probe(snap, name) for name in snap.probes},
+            "probes": {
+                name: _probe(snap, name, schedules.get(name), queries=queries) for name in names
+            },
         }
     )
+
+
+def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> tuple[str, str]:
+    """A probe's state for a person (``up``, ``degraded``, ``failing``, ``pending``) and why.
+
+    ``failing``: the last cycle failed or timed out (the reason is its error);
+    ``degraded``: it completed but with degraded readings or detected drift;
+    ``pending``: no cycle has completed yet.
+    """
+    if state is None:
+        running = schedule is not None and schedule.running
+        return "pending", "first cycle running" if running else "waiting for the first cycle"
+    last = state.latest
+    if last.outcome in ("failed", "timeout"):
+        kind = last.error_kind or last.outcome
+        message = mask_credentials(last.error_message or "no message")
+        streak = _failure_streak(state)
+        tail = f" ({streak} cycles in a row)" if streak > 1 else ""
+        return "failing", f"{kind}: {message}{tail}"
+    reasons = list(last.degraded_reasons)
+    drift = last.drift
+    if drift.get("detected"):
+        metrics = drift.get("metrics")
+        flagged = (
+            [k for k, m in metrics.items() if isinstance(m, Mapping) and m.get("detected")]
+            if isinstance(metrics, Mapping)
+            else []
+        )
+        reasons.append(f"drift against the {drift.get('baseline')} baseline: " + ", ".join(flagged))
+    if last.outcome != "success" or reasons:
+        return "degraded", "; ".join(reasons) or f"outcome {last.outcome}"
+    return "up", "last cycle succeeded"
+
+
+def _failure_streak(state: ProbeState) -> int:
+    streak = 0
+    for summary in reversed(state.history):
+        if summary.outcome not in ("failed", "timeout"):
+            break
+        streak += 1
+    return streak
 
 
 def public_url(url: str) -> str:
@@ -131,16 +194,29 @@ def mask_credentials(text: str) -> str:
     return _USERINFO.sub(r"\1***@", masked) if "@" in masked else masked
 
 
-def _probe(snap: BookSnapshot, name: str) -> dict[str, Any]:
+def _probe(
+    snap: BookSnapshot, name: str, schedule: Schedule | None, *, queries: bool
+) -> dict[str, Any]:
     state: ProbeState | None = snap.states.get(name)
+    label, reason = probe_state(state, schedule)
+    due = schedule.next_due_at if schedule is not None else None
+    common = {
+        "state": label,
+        "reason": reason,
+        "running": schedule.running if schedule is not None else False,
+        "next_cycle_at": due,
+        "next_cycle_at_iso": iso_time(due),
+        "interval_s": snap.intervals.get(name),
+    }
     if state is None:
-        return {"state": "pending", "last": None, "history": [], "cycles": {}}
+        return {**common, "last": None, "history": [], "cycles": {}}
     return {
-        "state": _STATES[state.latest.outcome],
+        **common,
         "model": state.model,
         "last_success_at": state.last_success_at,
+        "last_success_at_iso": iso_time(state.last_success_at),
         "cycles": dict(state.cycles),
-        "last": _result(state.latest),
+        "last": _result(state.latest, queries=queries),
         "history": [_summary(s) for s in reversed(state.history)],  # newest first
     }
 
@@ -150,6 +226,7 @@ def _summary(summary: CycleSummary) -> dict[str, Any]:
         "cycle": summary.cycle,
         "outcome": summary.outcome,
         "started_at": summary.started_at,
+        "started_at_iso": iso_time(summary.started_at),
         "finished_at": summary.finished_at,
         "duration_s": summary.duration_s,
         "error_kind": summary.error_kind,

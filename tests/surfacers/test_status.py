@@ -19,7 +19,9 @@ TOP_LEVEL = {
     "corpus",
     "cycle",
     "started_at",
+    "started_at_iso",
     "finished_at",
+    "finished_at_iso",
     "duration_s",
     "phases",
     "model",
@@ -122,9 +124,11 @@ def test_status_document_lists_pending_and_finished_probes_with_history() -> Non
         book.record(make_result("alpha", cycle=n))
     doc = status_document(book)
     assert doc["ready"] is False and doc["pending"] == ["beta"]
-    assert doc["probes"]["beta"] == {"state": "pending", "last": None, "history": [], "cycles": {}}
+    beta = doc["probes"]["beta"]
+    assert beta["state"] == "pending" and beta["reason"] == "waiting for the first cycle"
+    assert (beta["last"], beta["history"], beta["cycles"]) == (None, [], {})
     alpha = doc["probes"]["alpha"]
-    assert alpha["state"] == "ok"
+    assert alpha["state"] == "up"
     assert [h["cycle"] for h in alpha["history"]] == [3, 2]  # newest first, bounded
     assert alpha["last"]["cycle"] == 3 and set(alpha["last"]) == TOP_LEVEL
     assert alpha["cycles"]["success"] == 3
@@ -135,11 +139,66 @@ def test_status_document_reports_failing_probe_and_reload_state() -> None:
     book = ResultBook(loaded_at=10.0)
     book.set_probes(["alpha"])
     book.record(make_result(outcome="timeout", error_kind="timeout"))
-    book.config_reload(False, 20.0)
+    book.config_reload(False, 20.0, error="bench.toml: probe[0].k: must be 1..100")
     doc = status_document(book)
     assert doc["ready"] is True
-    assert doc["probes"]["alpha"]["state"] == "failing"
-    assert doc["config"] == {"last_reload_successful": False, "last_reload_success_at": 10.0}
+    alpha = doc["probes"]["alpha"]
+    assert alpha["state"] == "failing" and alpha["reason"].startswith("timeout: ")
+    assert doc["config"] == {
+        "last_reload_successful": False,
+        "last_reload_success_at": 10.0,
+        "last_reload_success_at_iso": "1970-01-01T00:00:10.000Z",
+        "last_reload_error": "bench.toml: probe[0].k: must be 1..100",
+    }
+    book.config_reload(True, 30.0)
+    assert status_document(book)["config"]["last_reload_error"] is None
+
+
+def test_drift_appears_once_under_its_own_keys() -> None:
+    drift = {"baseline": "rolling", "detected": True, "stale": False,
+             "metrics": {"recall@10": {"delta": -0.2, "detected": True}}}  # fmt: skip
+    doc = result_to_json(make_result(drift=drift))
+    assert doc["drift"] == drift  # no metric@k copies beside "metrics"
+
+
+def test_times_come_as_epoch_and_iso_8601() -> None:
+    doc = result_to_json(make_result(started_at=1_700_000_000.25))
+    assert doc["started_at_iso"] == "2023-11-14T22:13:20.250Z"
+    assert doc["finished_at_iso"] is not None and doc["finished_at_iso"].endswith("Z")
+
+
+def test_status_can_be_trimmed_to_one_probe_and_without_queries() -> None:
+    book = ResultBook()
+    book.set_probes(["alpha", "beta"])
+    book.record(make_result("alpha"))
+    book.record(make_result("beta"))
+    doc = status_document(book, probes={"beta"}, queries=False)
+    assert list(doc["probes"]) == ["beta"]
+    assert "queries" not in doc["probes"]["beta"]["last"]
+    assert "queries" in status_document(book)["probes"]["alpha"]["last"]
+
+
+def test_state_names_the_reason_and_the_next_cycle() -> None:
+    from benchd.scheduler import Schedule
+
+    book = ResultBook()
+    book.set_probes(["alpha", "beta", "gamma"])
+    for n in (1, 2):
+        book.record(make_result("alpha", cycle=n, outcome="failed", error_kind="connect",
+                                error_message="connection refused"))  # fmt: skip
+    drift = {"baseline": "pinned", "detected": True,
+             "metrics": {"ndcg@10": {"detected": True}, "hit@5": {"detected": False}}}  # fmt: skip
+    book.record(make_result("beta", drift=drift))
+    schedules = {"alpha": Schedule(running=False, next_due_at=1_800_000_000.0),
+                 "gamma": Schedule(running=True, next_due_at=None)}  # fmt: skip
+    probes = status_document(book, schedules)["probes"]
+    assert probes["alpha"]["state"] == "failing"
+    assert probes["alpha"]["reason"] == "connect: connection refused (2 cycles in a row)"
+    assert probes["alpha"]["next_cycle_at_iso"] == "2027-01-15T08:00:00.000Z"
+    assert probes["beta"]["state"] == "degraded"
+    assert probes["beta"]["reason"] == "drift against the pinned baseline: ndcg@10"
+    assert probes["gamma"]["state"] == "pending" and probes["gamma"]["running"] is True
+    assert probes["gamma"]["reason"] == "first cycle running"
 
 
 def test_numpy_numbers_from_the_statistics_become_plain_json_numbers() -> None:
