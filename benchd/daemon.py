@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
+from starlette.applications import Starlette
 
 from benchd.config.load import (
     Config,
@@ -33,7 +34,8 @@ from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
 from benchd.surfacers.status import iso_time
-from benchd.web.app import WebConfig, build_app, read_web_config, serve_web
+from benchd.web import Authenticator, ServerLimits, build_app, serve_web, set_auth
+from benchd.web_config import WebConfig
 
 __all__ = ["Daemon"]
 
@@ -63,22 +65,32 @@ class Daemon:
     _tg: anyio.abc.TaskGroup | None = None
     _reload_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _stop: anyio.Event = field(default_factory=anyio.Event)
+    _app: Starlette | None = None
+    _loopback: bool = True
 
     def __post_init__(self) -> None:
         self.book = ResultBook(history=self.config.server.history)
 
     async def run(self) -> None:
         """Serve until SIGTERM/SIGINT or :meth:`stop`; then shut down cleanly."""
-        host, port = parse_listen(self.listen or self.config.server.listen)
-        web_config = self.config.server.web_config
-        web = read_web_config(web_config) if web_config else WebConfig()
-        app = build_app(self.book, reload=self.reload, auth=web.auth)
+        server = self.config.server
+        host, port = parse_listen(self.listen or server.listen)
+        web = self.config.web or WebConfig()
+        auth = Authenticator(web.auth) if web.auth is not None else None
+        self._app = build_app(self.book, control=self, auth=auth)
         tls = web.tls.context() if web.tls else None
+        limits = ServerLimits(
+            header_timeout_s=server.header_timeout_s,
+            idle_timeout_s=server.idle_timeout_s,
+            max_connections=server.max_connections,
+        )
         async with (
-            serve_web(app, host, port, ssl_context=tls) as bound,
+            serve_web(self._app, host, port, ssl_context=tls, limits=limits) as bound,
             anyio.create_task_group() as tg,
         ):
             self.url = bound.url
+            self._loopback = bound.loopback
+            self._warn_if_exposed(web)
             self._tg = tg
             tg.start_soon(self._signals)
             self.book.set_probes(
@@ -96,6 +108,31 @@ class Daemon:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _warn_if_exposed(self, web: WebConfig) -> None:
+        if web.auth is None and not self._loopback:
+            log.warning(
+                "listening beyond loopback without authentication",
+                url=self.url,
+                hint="anyone who can reach this address can read the status and metrics; "
+                "set server.web_config (POST endpoints answer only loopback clients meanwhile)",
+            )
+
+    async def _apply_web(self, new: Config) -> None:
+        """Swap the endpoints' credentials for the reloaded web config's."""
+        web = new.web or WebConfig()
+        old = self.config.web or WebConfig()
+        if self._app is None or web == old:
+            return
+        auth = (
+            await anyio.to_thread.run_sync(Authenticator, web.auth)
+            if web.auth is not None
+            else None
+        )
+        set_auth(self._app, auth)
+        if web.tls != old.tls:
+            log.warning("tls_server_config changed; restart benchd to serve the new certificate")
+        self._warn_if_exposed(web)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
@@ -183,6 +220,7 @@ class Daemon:
                 log.error("reload failed", error=str(exc))
                 self.book.config_reload(False, time.time(), error=str(exc))
                 return False
+            await self._apply_web(new)
             await self._apply(new, runners)
             self.book.config_reload(True, time.time())
             log.info("reloaded", probes=[p.name for p in new.probes])

@@ -23,16 +23,23 @@ def test_readme_starts_with_the_two_commands() -> None:
     ]
 
 
-def test_config_reference_decodes_with_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_reference_decodes_with_every_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("BRAIN_API_KEY", "readme-key")
     text = README.read_text().split("## Configuration reference")[1]
     data = tomllib.loads(text.split("```toml")[1].split("```")[0])
+    # the web config it names is read with the config: give it one, as docs/endpoints.md shows
+    endpoints = (README.parent / "docs" / "endpoints.md").read_text()
+    web_example = endpoints.split("```toml")[1].split("```")[0]
+    (tmp_path / "web.toml").write_text(web_example)
+    data["server"]["web_config"] = str(tmp_path / "web.toml")
     config = parse_config(data, file="README.md", base=README.parent)
     (probe,) = config.probes
     assert probe.name == "staging-memory"
     assert probe.load.late_tolerance_s == 0.010
     assert probe.drift.n_bootstrap == 2000
-    assert config.server.web_config == str(README.parent / "web.toml")
+    assert config.web is not None and config.web.auth is not None
 
 
 def test_every_command_in_the_table_exists() -> None:

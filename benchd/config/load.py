@@ -24,6 +24,7 @@ from benchd.drift.tracker import DriftSettings
 from benchd.errors import ConfigError
 from benchd.load import LoadProfile
 from benchd.targets import TARGET_KINDS
+from benchd.web_config import WebConfig, read_web_config
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -56,6 +57,10 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
+def _server_seconds(v: float) -> str | None:
+    return None if 0 < v <= 3600 else "must be > 0 and at most 3600 seconds"
+
+
 def parse_listen(value: str, where: str = "--listen") -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[::1]:9108`` for IPv6) or raise ConfigError."""
     host, sep, port = value.rpartition(":")
@@ -72,6 +77,13 @@ class ServerConfig:
     history: int = field(default=20, metadata=check(_positive))
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     web_config: str | None = None  # exporter-toolkit style auth/TLS file (TOML)
+    # benchd's HTTP server (read at start): time to receive a request, keep-alive
+    # idle time, and open connections beyond which new ones get a 503.
+    header_timeout_s: float = field(default=10.0, metadata=check(_server_seconds))
+    idle_timeout_s: float = field(default=5.0, metadata=check(_server_seconds))
+    max_connections: int = field(
+        default=256, metadata=check(lambda v: None if 1 <= v <= 65536 else "must be 1..65536")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +142,7 @@ class Config:
     path: str
     server: ServerConfig
     probes: tuple[ProbeConfig, ...]
+    web: WebConfig | None = None  # server.web_config, decoded and checked
 
     def probe(self, name: str) -> ProbeConfig:
         for p in self.probes:
@@ -166,10 +179,12 @@ def parse_config(data: dict[str, Any], *, file: str, base: Path) -> Config:
     for name in {n for n in names if names.count(n) > 1}:
         raise ConfigError(f"{file}: probe name {name!r} is used twice; probe names must be unique")
     parse_listen(table.server.listen, f"{file}: server.listen")
-    server = table.server
+    server, web = table.server, None
     if server.web_config:
-        server = dataclasses.replace(server, web_config=str(_resolve(server.web_config, base)))
-    return Config(path=file, server=server, probes=probes)
+        web_path = str(_resolve(server.web_config, base))
+        server = dataclasses.replace(server, web_config=web_path)
+        web = read_web_config(web_path, load_tls=True)
+    return Config(path=file, server=server, probes=probes, web=web)
 
 
 def with_adopted_namespaces(config: Config) -> Config:

@@ -135,4 +135,10 @@ def test_web_config_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
     text = GOOD.replace(
         'listen = "127.0.0.1:9999"', 'listen = "127.0.0.1:9999"\nweb_config = "web.toml"'
     )
-    assert load_config(write(tmp_path, text)).server.web_config == str(tmp_path / "web.toml")
+    (tmp_path / "web.toml").write_text(f'bearer_token_hashes = ["sha256:{"0" * 64}"]\n')
+    config = load_config(write(tmp_path, text))
+    assert config.server.web_config == str(tmp_path / "web.toml")
+    assert config.web is not None and config.web.auth is not None  # decoded with the config
+    (tmp_path / "web.toml").unlink()
+    with pytest.raises(ConfigError, match=r"web\.toml: cannot read web config"):
+        load_config(write(tmp_path, text))

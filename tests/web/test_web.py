@@ -22,7 +22,8 @@ from surfacers.cycles import make_result, promtool_path
 
 from benchd.errors import ConfigError, InputError
 from benchd.surfacers.book import ResultBook
-from benchd.web.app import (
+from benchd.web import (
+    Authenticator,
     ReloadCallback,
     WebAuth,
     build_app,
@@ -211,7 +212,7 @@ async def test_bearer_token_auth_with_a_sha256_hash() -> None:
 
 
 def test_malformed_basic_credentials_are_refused_not_crashed() -> None:
-    auth = WebAuth(basic_users={"prom": hash_secret("pw")})
+    auth = Authenticator(WebAuth(basic_users={"prom": hash_secret("pw")}))
     for header in ("Basic !!!", "Basic " + "cHJvbQ==", "Digest x", "", "Basic"):
         assert auth.check(header) is False, header
     assert auth.check("Basic cHJvbTpwdw==") is True  # prom:pw
@@ -239,12 +240,22 @@ def test_web_config_file_is_read_and_validated(tmp_path: Path) -> None:
 
 
 def test_bcrypt_hash_without_the_package_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    import benchd.web.app
+    import importlib.util
 
-    missing: Callable[[], None] = lambda: None  # noqa: E731
-    monkeypatch.setattr(benchd.web.app, "_bcrypt", missing)
+    real = importlib.util.find_spec
+    missing: Callable[[str], object] = lambda name: None if name == "bcrypt" else real(name)  # noqa: E731
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
     with pytest.raises(ConfigError, match="pip install bcrypt"):
         WebAuth(basic_users={"prom": "$2b$04$" + "a" * 53})
+
+
+def test_malformed_hashes_and_user_names_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="malformed bcrypt hash"):
+        WebAuth(basic_users={"prom": "$2b$04$short"})
+    with pytest.raises(ConfigError, match="malformed bcrypt hash"):
+        WebAuth(basic_users={"prom": "$2b$99$" + "a" * 53})
+    with pytest.raises(ConfigError, match="hold no ':'"):
+        WebAuth(basic_users={"a:b": hash_secret("pw")})
 
 
 async def test_busy_port_is_a_one_line_input_error() -> None:
