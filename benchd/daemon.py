@@ -25,6 +25,7 @@ from benchd.config.load import (
     parse_listen,
     with_adopted_namespaces,
 )
+from benchd.config.web import WebConfig
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.probe import ProbeRunner
@@ -34,8 +35,9 @@ from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
 from benchd.surfacers.status import iso_time
-from benchd.web import Authenticator, ServerLimits, build_app, serve_web, set_auth
-from benchd.web_config import WebConfig
+from benchd.web.app import build_app, set_auth
+from benchd.web.auth import Authenticator
+from benchd.web.server import ServerLimits, serve_web
 
 __all__ = ["Daemon"]
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from surfacers.cycles import make_result
 
-from benchd.config import ProbeConfig, TargetConfig
+from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of

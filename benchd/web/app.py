@@ -37,33 +37,18 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from benchd.config.web import WebAuth, read_web_config
 from benchd.errors import BenchdError, ConfigError
 from benchd.logging import get_logger
 from benchd.scheduler import Busy, OverBudget, Schedule, Started, TriggerOutcome
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import status_document
-from benchd.web_config import WebAuth, WebConfig, WebTLS, read_web_config
-from benchd.webauth import Authenticator, Verdict, hash_secret
-from benchd.webpage import render_page
-from benchd.webserver import BoundServer, ServerLimits, is_loopback, serve_web
+from benchd.web.auth import Authenticator, Verdict
+from benchd.web.page import render_page
+from benchd.web.server import is_loopback
 
-__all__ = [
-    "Authenticator",
-    "BoundServer",
-    "Control",
-    "ReloadCallback",
-    "ServerLimits",
-    "WebAuth",
-    "WebConfig",
-    "WebTLS",
-    "build_app",
-    "hash_secret",
-    "load_web_config",
-    "read_web_config",
-    "serve_web",
-    "set_auth",
-]
+__all__ = ["Control", "ReloadCallback", "build_app", "load_web_config", "set_auth"]
 
 log = get_logger("benchd.web")
 

@@ -19,8 +19,9 @@ from drill_support import ENV, free_port, probe_toml, write_config, write_tiny_f
 from support import BenchdProcess
 
 from benchd.config.load import DEFAULT_LISTEN, parse_config, parse_listen
+from benchd.config.web import read_web_config
 from benchd.errors import ConfigError
-from benchd.web.app import hash_secret, read_web_config
+from benchd.web.auth import hash_secret
 
 USER, PASSWORD = "prometheus", "scrape-pass-4e1b"
 TOKEN = "reload-token-7a2c90d1e5f3"

@@ -20,17 +20,12 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 from surfacers.cycles import make_result, promtool_path
 
+from benchd.config.web import WebAuth
 from benchd.errors import ConfigError, InputError
 from benchd.surfacers.book import ResultBook
-from benchd.web import (
-    Authenticator,
-    ReloadCallback,
-    WebAuth,
-    build_app,
-    hash_secret,
-    load_web_config,
-    serve_web,
-)
+from benchd.web.app import ReloadCallback, build_app, load_web_config
+from benchd.web.auth import Authenticator, hash_secret
+from benchd.web.server import serve_web
 
 pytestmark = pytest.mark.anyio
 

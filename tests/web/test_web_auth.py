@@ -19,9 +19,11 @@ import httpx
 import pytest
 from support import BenchdProcess
 
+from benchd.config.web import WebAuth, bcrypt_cost
 from benchd.surfacers.book import ResultBook
-from benchd.web import Authenticator, WebAuth, build_app, serve_web
-from benchd.web_config import bcrypt_cost
+from benchd.web.app import build_app
+from benchd.web.auth import Authenticator
+from benchd.web.server import serve_web
 
 pytestmark = pytest.mark.anyio
 

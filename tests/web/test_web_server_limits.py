@@ -22,7 +22,8 @@ import pytest
 from anyio.abc import SocketStream
 
 from benchd.surfacers.book import ResultBook
-from benchd.web import ServerLimits, build_app, serve_web
+from benchd.web.app import build_app
+from benchd.web.server import ServerLimits, serve_web
 
 pytestmark = pytest.mark.anyio
 

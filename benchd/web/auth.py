@@ -27,7 +27,7 @@ from types import ModuleType
 
 import anyio
 
-from benchd.web_config import BCRYPT_MAX_BYTES, WebAuth, bcrypt_cost, is_bcrypt
+from benchd.config.web import BCRYPT_MAX_BYTES, WebAuth, bcrypt_cost, is_bcrypt
 
 __all__ = ["MAX_WAITING", "Authenticator", "Verdict", "hash_secret"]
 
