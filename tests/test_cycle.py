@@ -124,6 +124,9 @@ async def test_a_stalled_store_times_the_cycle_out() -> None:
         )
     assert (result.outcome, result.error_kind) == ("timeout", "timeout")
     assert result.finished_at - result.started_at < 5.0
+    # The message names the phase the cycle was in (the 2 s searches stall it).
+    assert "timeout_s=1: still in phase 'serial' after" in (result.error_message or "")
+    assert result.phases["serial"] > 0 and result.seed is not None
 
 
 async def test_retried_searches_are_counted_not_hidden() -> None:

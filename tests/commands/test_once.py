@@ -143,3 +143,36 @@ def test_no_config_runs_the_embedded_default() -> None:
     (probe,) = json.loads(proc.stdout)["probes"]
     assert probe["name"] == "embedded" and probe["outcome"] == "success"
     assert probe["aggregate"]["recall@10"] > 0.3
+
+
+def _fixture_with_a_rejected_memory(tmp_path: Path) -> Path:
+    """The smoke fixture plus one memory the store rejects (content over its 10,000 chars)."""
+    from benchd.fixtures.model import packaged_fixture
+
+    data = json.loads(packaged_fixture("smoke").read_text(encoding="utf-8"))
+    # First, not last: the last record is the one polled for time-to-searchable.
+    data["memories"].insert(0, {"id": "too-long", "type": "fact", "content": "x " * 5001})
+    path = tmp_path / "rejected.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_a_rejected_seed_record_is_degraded_and_exits_3(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    config = config_file(tmp_path, store.url, "benchd-rejected")
+    fixture = _fixture_with_a_rejected_memory(tmp_path)
+    config.write_text(config.read_text().replace("packaged:smoke", str(fixture)))
+    proc = benchd("once", "--config", str(config), "--format", "json", env={"ONCE_KEY": KEY})
+    assert proc.returncode == 3, proc.stderr
+    (probe,) = json.loads(proc.stdout)["probes"]
+    assert probe["outcome"] == "degraded"
+    assert probe["degraded_reasons"] == ["seed_incomplete"]
+    assert probe["seed"]["errors"] == 1 and probe["seed"]["missing"] == ["too-long"]
+    assert "probe smoke degraded: seed_incomplete" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    allowed = benchd("once", "--config", str(config), "--allow-degraded", env={"ONCE_KEY": KEY})
+    assert allowed.returncode == 0, allowed.stderr
+    assert "allowed by --allow-degraded" in allowed.stderr
+    assert "outcome=degraded" in allowed.stdout
