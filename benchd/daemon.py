@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 from starlette.applications import Starlette
 
+from benchd.budget import plan_budgets
 from benchd.config.load import (
     Config,
     ProbeConfig,
@@ -100,7 +101,9 @@ class Daemon:
                 {p.name: p.interval_s for p in self.config.probes},
             )
             self.book.config_reload(True, time.time())
-            for runner in await self._prepare(self.config.probes):
+            runners = await self._prepare(self.config.probes)
+            self._budget(self.config, runners)
+            for runner in runners:
                 await self._start(runner)
             log.info("started", url=self.url, probes=[p.name for p in self.config.probes])
             self.started.set()
@@ -162,6 +165,22 @@ class Daemon:
             raise
         return runners
 
+    def _budget(self, config: Config, runners: Sequence[ProbeRunner]) -> None:
+        """Plan every API key's budget over ``config``; warn; give each probe its read share.
+
+        Probes kept across a reload get their new share too (a probe added on
+        their key takes part of it).
+        """
+        everyone = {r.probe.name: r for r in runners}
+        for name, running in self._probes.items():
+            everyone.setdefault(name, running.loop.runner)
+        sizes = {n: (len(r.fixture.memories), len(r.fixture.queries)) for n, r in everyone.items()}
+        plan = plan_budgets(config, sizes)
+        for warning in plan.warnings:
+            log.warning("budget", warning=warning)
+        for name, runner in everyone.items():
+            runner.read_rate = plan.read_rates.get(name)
+
     async def _start(self, runner: ProbeRunner) -> None:
         assert self._tg is not None
         loop = ProbeLoop(runner, self._sink)
@@ -218,6 +237,12 @@ class Daemon:
                     new = with_adopted_namespaces(new)
                 changed = [p for p in new.probes if self._changed(p)]
                 runners = await self._prepare(changed)
+                try:
+                    self._budget(new, runners)
+                except BenchdError:
+                    for runner in runners:
+                        await runner.aclose()
+                    raise
             except BenchdError as exc:
                 log.error("reload failed", error=str(exc))
                 self.book.config_reload(False, time.time(), error=str(exc))

@@ -25,7 +25,7 @@ def embedded_config(url: str, key: str, *, listen: str = DEFAULT_LISTEN) -> Conf
     """The embedded probe pointed at a reference store at ``url``."""
     target = TargetConfig(
         kind="zengram",
-        settings=ZengramConfig(url=url, namespace="benchd-eval", cleanup="before"),
+        settings=ZengramConfig(url=url, namespace="benchd-eval", cleanup="never"),
         secret=Secret(key, "embedded"),
     )
     probe = ProbeConfig(

@@ -61,9 +61,10 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
             ),
             (
                 "cleanup",
-                "before",
-                "before: delete+reimport each cycle (fresh embeddings); after: delete when done; "
-                "never: keep (re-imports are dedup-skipped, old vectors stay)",
+                "never",
+                "never: keep the corpus (unchanged records are not re-sent: no writes in steady "
+                "state); before: delete+reimport each cycle (fresh embeddings, one write per "
+                "record); after: delete when done. See README 'Budgets and choosing cleanup'",
             ),
         ),
     ),

@@ -12,8 +12,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchd import __version__
+from benchd.budget import plan_budgets
 from benchd.config.load import Config, load_config, with_adopted_namespaces
 from benchd.errors import EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
+from benchd.fixtures.model import load_fixture
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.status import result_to_json
@@ -116,8 +118,14 @@ def _progress(probe: str) -> Progress | None:
 async def run_probes(config: Config) -> list[CycleResult]:
     """One cycle per probe, sequentially, each with its own adapter."""
     results = []
+    fixtures = {p.name: load_fixture(p.fixture) for p in config.probes}
+    plan = plan_budgets(config, {n: (len(f.memories), len(f.queries)) for n, f in fixtures.items()})
+    for warning in plan.warnings:
+        print(f"benchd: warning: {warning}", file=sys.stderr)
     for probe in config.probes:
-        runner = ProbeRunner(probe)
+        runner = ProbeRunner(
+            probe, fixture=fixtures[probe.name], read_rate=plan.read_rates.get(probe.name)
+        )
         try:
             results.append(await runner.run_once(progress=_progress(probe.name)))
         finally:

@@ -121,6 +121,24 @@ def config_fixtures(path: str | Path) -> tuple[list[Path], str]:
     return fixtures, f"{config.path}: ok ({count} probe{'' if count == 1 else 's'})"
 
 
+def budget_warnings(path: str | Path, checks: Iterable[FixtureCheck]) -> list[str]:
+    """What the config's probes cost each API key's budget, where it does not fit.
+
+    Probes whose fixture has problems are left out (their size is unknown).
+    """
+    from benchd.budget import plan_budgets
+    from benchd.config.load import load_config
+
+    config = load_config(path)
+    by_path = {str(c.path): c for c in checks if c.ok}
+    sizes = {
+        p.name: (by_path[str(p.fixture)].memories, by_path[str(p.fixture)].queries)
+        for p in config.probes
+        if str(p.fixture) in by_path
+    }
+    return [f"warning: {w}" for w in plan_budgets(config, sizes).warnings]
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the results for ``args.fixtures`` (and ``--config``); 2 if any problem, else 0."""
     paths: list[str | Path] = list(args.fixtures)
@@ -134,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
             "validate: name at least one FIXTURE or --config FILE (see benchd validate --help)"
         )
     checks = check_paths(paths)
+    if args.config is not None:
+        for line in budget_warnings(args.config, checks):
+            print(line, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.format == "json":
         print(json.dumps([_as_json(c) for c in checks], indent=2, ensure_ascii=False))
     else:

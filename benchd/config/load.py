@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from benchd.budget import BudgetSettings
 from benchd.config.schema import check, decode, join_key
 from benchd.config.secrets import Secret, read_secret
 from benchd.config.web import WebConfig, read_web_config
@@ -107,6 +108,7 @@ class _ProbeTable:
     baseline: str | None = None
     load: LoadProfile = field(default_factory=LoadProfile)
     drift: DriftSettings = field(default_factory=DriftSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,7 @@ class ProbeConfig:
     baseline: Path | None = None
     load: LoadProfile = field(default_factory=LoadProfile)
     drift: DriftSettings = field(default_factory=DriftSettings)
+    budget: BudgetSettings = field(default_factory=BudgetSettings)  # its API key's
 
     @property
     def max_k(self) -> int:
@@ -224,6 +227,7 @@ def _probe(raw: Any, *, file: str, path: str, base: Path) -> ProbeConfig:
         baseline=_resolve(table.baseline, base) if table.baseline else None,
         load=table.load,
         drift=table.drift,
+        budget=table.budget,
     )
 
 

@@ -191,3 +191,69 @@ def test_validate_paths_returns_problems_and_ok_lines(tmp_path: Path) -> None:
     assert problems[0] == (
         f"{path}: $.memories: empty list; add at least one of the import records"
     )
+
+
+def _two_probes_on_one_key(tmp_path: Path, cleanup: str, budget: str = "") -> Path:
+    path = tmp_path / "benchd.toml"
+    probes = "".join(
+        f"""
+[[probe]]
+name = "{name}"
+fixture = "packaged:smoke"
+interval_s = 30.0
+{budget}
+[probe.target]
+kind = "zengram"
+url = "http://127.0.0.1:8084"
+api_key_env = "BUDGET_KEY"
+namespace = "benchd-{name}"
+cleanup = "{cleanup}"
+"""
+        for name in ("alpha", "beta")
+    )
+    path.write_text(probes, encoding="utf-8")
+    return path
+
+
+def _validate_config(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", "validate", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "BUDGET_KEY": "budget-test-key-0042"},
+    )
+
+
+def test_two_probes_sharing_a_key_that_overspend_its_write_budget_get_a_warning(
+    tmp_path: Path,
+) -> None:
+    proc = _validate_config(_two_probes_on_one_key(tmp_path, "before"))
+    assert proc.returncode == 0, proc.stderr  # a warning, not a problem
+    (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning:")]
+    # 36 deletes + 1 import per cycle, two probes, every 30 s: 148 writes/min of 60.
+    assert "key env:BUDGET_KEY at http://127.0.0.1:8084" in warning
+    assert "probes alpha, beta" in warning
+    assert "148.0 writes/min of writes_per_min = 60" in warning
+    assert "writes 37 (import 1, delete 36)" in warning
+    assert 'cleanup = "never"' in warning
+    assert "budget-test-key-0042" not in proc.stdout + proc.stderr
+
+
+def test_the_same_probes_with_cleanup_never_fit_and_get_no_warning(tmp_path: Path) -> None:
+    proc = _validate_config(_two_probes_on_one_key(tmp_path, "never"))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning:" not in proc.stdout
+
+
+def test_probes_sharing_a_key_must_declare_one_budget(tmp_path: Path) -> None:
+    path = _two_probes_on_one_key(tmp_path, "never")
+    text = path.read_text(encoding="utf-8")
+    marker = 'name = "beta"\nfixture = "packaged:smoke"\ninterval_s = 30.0\n'
+    path.write_text(
+        text.replace(marker, marker + "[probe.budget]\nreads_per_min = 600\n"), encoding="utf-8"
+    )
+    proc = _validate_config(path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "declare the same one" in proc.stderr

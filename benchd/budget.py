@@ -1,0 +1,283 @@
+"""Request budgets: what each API key's probes cost the store per cycle, and whether it fits.
+
+A store's rate limits belong to an API key, not to a probe (the real
+Zengram server: 120 reads and 60 writes per minute per key, fixed 60 s
+windows; a 429 past them). Probes that share a key share its budget, and
+benchd replicas that share a key each take ``1 / replicas`` of it. The
+plan counts every request a cycle sends — the namespace listing and its
+verification pages, the sentinel, imports, deletes, time-to-searchable
+polls, the serial pass and the load pass — and warns, with the numbers, when
+a key's probes cannot fit its budget on their schedule. It also gives each
+probe its share of the key's read budget, which the load pass is paced to.
+
+``benchd validate --config`` and daemon start-up print the warnings; a
+probe's ``[probe.budget]`` declares its key's budget (every probe on one key
+must declare the same one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from benchd.config.schema import check
+from benchd.errors import ConfigError
+
+if TYPE_CHECKING:
+    from benchd.config.load import Config, ProbeConfig
+
+__all__ = ["BudgetSettings", "CycleCost", "KeyPlan", "Plan", "cycle_cost", "plan_budgets"]
+
+_EXPORT_PAGE = 500  # the zengram adapter's page size (the http kind says its own)
+_IMPORT_BATCH = 500
+
+
+def _at_least(floor: int) -> Any:
+    return check(lambda v: None if v >= floor else f"must be an integer >= {floor}")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSettings:
+    """``[probe.budget]``: the rate limits of the probe's API key, as the store applies them."""
+
+    reads_per_min: int = field(default=120, metadata=_at_least(1))
+    writes_per_min: int = field(default=60, metadata=_at_least(1))
+    replicas: int = field(default=1, metadata=_at_least(1))  # benchd replicas sharing the key
+
+
+@dataclass(frozen=True, slots=True)
+class CycleCost:
+    """Requests one cycle of a probe sends, by what sends them."""
+
+    reads: Mapping[str, int]  # export, searchable, serial, load
+    writes: Mapping[str, int]  # sentinel, import, delete
+
+    @property
+    def total_reads(self) -> int:
+        return sum(self.reads.values())
+
+    @property
+    def total_writes(self) -> int:
+        return sum(self.writes.values())
+
+    def describe(self) -> str:
+        """``reads 15 (export 2, serial 12, ...), writes 37 (import 1, delete 36)``."""
+        return f"reads {_parts(self.reads)}, writes {_parts(self.writes)}"
+
+
+def _parts(counts: Mapping[str, int]) -> str:
+    inner = ", ".join(f"{name} {n}" for name, n in counts.items() if n)
+    return f"{sum(counts.values())}" + (f" ({inner})" if inner else "")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPlan:
+    """One API key: its budget, its probes, their demand and the warnings."""
+
+    key: str  # safe to show: the key's source and the store's origin, never the key
+    budget: BudgetSettings
+    probes: tuple[str, ...]
+    costs: Mapping[str, CycleCost]  # probe -> steady-state cycle
+    reads_per_min: float  # demand, every replica included
+    writes_per_min: float
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every key's plan, and each probe's share of its key's read budget (req/s)."""
+
+    keys: tuple[KeyPlan, ...]
+    read_rates: Mapping[str, float]  # probe -> requests per second for its load pass
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(w for key in self.keys for w in key.warnings)
+
+
+def _setting(settings: object, name: str, default: Any) -> Any:
+    """A target setting many kinds share (``cleanup``, ``verify``, ...), else ``default``."""
+    return getattr(settings, name, default)
+
+
+def cycle_cost(
+    probe: ProbeConfig, memories: int, queries: int, *, read_rate: float, first: bool = False
+) -> CycleCost:
+    """The requests one cycle of ``probe`` sends (``first``: into an empty namespace).
+
+    An estimate where the store decides: one time-to-searchable poll (more
+    while indexing lags), and listings one page per 500 records.
+    """
+    settings = probe.target.settings
+    cleanup = _setting(settings, "cleanup", "never")
+    export = _setting(settings, "export", None)
+    page = _setting(export, "page_size", _EXPORT_PAGE)
+    seed = _setting(settings, "seed", None)
+    batch = _setting(seed, "batch_size", _setting(settings, "seed_batch", _IMPORT_BATCH))
+    lists = 1 + (1 if _setting(settings, "verify", True) else 0)
+    polls = 1 if _setting(settings, "searchable_timeout_s", 30.0) > 0 else 0
+    imports = math.ceil(memories / batch) if memories else 0
+    reads = {
+        "export": lists * max(1, math.ceil((memories + 1) / page)),
+        "searchable": polls,
+        "serial": queries,
+        "load": _load_reads(probe, read_rate),
+    }
+    writes = {
+        "sentinel": 1 if first else 0,
+        "import": imports if (first or cleanup != "never") else 0,
+        "delete": memories if (cleanup != "never" and not first) or cleanup == "after" else 0,
+    }
+    return CycleCost(reads, writes)
+
+
+def _load_reads(probe: ProbeConfig, read_rate: float) -> int:
+    load = probe.load
+    if load.mode == "serial":
+        return 0
+    if load.requests is not None:
+        return load.requests
+    rate = read_rate if load.mode == "closed" else min(load.rate, read_rate)
+    if load.max_rate is not None:
+        rate = min(rate, load.max_rate)
+    return math.ceil(rate * load.duration_s)
+
+
+def key_of(probe: ProbeConfig) -> str | None:
+    """The budget a probe draws on: its API key at its store; None for in-process targets.
+
+    The text before ``"\\x00"`` is safe to show; what follows tells keys apart.
+    """
+    url = _setting(probe.target.settings, "url", None)
+    if not isinstance(url, str):
+        return None
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    secret = probe.target.secret
+    if secret is None:
+        return f"no API key at {origin}"
+    # Grouped by the key itself (two variables holding one key share its budget);
+    # shown by where it was read from. The digest never leaves this module.
+    digest = hashlib.sha256(secret.reveal().encode()).hexdigest()
+    return f"key {secret.source} at {origin}\x00{digest}"
+
+
+def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
+    """Plan every key of ``config``; ``sizes`` gives each probe's (memories, queries).
+
+    Raises :class:`~benchd.errors.ConfigError` when probes sharing a key
+    declare different budgets.
+    """
+    groups: dict[str, list[ProbeConfig]] = {}
+    for probe in config.probes:
+        key = key_of(probe)
+        if key is not None and probe.name in sizes:
+            groups.setdefault(key, []).append(probe)
+    keys = tuple(
+        _plan_key(config.path, key.partition("\x00")[0], probes, sizes)
+        for key, probes in groups.items()
+    )
+    rates = {name: rate for key in keys for name, rate in _shares(key).items()}
+    return Plan(keys, rates)
+
+
+def _shares(key: KeyPlan) -> dict[str, float]:
+    share = key.budget.reads_per_min / 60.0 / (key.budget.replicas * len(key.probes))
+    return dict.fromkeys(key.probes, share)
+
+
+def _plan_key(
+    file: str, key: str, probes: Sequence[ProbeConfig], sizes: Mapping[str, tuple[int, int]]
+) -> KeyPlan:
+    budget = probes[0].budget
+    for other in probes[1:]:
+        if other.budget != budget:
+            raise ConfigError(
+                f"{file}: probe {other.name!r} declares [probe.budget] {_show(other.budget)} but "
+                f"probe {probes[0].name!r}, which shares its {key}, declares {_show(budget)}; "
+                "a budget belongs to the key: declare the same one in both"
+            )
+    rate = budget.reads_per_min / 60.0 / (budget.replicas * len(probes))
+    costs = {p.name: cycle_cost(p, *sizes[p.name], read_rate=rate) for p in probes}
+    reads = budget.replicas * sum(costs[p.name].total_reads * 60.0 / p.interval_s for p in probes)
+    writes = budget.replicas * sum(costs[p.name].total_writes * 60.0 / p.interval_s for p in probes)
+    plan = KeyPlan(key, budget, tuple(p.name for p in probes), costs, reads, writes, ())
+    return KeyPlan(**{**_fields(plan), "warnings": tuple(_warnings(plan, probes, sizes))})
+
+
+def _fields(plan: KeyPlan) -> dict[str, Any]:
+    return {name: getattr(plan, name) for name in KeyPlan.__dataclass_fields__}
+
+
+def _show(budget: BudgetSettings) -> str:
+    return (
+        f"reads_per_min = {budget.reads_per_min}, writes_per_min = {budget.writes_per_min}, "
+        f"replicas = {budget.replicas}"
+    )
+
+
+def _warnings(
+    plan: KeyPlan, probes: Sequence[ProbeConfig], sizes: Mapping[str, tuple[int, int]]
+) -> list[str]:
+    out: list[str] = []
+    budget = plan.budget
+    who = f"budget of {plan.key} (probes {', '.join(plan.probes)}; {budget.replicas} replica(s))"
+    detail = "; ".join(f"{name}: {cost.describe()} a cycle" for name, cost in plan.costs.items())
+    if plan.writes_per_min > budget.writes_per_min:
+        out.append(
+            f"{who}: the schedule needs {plan.writes_per_min:.1f} writes/min of "
+            f"writes_per_min = {budget.writes_per_min} ({detail}); cycles will wait on 429s. "
+            'Use cleanup = "never" (no writes in steady state), a longer interval_s, '
+            "or fewer probes on this key"
+        )
+    if plan.reads_per_min > budget.reads_per_min:
+        out.append(
+            f"{who}: the schedule needs {plan.reads_per_min:.1f} reads/min of "
+            f"reads_per_min = {budget.reads_per_min} ({detail}); cycles will wait on 429s. "
+            "Use a longer interval_s, a shorter load pass, or fewer queries or probes on "
+            "this key"
+        )
+    share = budget.reads_per_min / 60.0 / (budget.replicas * len(probes))
+    for probe in probes:
+        out.extend(_one_cycle(who, probe, plan.costs[probe.name], budget, sizes[probe.name]))
+        if probe.load.mode == "open" and probe.load.rate > share:
+            out.append(
+                f"{who}: probe {probe.name!r} asks for load.rate = {probe.load.rate:g}/s, above "
+                f"its share of the read budget ({share:.2f}/s); the load pass is paced to "
+                f"{share:.2f}/s. Lower load.rate, or declare the budget the store really grants"
+            )
+    return out
+
+
+def _one_cycle(
+    who: str,
+    probe: ProbeConfig,
+    cost: CycleCost,
+    budget: BudgetSettings,
+    size: tuple[int, int],
+) -> list[str]:
+    """A cycle that alone sends more than one window admits (and what that costs it)."""
+    out = []
+    first = cycle_cost(probe, *size, read_rate=budget.reads_per_min / 60.0, first=True)
+    for label, steady, initial, limit in (
+        ("writes", cost.total_writes, first.total_writes, budget.writes_per_min),
+        ("reads", cost.total_reads, first.total_reads, budget.reads_per_min),
+    ):
+        needed = max(steady, initial) * budget.replicas  # replicas cycle at the same time
+        if needed <= limit:
+            continue
+        waits_s = (math.ceil(needed / limit) - 1) * 60.0
+        verdict = (
+            f"cannot finish within timeout_s = {probe.timeout_s:g}"
+            if waits_s >= probe.timeout_s
+            else f"takes >= {waits_s:.0f} s"
+        )
+        out.append(
+            f"{who}: one cycle of probe {probe.name!r} sends up to {needed} {label} against "
+            f"{label}_per_min = {limit}: it waits on 429s and {verdict}"
+        )
+    return out

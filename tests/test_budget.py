@@ -1,0 +1,152 @@
+"""Budget planning: per API key, shared by its probes and replicas, warned about with numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from support import BenchdProcess
+
+from benchd.budget import BudgetSettings, cycle_cost, plan_budgets
+from benchd.config.load import Config, ProbeConfig, TargetConfig
+from benchd.config.secrets import Secret
+from benchd.fixtures.model import packaged_fixture
+from benchd.load import LoadProfile
+from benchd.targets.zengram import ZengramConfig
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = (36, 16)  # memories, queries of the packaged smoke fixture
+
+
+def probe(name: str, key: str = "k-1", **target: object) -> ProbeConfig:
+    settings = ZengramConfig(url="http://127.0.0.1:8084", namespace=f"benchd-{name}", **target)  # type: ignore[arg-type]
+    return ProbeConfig(
+        name=name,
+        fixture=packaged_fixture("smoke"),
+        target=TargetConfig("zengram", settings, Secret(key, "env:KEY")),
+        interval_s=300.0,
+    )
+
+
+def config(*probes: ProbeConfig) -> Config:
+    return Config(path="test.toml", server=None, probes=probes)  # type: ignore[arg-type]
+
+
+def test_cleanup_modes_cost_what_they_send() -> None:
+    p = probe("a", cleanup="before")
+    assert cycle_cost(p, *SMOKE, read_rate=2.0).writes == {"sentinel": 0, "import": 1, "delete": 36}
+    never = probe("a", cleanup="never")
+    assert cycle_cost(never, *SMOKE, read_rate=2.0).total_writes == 0
+    assert cycle_cost(never, *SMOKE, read_rate=2.0, first=True).writes == {
+        "sentinel": 1, "import": 1, "delete": 0,
+    }  # fmt: skip
+    reads = cycle_cost(never, *SMOKE, read_rate=2.0).reads
+    assert reads == {"export": 2, "searchable": 1, "serial": 16, "load": 0}
+
+
+def test_a_load_pass_costs_its_share_of_the_read_budget() -> None:
+    closed = dataclasses.replace(
+        probe("a"), load=LoadProfile(mode="closed", concurrency=4, duration_s=15.0)
+    )
+    assert cycle_cost(closed, *SMOKE, read_rate=2.0).reads["load"] == 30  # 120/min over 15 s
+
+
+def test_probes_sharing_a_key_and_replicas_split_its_read_budget() -> None:
+    budget = BudgetSettings(reads_per_min=120, writes_per_min=60, replicas=3)
+    a, b = (dataclasses.replace(probe(n, cleanup="never"), budget=budget) for n in ("a", "b"))
+    other = probe("c", key="k-2")
+    plan = plan_budgets(config(a, b, other), dict.fromkeys(("a", "b", "c"), SMOKE))
+    assert plan.read_rates["a"] == plan.read_rates["b"] == 120 / 60 / 6
+    assert plan.read_rates["c"] == 2.0  # another key: a budget of its own
+    assert len(plan.keys) == 2 and plan.warnings == ()
+
+
+def test_a_cycle_that_cannot_finish_within_its_timeout_is_named() -> None:
+    big = dataclasses.replace(probe("big", cleanup="before"), timeout_s=60.0)
+    plan = plan_budgets(config(big), {"big": (600, 16)})  # 600 deletes + 2 imports a cycle
+    assert any(
+        "one cycle of probe 'big' sends up to 602 writes" in w and "timeout_s = 60" in w
+        for w in plan.warnings
+    )
+
+
+def test_daemon_start_up_logs_the_budget_warning(tmp_path: Path) -> None:
+    path = tmp_path / "benchd.toml"
+    path.write_text(
+        "".join(
+            f"""
+[[probe]]
+name = "{name}"
+fixture = "packaged:smoke"
+interval_s = 30.0
+[probe.target]
+kind = "zengram"
+url = "http://127.0.0.1:9"
+api_key_env = "BUDGET_KEY"
+namespace = "benchd-{name}"
+cleanup = "before"
+max_retries = 0
+"""
+            for name in ("alpha", "beta")
+        ),
+        encoding="utf-8",
+    )
+    env = {"BUDGET_KEY": "budget-daemon-key-77"}
+    with BenchdProcess(["--config", str(path)], env=env) as benchd:
+        event = benchd.wait_for(lambda e: e.get("event") == "budget")
+    assert event.get("level", event.get("log_level")) == "warning", event
+    assert "148.0 writes/min of writes_per_min = 60" in event["warning"]
+    assert "budget-daemon-key-77" not in "\n".join(benchd.lines)
+
+
+def test_three_replicas_cleaning_up_every_cycle_overspend_one_window() -> None:
+    budget = BudgetSettings(replicas=3)
+    a = dataclasses.replace(probe("a", cleanup="before"), budget=budget)
+    (warning,) = plan_budgets(config(a), {"a": SMOKE}).warnings
+    assert "one cycle of probe 'a' sends up to 111 writes against writes_per_min = 60" in warning
+
+
+def test_an_open_rate_above_the_read_share_is_named() -> None:
+    fast = dataclasses.replace(
+        probe("a", cleanup="never"), load=LoadProfile(mode="open", rate=20.0, duration_s=10.0)
+    )
+    (warning,) = plan_budgets(config(fast), {"a": SMOKE}).warnings
+    assert "load.rate = 20/s, above its share of the read budget (2.00/s)" in warning
+
+
+def _no_warnings(cfg: Config) -> tuple[str, ...]:
+    from benchd.fixtures.model import load_fixture
+
+    sizes = {}
+    for p in cfg.probes:
+        fixture = load_fixture(p.fixture)
+        sizes[p.name] = (len(fixture.memories), len(fixture.queries))
+    return plan_budgets(cfg, sizes).warnings
+
+
+def test_the_starter_config_fits_the_real_servers_budgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchd.commands.init import render_starter
+    from benchd.config.load import load_config
+
+    monkeypatch.setenv("BRAIN_API_KEY", "starter-key-1234")
+    path = tmp_path / "benchd.toml"
+    path.write_text(render_starter(), encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.probes[0].target.settings.cleanup == "never"
+    assert _no_warnings(cfg) == ()
+
+
+def test_the_systemd_config_fits_the_real_servers_budgets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchd.config.load import load_config
+
+    monkeypatch.setenv("BENCHD_TARGET_URL", "http://127.0.0.1:8084")
+    monkeypatch.setenv("BENCHD_NAMESPACE", "benchd-unit")
+    (tmp_path / "api-key").write_text("unit-test-key\n", encoding="utf-8")
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
+    cfg = load_config(REPO / "deploy" / "systemd" / "benchd.toml")
+    assert _no_warnings(cfg) == ()
