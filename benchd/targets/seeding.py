@@ -129,6 +129,10 @@ class SeededStore(ABC, Generic[R]):
         """
         return frozenset()
 
+    def _server_id(self, fixture_id: str) -> str:
+        """The id the store holds a fixture memory under (the fixture id unless mapped)."""
+        return self._server_ids.get(fixture_id, fixture_id)
+
     async def _read_back(self, server_ids: Sequence[str]) -> Mapping[str, R]:
         """Read records the listing did not show, one by one; those stored, by server id.
 
@@ -278,7 +282,8 @@ class SeededStore(ABC, Generic[R]):
         listed = await self.export_namespace()
         mapping, missing = self._map_ids(listed, memories)
         if missing:
-            found = await self._read_back(missing[:READ_BACK_LIMIT])
+            unlisted = [self._server_id(fid) for fid in missing[:READ_BACK_LIMIT]]
+            found = await self._read_back(unlisted)
             if found:
                 mapping, missing = self._map_ids({**listed, **found}, memories)
         self._server_ids = mapping

@@ -251,6 +251,17 @@ def test_delete_is_soft_repeatable_and_404_for_unknown(client: httpx.Client) -> 
     assert search_ids(client, "release train") == []
 
 
+def test_get_one_memory_reads_a_record_in_its_namespace_only(client: httpx.Client) -> None:
+    import_ok(client, [_mem("a", "the vault listens on 8200", client_id="ns-a")])
+    found = client.get("/memory/a", params={"client_id": "ns-a"})
+    assert found.status_code == 200
+    body = found.json()
+    assert (body["id"], body["content"], body["active"]) == ("a", "the vault listens on 8200", True)
+    assert "content_hash" in body
+    assert client.get("/memory/a", params={"client_id": "ns-b"}).status_code == 404
+    assert client.get("/memory/unknown").json() == {"error": "Memory not found"}
+
+
 # -- bad input -------------------------------------------------------------------------
 
 
