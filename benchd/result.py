@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # drift imports result; the annotation alone needs no import at run time
+    from benchd.drift.outcome import DriftOutcome
 
 __all__ = [
     "CYCLE_OUTCOMES",
@@ -186,7 +189,7 @@ class CycleResult:
     error_message: str | None = None
     degraded_reasons: tuple[str, ...] = ()  # from DEGRADED_REASONS, when outcome is degraded
     fixture_hash: str = ""
-    drift: Mapping[str, object] = field(default_factory=dict)
+    drift: DriftOutcome | None = None  # attached by the drift stage; None before it ran
 
     @property
     def ok(self) -> bool:

@@ -10,13 +10,13 @@ from typing import Any
 
 from benchd.drift.baseline import (
     Baseline,
-    baseline_from_result,
+    baseline_from_results,
     baseline_header,
     load_baseline,
     save_baseline,
     write_baseline,
 )
-from benchd.drift.tracker import DEFAULT_METRICS
+from benchd.drift.settings import DEFAULT_METRICS
 from benchd.errors import EXIT_OK, InputError, RunFileError, UsageError
 
 __all__ = ["baseline_to_json", "read_result_json", "register", "render_baseline"]
@@ -38,8 +38,9 @@ def register(sub: Any) -> None:
         help="write a baseline from `benchd once --format json` output or a fresh cycle",
         description=(
             "Write a baseline from RESULT.json (the output of `benchd once --format json`), "
-            "or run one cycle of a configured probe with --config. Exit codes: 0 written, "
-            "2 bad input, 3 the probe's cycle failed."
+            "or run cycles of a configured probe with --config: with --repeats N, N cycles, "
+            "so the baseline carries the store's own cycle-to-cycle noise. Exit codes: "
+            "0 written, 2 bad input, 3 a cycle of the probe failed."
         ),
     )
     source = save.add_mutually_exclusive_group(required=True)
@@ -47,6 +48,14 @@ def register(sub: Any) -> None:
     source.add_argument("--config", "-c", metavar="FILE", help="run one cycle of this config")
     save.add_argument("--probe", "-p", metavar="NAME", help="the probe to pin (default: the only)")
     save.add_argument("--out", "-o", required=True, metavar="FILE", help="baseline TOML to write")
+    save.add_argument(
+        "--repeats",
+        "-n",
+        type=_repeats,
+        default=1,
+        metavar="N",
+        help="with --config: cycles to pin, so the baseline measures noise (default 1; 5 is good)",
+    )
     save.set_defaults(handler=_save)
     show = actions.add_parser("show", help="print a baseline", description="Print a baseline.")
     show.add_argument("file", metavar="FILE")
@@ -73,23 +82,36 @@ def read_result_json(path: str) -> dict[str, Any]:
     return document
 
 
+def _repeats(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"--repeats {text!r}: expected a number of cycles 1-1000")
+    return value
+
+
 async def _save(args: argparse.Namespace) -> int:
     if args.source:
+        if args.repeats != 1:
+            raise UsageError("--repeats needs --config: a saved result holds one cycle")
         baseline = save_baseline(
             read_result_json(args.source), args.probe, args.out, source=args.source
         )
     else:
-        baseline = await _pin_live(args.config, args.probe)
+        baseline = await _pin_live(args.config, args.probe, args.repeats)
         write_baseline(baseline, args.out)
     print(
         f"benchd: pinned probe {baseline.probe} ({len(baseline.queries)} queries, "
+        f"{baseline.repeats} cycle{'s' if baseline.repeats != 1 else ''}, "
         f"model {baseline.model or 'unknown'}) to {args.out}"
     )
     return EXIT_OK
 
 
-async def _pin_live(config_path: str, probe: str | None) -> Baseline:
-    """Run one cycle of ``probe`` and freeze it."""
+async def _pin_live(config_path: str, probe: str | None, repeats: int = 1) -> Baseline:
+    """Run ``repeats`` cycles of ``probe`` and freeze them, with their noise."""
     from benchd.config.load import load_config
     from benchd.errors import TargetError
     from benchd.probe import ProbeRunner
@@ -101,16 +123,19 @@ async def _pin_live(config_path: str, probe: str | None) -> Baseline:
     # The baseline being replaced (possibly not written yet) plays no part in pinning.
     chosen = dataclasses.replace(config.probe(probe or names[0]), baseline=None)
     runner = ProbeRunner(chosen)
+    results = []
     try:
-        result = await runner.run_once()
+        for _ in range(repeats):
+            result = await runner.run_once()
+            if result.outcome != "success":
+                raise TargetError(
+                    f"probe {result.probe}: cycle {result.cycle} of {repeats} {result.outcome}: "
+                    f"{result.error_message}; nothing was pinned"
+                )
+            results.append(result)
     finally:
         await runner.aclose()
-    if not result.ok:
-        raise TargetError(
-            f"probe {result.probe}: cycle {result.outcome}: {result.error_message}; "
-            "nothing was pinned"
-        )
-    return baseline_from_result(result)
+    return baseline_from_results(results)
 
 
 def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
@@ -124,6 +149,9 @@ def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
                 "expected_ids": list(q.expected_ids),
                 "ranks": dict(q.ranks),
                 "metrics": dict(q.metrics),
+                "ranked_ids": list(q.ranked_ids),
+                "samples": {k: list(v) for k, v in q.samples.items()},
+                "overlap": list(q.overlap),
             }
             for q in baseline.queries.values()
         ],
@@ -147,6 +175,7 @@ def render_baseline(baseline: Baseline) -> str:
         f"created at      {baseline.created_at}",
         f"benchd version  {baseline.benchd_version}",
         f"queries         {len(baseline.queries)} ({missed} with an expected id not returned)",
+        f"repeats         {baseline.repeats} ({_noise_line(baseline)})",
     ]
     if baseline.aggregate:
         width = max(len(k) for k in baseline.aggregate)
@@ -156,6 +185,18 @@ def render_baseline(baseline: Baseline) -> str:
             for key in sorted(baseline.aggregate, key=_sort_key)
         ]
     return "\n".join(lines)
+
+
+def _noise_line(baseline: Baseline) -> str:
+    if baseline.repeats < 2:
+        return "one cycle: no noise measured"
+    moved = sum(
+        1
+        for q in baseline.queries.values()
+        if any(max(v) - min(v) > 1e-9 for v in q.samples.values())
+        or any(o < 1.0 for o in q.overlap)
+    )
+    return f"{moved} queries moved between repeats" if moved else "stable: no query moved"
 
 
 def _show(args: argparse.Namespace) -> int:

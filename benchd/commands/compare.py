@@ -3,7 +3,9 @@
 Each side is one probe of a ``benchd once --format json`` document (or a
 cycle run now with ``--config``). Pairs are compared on the query ids both
 sides answered without error: per metric@k the two means, the delta, a
-seeded bootstrap CI of the delta and a paired sign-flip p-value.
+seeded bootstrap CI of the delta and a paired sign-flip p-value; and the
+label-free ranking overlap (mean rank-biased overlap of each query's top k),
+which says whether the two sides ranked with the same model at all.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import argparse
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from benchd.commands.baseline import read_result_json
 from benchd.drift.baseline import select_probe
-from benchd.drift.tracker import KNOWN_METRICS, DriftSettings, compare_runs, metric_keys
+from benchd.drift.settings import KNOWN_METRICS, DriftSettings
+from benchd.drift.tracker import Reference, Snapshot, compare, metric_keys
 from benchd.errors import EXIT_OK, InputError, UsageError
 from benchd.result import CycleResult
 
@@ -33,6 +36,8 @@ class Side:
     label: str  # "probe" or "file:probe"
     fixture_hash: str
     per_query: Mapping[str, Mapping[str, float]]
+    rankings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    depth: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,9 @@ class Comparison:
     n: int
     metrics: Mapping[str, KeyComparison]
     stale_reason: str | None = None
+    overlap: float | None = None  # mean RBO of the top ``depth`` ids, 1 = same rankings
+    model_changed: bool = False  # overlap fell by at least min_overlap_drop
+    depth: int = 10
 
 
 def register(sub: Any) -> None:
@@ -93,12 +101,18 @@ def _side_from_json(entry: Mapping[str, Any], label: str, source: str) -> Side:
     if not isinstance(queries, list):
         raise InputError(f"{source}: probes[{label}].queries: expected a list")
     per_query: dict[str, Mapping[str, float]] = {}
+    rankings: dict[str, tuple[str, ...]] = {}
+    ks = [k for k in entry.get("ks") or () if isinstance(k, int) and not isinstance(k, bool)]
+    depth = max(ks, default=10)
     for i, q in enumerate(queries):
         if not isinstance(q, Mapping) or not isinstance(q.get("metrics"), Mapping):
             raise InputError(f"{source}: probes[{label}].queries[{i}].metrics: expected an object")
         if not q.get("error"):
             per_query[str(q.get("id"))] = _numbers(q["metrics"])
-    return Side(label, str(entry.get("fixture_hash") or ""), per_query)
+            ranked = q.get("ranked_ids")
+            if isinstance(ranked, list):
+                rankings[str(q.get("id"))] = tuple(str(r) for r in ranked[:depth])
+    return Side(label, str(entry.get("fixture_hash") or ""), per_query, rankings, depth)
 
 
 def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -111,8 +125,11 @@ def _numbers(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 def side_from_result(result: CycleResult) -> Side:
     """A side from a cycle run in-process."""
-    per_query = {q.id: dict(q.metrics) for q in result.queries if q.error is None}
-    return Side(result.probe, result.fixture_hash, per_query)
+    answered = [q for q in result.queries if q.error is None]
+    depth = max(result.ks, default=10)
+    per_query = {q.id: dict(q.metrics) for q in answered}
+    rankings = {q.id: tuple(q.ranked_ids[:depth]) for q in answered}
+    return Side(result.probe, result.fixture_hash, per_query, rankings, depth)
 
 
 def _probes(document: Mapping[str, Any], source: str) -> list[Mapping[str, Any]]:
@@ -165,8 +182,17 @@ def compare_sides(
 ) -> Comparison:
     """Means, delta, CI and paired p-value per metric@k over the queries both sides have."""
     settings = DriftSettings(metrics=tuple(metrics), alpha=alpha, seed=seed)
-    report = compare_runs(
-        a.per_query, b.per_query, settings, before_hash=a.fixture_hash, after_hash=b.fixture_hash
+    ref = Reference(
+        samples={q: {k: [v] for k, v in m.items()} for q, m in a.per_query.items()},
+        ranks={},
+        rankings=a.rankings,
+    )
+    after = Snapshot(b.fixture_hash, b.per_query, {}, b.rankings)
+    depth = min(a.depth, b.depth)
+    hashes = a.fixture_hash and b.fixture_hash
+    report = compare(
+        ref, after, settings, kind="pinned", ref_hash=a.fixture_hash if hashes else None,
+        depth=depth,
     )
     if report.stale:
         return Comparison(a, b, 0, {}, report.stale_reason)
@@ -183,10 +209,19 @@ def compare_sides(
             drift.delta,
             drift.ci_low,
             drift.ci_high,
-            drift.p_value,
-            drift.p_value < alpha,
+            drift.p_value_queries,
+            drift.p_value_queries < alpha,
         )
-    return Comparison(a, b, len(ids), out)
+    change = report.change
+    return Comparison(
+        a,
+        b,
+        len(ids),
+        out,
+        overlap=change.overlap if change is not None else None,
+        model_changed=report.model_changed,
+        depth=depth,
+    )
 
 
 def _stars(p: float, alpha: float) -> str:
@@ -208,6 +243,9 @@ def render_table(comparisons: Sequence[Comparison], alpha: float) -> str:
                 f"{key:<14}{m.mean_a:>8.4f}{m.mean_b:>8.4f}{m.delta:>+9.4f}   {ci:<19}"
                 f"{m.p_value:>9.4f} {_stars(m.p_value, alpha)}"
             )
+        if c.overlap is not None:
+            verdict = "  (rankings changed: a different model or index?)" if c.model_changed else ""
+            rows.append(f"ranking overlap (RBO@{c.depth})  {c.overlap:.4f}{verdict}")
         blocks.append("\n".join([head, *rows]))
     legend = f"** p < {alpha:g}, * p < 0.05 (paired sign-flip test; CI: bootstrap)"
     return "\n\n".join([*blocks, legend])
@@ -302,6 +340,9 @@ def comparisons_to_json(comparisons: Sequence[Comparison], alpha: float) -> dict
                 "b": c.b.label,
                 "n": c.n,
                 "stale_reason": c.stale_reason,
+                "ranking_overlap": c.overlap,
+                "overlap_depth": c.depth,
+                "model_changed": c.model_changed,
                 "metrics": {
                     key: {
                         "a": m.mean_a,

@@ -22,7 +22,7 @@ from benchd.budget import BudgetSettings
 from benchd.config.schema import check, decode, join_key
 from benchd.config.secrets import Secret, read_secret
 from benchd.config.web import WebConfig, read_web_config
-from benchd.drift.tracker import DriftSettings
+from benchd.drift.settings import DriftSettings
 from benchd.errors import ConfigError
 from benchd.load import LoadProfile
 from benchd.targets import TARGET_KINDS

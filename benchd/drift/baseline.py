@@ -9,8 +9,13 @@ baseline *stale*), the store's model label, the date and benchd's version.
 It is written from the JSON of ``benchd once --format json`` (each entry of
 ``probes[]`` needs ``name``, ``outcome``, ``queries[]`` with ``id``,
 ``expected_ids``, ``ranked_ids`` and ``metrics``, plus ``fixture_hash`` and
-``model``) or straight from a :class:`~benchd.result.CycleResult`. File
-layout (``format = 1``)::
+``model``) or straight from one or more :class:`~benchd.result.CycleResult`
+of the same probe: pinned from ``repeats = N`` cycles (``benchd baseline
+save --repeats N``), a baseline carries its own noise — per query the value
+of every repeat (``samples``) and the overlap of each later repeat's ranking
+with the first (``overlap``). File layout (``format = 1``; ``repeats``,
+``ranked_ids``, ``samples`` and ``overlap`` are optional, so older files
+still load)::
 
     [baseline]
     format = 1
@@ -21,6 +26,7 @@ layout (``format = 1``)::
     created_at = "2026-11-29T23:00:00Z"
     benchd_version = "0.1.0"
     ks = [1, 5, 10]
+    repeats = 3
 
     [aggregate]
     "recall@10" = 0.83
@@ -29,11 +35,15 @@ layout (``format = 1``)::
     id = "q-001"
     expected_ids = ["m1", "m7"]
     ranks = { m1 = 2 }          # ids missing here were not returned
-    metrics = { "recall@10" = 0.5, "mrr@10" = 0.5 }
+    metrics = { "recall@10" = 0.5, "mrr@10" = 0.5 }      # the mean over repeats
+    ranked_ids = ["m7", "m1", "m3"]                      # the first repeat's top ids
+    samples = { "recall@10" = [0.5, 0.5, 0.5] }          # every repeat (repeats >= 2)
+    overlap = [1.0, 1.0]                                 # RBO of repeats 2.. with the first
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -47,6 +57,7 @@ from typing import Any
 import tomli_w
 
 from benchd import __version__
+from benchd.drift.stats import rbo
 from benchd.errors import ConfigError, InputError
 from benchd.result import CycleResult
 
@@ -56,6 +67,7 @@ __all__ = [
     "BaselineQuery",
     "baseline_from_probe_json",
     "baseline_from_result",
+    "baseline_from_results",
     "baseline_header",
     "expected_ranks",
     "load_baseline",
@@ -74,7 +86,10 @@ class BaselineQuery:
     id: str
     expected_ids: tuple[str, ...]
     ranks: Mapping[str, int | None]  # expected id -> 1-based rank, None when not returned
-    metrics: Mapping[str, float]
+    metrics: Mapping[str, float]  # the mean over the repeats
+    ranked_ids: tuple[str, ...] = ()  # the first repeat's top ids, () in older files
+    samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # key -> each repeat
+    overlap: tuple[float, ...] = ()  # RBO of repeats 2..N with the first repeat's ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +106,7 @@ class Baseline:
     ks: tuple[int, ...] = ()
     corpus: str = ""
     source: str = ""  # the file it was loaded from, for messages
+    repeats: int = 1  # cycles it was measured over
 
     def per_query_metrics(self) -> dict[str, Mapping[str, float]]:
         """Query id -> metric values, the shape :func:`benchd.drift.tracker.compare_runs` takes."""
@@ -111,31 +127,63 @@ def _now_iso() -> str:
 
 def baseline_from_result(result: CycleResult) -> Baseline:
     """Freeze a successful cycle as a baseline (queries that errored are left out)."""
-    if not result.ok:
-        raise InputError(
-            f"probe {result.probe!r}: cycle {result.cycle} ended {result.outcome!r}; "
-            "pin a baseline from a successful cycle"
-        )
-    queries = {
-        q.id: BaselineQuery(
-            id=q.id,
-            expected_ids=tuple(q.expected_ids),
-            ranks=expected_ranks(q.expected_ids, q.ranked_ids),
-            metrics=dict(q.metrics),
-        )
-        for q in result.queries
-        if q.error is None
-    }
+    return baseline_from_results([result])
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _frozen_query(qid: str, answers: Sequence[Any], depth: int) -> BaselineQuery:
+    """One query over the repeats: mean metrics, every repeat's values, first repeat's ranks."""
+    first = answers[0]
+    keys = [k for k in first.metrics if all(k in a.metrics for a in answers)]
+    samples = {k: tuple(float(a.metrics[k]) for a in answers) for k in keys}
+    top = tuple(first.ranked_ids[:depth])
+    return BaselineQuery(
+        id=qid,
+        expected_ids=tuple(first.expected_ids),
+        ranks=expected_ranks(first.expected_ids, first.ranked_ids),
+        metrics={k: _mean(v) for k, v in samples.items()},
+        ranked_ids=top,
+        samples=samples if len(answers) > 1 else {},
+        overlap=tuple(rbo(a.ranked_ids, top, depth) for a in answers[1:]),
+    )
+
+
+def baseline_from_results(results: Sequence[CycleResult]) -> Baseline:
+    """Freeze ``len(results)`` successful cycles of one probe as one baseline with its noise.
+
+    Only queries answered without error in every repeat are kept; every
+    cycle must have succeeded on the same fixture.
+    """
+    if not results:
+        raise InputError("no cycle to pin a baseline from")
+    for result in results:
+        if not result.ok:
+            raise InputError(
+                f"probe {result.probe!r}: cycle {result.cycle} ended {result.outcome!r}; "
+                "pin a baseline from successful cycles"
+            )
+    first = results[0]
+    if any(r.fixture_hash != first.fixture_hash for r in results):
+        raise InputError(f"probe {first.probe!r}: the fixture changed between repeats")
+    depth = max(first.ks, default=10)
+    by_cycle = [{q.id: q for q in r.queries if q.error is None} for r in results]
+    kept = [q.id for q in first.queries if all(q.id in c for c in by_cycle)]
+    queries = {qid: _frozen_query(qid, [c[qid] for c in by_cycle], depth) for qid in kept}
+    keys = set(first.aggregate).intersection(*(r.aggregate for r in results))
     return Baseline(
-        probe=result.probe,
-        fixture_hash=result.fixture_hash,
-        model=result.info.model if result.info else "",
+        probe=first.probe,
+        fixture_hash=first.fixture_hash,
+        model=first.info.model if first.info else "",
         created_at=_now_iso(),
         benchd_version=__version__,
         queries=queries,
-        aggregate=dict(result.aggregate),
-        ks=tuple(result.ks),
-        corpus=result.corpus,
+        aggregate={k: _mean([r.aggregate[k] for r in results]) for k in sorted(keys)},
+        ks=tuple(first.ks),
+        corpus=first.corpus,
+        repeats=len(results),
     )
 
 
@@ -192,6 +240,7 @@ def _query_from_json(entry: Any, where: str) -> BaselineQuery:
         expected_ids=tuple(expected),
         ranks=expected_ranks(expected, ranked),
         metrics=_number_map(entry.get("metrics"), f"{where}.metrics"),
+        ranked_ids=tuple(ranked),
     )
 
 
@@ -209,10 +258,15 @@ def baseline_from_probe_json(entry: Mapping[str, Any], source: str) -> Baseline:
     model = entry.get("model") or ""
     raw = _need(entry, "queries", list, where)
     queries = [_query_from_json(q, f"{where}.queries[{i}]") for i, q in enumerate(raw)]
-    kept = {q.id: q for q, src in zip(queries, raw, strict=True) if not src.get("error")}
+    ks = entry.get("ks") or ()
+    depth = max((int(k) for k in ks if isinstance(k, int)), default=10)
+    kept = {
+        q.id: dataclasses.replace(q, ranked_ids=q.ranked_ids[:depth])
+        for q, src in zip(queries, raw, strict=True)
+        if not src.get("error")
+    }
     if not kept:
         raise InputError(f"{where}.queries: no query answered without error; nothing to pin")
-    ks = entry.get("ks") or ()
     return Baseline(
         probe=name,
         fixture_hash=fixture_hash,
@@ -236,20 +290,29 @@ def baseline_header(baseline: Baseline) -> dict[str, Any]:
         "created_at": baseline.created_at,
         "benchd_version": baseline.benchd_version,
         "ks": list(baseline.ks),
+        "repeats": baseline.repeats,
     }
+
+
+def _query_table(q: BaselineQuery) -> dict[str, Any]:
+    table: dict[str, Any] = {
+        "id": q.id,
+        "expected_ids": list(q.expected_ids),
+        "ranks": {e: r for e, r in q.ranks.items() if r is not None},
+        "metrics": dict(q.metrics),
+    }
+    if q.ranked_ids:
+        table["ranked_ids"] = list(q.ranked_ids)
+    if q.samples:
+        table["samples"] = {k: list(v) for k, v in q.samples.items()}
+    if q.overlap:
+        table["overlap"] = list(q.overlap)
+    return table
 
 
 def _to_toml(baseline: Baseline) -> dict[str, Any]:
     head: dict[str, Any] = {"format": BASELINE_FORMAT, **baseline_header(baseline)}
-    queries = [
-        {
-            "id": q.id,
-            "expected_ids": list(q.expected_ids),
-            "ranks": {e: r for e, r in q.ranks.items() if r is not None},
-            "metrics": dict(q.metrics),
-        }
-        for q in baseline.queries.values()
-    ]
+    queries = [_query_table(q) for q in baseline.queries.values()]
     return {"baseline": head, "aggregate": dict(baseline.aggregate), "queries": queries}
 
 
@@ -305,8 +368,17 @@ _HEAD_KEYS = {
     "created_at": str,
     "benchd_version": str,
     "ks": list,
+    "repeats": int,
 }
-_QUERY_KEYS = {"id": str, "expected_ids": list, "ranks": dict, "metrics": dict}
+_QUERY_KEYS = {
+    "id": str,
+    "expected_ids": list,
+    "ranks": dict,
+    "metrics": dict,
+    "ranked_ids": list,
+    "samples": dict,
+    "overlap": list,
+}
 
 
 def _check_table(table: Any, allowed: Mapping[str, type], where: str) -> Mapping[str, Any]:
@@ -347,12 +419,36 @@ def _parse_query(entry: Any, where: str) -> BaselineQuery:
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
             raise ConfigError(f"{where}.ranks.{doc}: expected a rank >= 1, got {rank!r}")
         ranks[doc] = rank
+    ranked = table.get("ranked_ids", [])
+    if not all(isinstance(r, str) for r in ranked):
+        raise ConfigError(f"{where}.ranked_ids: expected a list of id strings")
     return BaselineQuery(
         id=table["id"],
         expected_ids=tuple(expected),
         ranks=ranks,
         metrics=_toml_numbers(table["metrics"], f"{where}.metrics"),
+        ranked_ids=tuple(ranked),
+        samples=_parse_samples(table.get("samples", {}), f"{where}.samples"),
+        overlap=_unit_list(table.get("overlap", []), f"{where}.overlap"),
     )
+
+
+def _unit_list(value: Any, where: str) -> tuple[float, ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= x <= 1.0 for x in value
+    )
+    if not ok:
+        raise ConfigError(f"{where}: expected a list of numbers between 0 and 1")
+    return tuple(float(x) for x in value)
+
+
+def _parse_samples(value: Any, where: str) -> dict[str, tuple[float, ...]]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table of metric -> list of numbers")
+    out = {str(k): _unit_list(v, f"{where}.{k}") for k, v in value.items()}
+    if len({len(v) for v in out.values()}) > 1:
+        raise ConfigError(f"{where}: every metric needs one value per repeat")
+    return out
 
 
 def _parse_queries(raw: Any, source: str) -> dict[str, BaselineQuery]:
@@ -383,7 +479,11 @@ def _parse(document: Mapping[str, Any], source: str) -> Baseline:
     ks = head.get("ks", [])
     if not all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks):
         raise ConfigError(f"{source}: baseline.ks: expected a list of positive integers")
+    repeats = head.get("repeats", 1)
+    if repeats < 1:
+        raise ConfigError(f"{source}: baseline.repeats: expected a number of cycles >= 1")
     return Baseline(
+        repeats=repeats,
         probe=head["probe"],
         fixture_hash=head["fixture_hash"],
         model=head.get("model", ""),

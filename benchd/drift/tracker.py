@@ -1,172 +1,74 @@
-"""Drift: has a probe's ranking quality dropped, with statistical honesty?
+"""Drift: did this system's quality on our labeled set drop beyond its own noise?
 
 For each metric@k, the per-query values of the current cycle are paired with
-a baseline's on the query ids both have, and three numbers are computed:
+a reference on the query ids both have. The reference is a pinned
+:class:`~benchd.drift.baseline.Baseline` when a probe has one (its repeats
+carry its noise; a one-cycle baseline borrows the noise of the recent
+unflagged cycles), else the last ``rolling_window`` successful cycles.
+Per key:
 
-- ``delta`` = mean(after) − mean(before);
-- ``p_value`` of a two-sided sign-flip permutation test over the paired
-  differences (exact for up to 16 changed queries, seeded Monte Carlo above);
-- ``ci_low``/``ci_high``: a seeded bootstrap CI of the delta.
+- ``delta`` = mean(current) − mean(reference);
+- ``p_value``: how often the reference's own cycle-to-cycle noise gives a
+  drop this large (:func:`benchd.drift.stats.noise_tests`, adjusted over
+  every key so one cycle pages falsely at most ``alpha`` of the time);
+- ``p_value_queries``: today's sign-flip test over queries — would the drop
+  generalize to other queries? Reported, not the gate;
+- ``ci_low``/``ci_high``: a seeded bootstrap CI of the delta over queries.
 
-Drift is ``delta <= -min_delta`` **and** ``p_value < alpha``: big enough to
-matter and unlikely to be noise. A 12-query corpus that wobbles by one query
-cannot page anyone (its smallest p-value with one changed query is 1.0).
+Drift is ``delta <= -min_delta`` and either a reference whose per-query
+values and rankings never moved (``noise = "stable"``: every lost id is
+real) or ``p_value < alpha``. The label-free signal is the mean rank-biased
+overlap of each query's top k with the reference's ranking; ``model_changed``
+when it falls by ``min_overlap_drop`` beyond noise, whatever the labels say.
 
-The baseline is a pinned :class:`~benchd.drift.baseline.Baseline` when a probe
-has one, else the per-query mean of the last ``rolling_window`` successful
-cycles. A pinned baseline whose fixture hash differs from the cycle's is
-*stale*: it is not compared (the rolling baseline is used instead, and the
-outcome says ``stale: true`` with the reason). Queries that errored in a
-cycle are left out of the pairing: availability is counted elsewhere.
+A pinned baseline whose fixture hash differs from the cycle's is *stale*:
+it is not compared (the rolling baseline is used instead). Only ``success``
+cycles are compared or remembered; queries that errored are left out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from benchd.drift.baseline import Baseline, expected_ranks
-from benchd.errors import ConfigError
+from benchd.drift.outcome import (
+    BaselineKind,
+    ChangeSignals,
+    DriftOutcome,
+    MetricDrift,
+    NoiseKind,
+    RegressedQuery,
+    Transition,
+)
+from benchd.drift.settings import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
+from benchd.drift.stats import Pool, noise_tests, rbo
 from benchd.result import CycleResult
 from benchd.scoring.stats import bootstrap_cis, paired_tests
 
 __all__ = [
     "DEFAULT_METRICS",
     "KNOWN_METRICS",
-    "DriftOutcome",
-    "DriftReport",
     "DriftSettings",
     "DriftTracker",
-    "MetricDrift",
-    "MetricDriftDict",
-    "RegressedQuery",
-    "RegressedQueryDict",
+    "Reference",
+    "Snapshot",
+    "compare",
     "compare_runs",
     "metric_keys",
+    "snapshot",
 ]
 
-DEFAULT_METRICS = ("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_all")
-KNOWN_METRICS = (*DEFAULT_METRICS, "rr", "ap", "r_precision")
 _TOLERANCE = 1e-9  # a delta of exactly -min_delta counts, despite float rounding
 
 PerQuery = Mapping[str, Mapping[str, float]]
 Ranks = Mapping[str, int | None]
-
-
-@dataclass(frozen=True, slots=True)
-class DriftSettings:
-    """When a drop counts as drift, and how hard the statistics work to say so."""
-
-    min_delta: float = 0.05
-    alpha: float = 0.01
-    rolling_window: int = 5  # 0 disables the rolling baseline
-    metrics: tuple[str, ...] = DEFAULT_METRICS
-    seed: int = 0
-    level: float = 0.95
-    n_permutations: int = 10000
-    n_bootstrap: int = 2000
-
-    def __post_init__(self) -> None:
-        problems = [
-            ("min_delta", not (0.0 <= self.min_delta <= 1.0), "a ratio between 0 and 1"),
-            ("alpha", not (0.0 < self.alpha < 1.0), "a p-value threshold between 0 and 1"),
-            ("rolling_window", self.rolling_window < 0, "a number of cycles >= 0"),
-            (
-                "metrics",
-                not self.metrics or not set(self.metrics) <= set(KNOWN_METRICS),
-                f"a non-empty list of metric names from {', '.join(KNOWN_METRICS)}",
-            ),
-            ("level", not (0.0 < self.level < 1.0), "a confidence level between 0 and 1"),
-            ("n_permutations", self.n_permutations < 100, "at least 100"),
-            ("n_bootstrap", self.n_bootstrap < 100, "at least 100"),
-        ]
-        for name, bad, expected in problems:
-            if bad:
-                value = getattr(self, name)
-                raise ConfigError(f"{name} = {value!r}: expected {expected}")
-
-
-class MetricDriftDict(TypedDict):
-    delta: float
-    p_value: float
-    detected: bool
-    ci_low: float
-    ci_high: float
-    n: int
-
-
-class RegressedQueryDict(TypedDict):
-    id: str
-    metric: str
-    before: float
-    after: float
-    ranks_before: dict[str, int | None]
-    ranks_after: dict[str, int | None]
-
-
-class DriftOutcome(TypedDict):
-    """What :meth:`DriftTracker.observe` returns, stored in ``CycleResult.drift``."""
-
-    baseline: Literal["pinned", "rolling", "none"]
-    stale: bool
-    stale_reason: str | None
-    metrics: dict[str, MetricDriftDict]
-    regressed_queries: list[RegressedQueryDict]
-    detected: bool
-
-
-@dataclass(frozen=True, slots=True)
-class MetricDrift:
-    """One metric@k compared over ``n`` paired queries."""
-
-    delta: float
-    p_value: float
-    detected: bool
-    ci_low: float
-    ci_high: float
-    n: int
-
-    def as_dict(self) -> MetricDriftDict:
-        return MetricDriftDict(
-            delta=self.delta,
-            p_value=self.p_value,
-            detected=self.detected,
-            ci_low=self.ci_low,
-            ci_high=self.ci_high,
-            n=self.n,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RegressedQuery:
-    """A query whose value dropped; ``metric`` is the key where it dropped most."""
-
-    id: str
-    metric: str
-    before: float
-    after: float
-
-
-@dataclass(frozen=True, slots=True)
-class DriftReport:
-    """Every compared metric@k, the regressed queries, or why nothing was compared."""
-
-    metrics: Mapping[str, MetricDrift] = field(default_factory=dict)
-    regressed: tuple[RegressedQuery, ...] = ()
-    stale: bool = False
-    stale_reason: str | None = None
-    n: int = 0
-
-    @property
-    def detected(self) -> bool:
-        return any(m.detected for m in self.metrics.values())
 
 
 def _key_order(key: str, metrics: Sequence[str]) -> tuple[int, int, str]:
@@ -184,36 +86,197 @@ def metric_keys(rows: Sequence[Mapping[str, float]], metrics: Sequence[str]) -> 
     return sorted(chosen, key=lambda k: _key_order(k, metrics))
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the drift stage keeps of one successful cycle."""
+
+    fixture_hash: str
+    metrics: Mapping[str, Mapping[str, float]]
+    ranks: Mapping[str, Ranks]
+    rankings: Mapping[str, tuple[str, ...]]  # top ``depth`` ids per query
+    model: str = ""
+
+
+def snapshot(result: CycleResult, depth: int) -> Snapshot:
+    """The answered queries of ``result``: metrics, expected ranks, top ``depth`` ids."""
+    answered = [q for q in result.queries if q.error is None]
+    return Snapshot(
+        fixture_hash=result.fixture_hash,
+        metrics={q.id: q.metrics for q in answered},
+        ranks={q.id: expected_ranks(q.expected_ids, q.ranked_ids) for q in answered},
+        rankings={q.id: tuple(q.ranked_ids[:depth]) for q in answered},
+        model=result.info.model if result.info else "",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What a cycle is compared with, per query.
+
+    ``samples[q][key]`` are the reference values (with ``pinned_first`` the
+    first is the reference and the rest only measure noise); ``overlap[q]``
+    are the overlaps of unchanged cycles' rankings with ``rankings[q]``;
+    ``moved`` says whether rankings differed among the reference samples.
+    """
+
+    samples: Mapping[str, Mapping[str, Sequence[float]]]
+    ranks: Mapping[str, Ranks]
+    rankings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    overlap: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    pinned_first: bool = False
+    moved: bool = False
+    count: int = 1  # samples per query, for the outcome
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _reference_value(ref: Reference, qid: str, key: str) -> float:
+    values = ref.samples[qid][key]
+    return values[0] if ref.pinned_first else _mean(values)
+
+
 def _regressions(
-    ids: Sequence[str], before: PerQuery, after: PerQuery, keys: Sequence[str]
+    ids: Sequence[str], ref: Reference, after: Snapshot, keys: Sequence[str]
 ) -> tuple[RegressedQuery, ...]:
     found: list[tuple[float, RegressedQuery]] = []
     for qid in ids:
-        worst: tuple[float, str] | None = None
+        worst: tuple[float, str, float] | None = None
         for key in keys:
-            drop = before[qid][key] - after[qid][key]
+            before = _reference_value(ref, qid, key)
+            drop = before - after.metrics[qid][key]
             if drop > _TOLERANCE and (worst is None or drop > worst[0]):
-                worst = (drop, key)
+                worst = (drop, key, before)
         if worst is not None:
-            key = worst[1]
-            found.append((worst[0], RegressedQuery(qid, key, before[qid][key], after[qid][key])))
+            drop, key, before = worst
+            query = RegressedQuery(
+                qid,
+                key,
+                before,
+                after.metrics[qid][key],
+                dict(ref.ranks.get(qid, {})),
+                dict(after.ranks.get(qid, {})),
+            )
+            found.append((drop, query))
     found.sort(key=lambda item: (-item[0], item[1].id))
     return tuple(r for _, r in found)
 
 
-def _stale_report(
-    before: PerQuery, after: PerQuery, before_hash: str | None, after_hash: str | None
-) -> DriftReport | None:
-    if before_hash is not None and after_hash is not None and before_hash != after_hash:
-        reason = (
-            f"fixture content hash {after_hash[:12] or '(none)'} differs from the baseline's "
-            f"{before_hash[:12] or '(none)'}; re-pin it with `benchd baseline save`"
+def _noise_kind(pools: Mapping[str, Pool], ref: Reference) -> NoiseKind:
+    if ref.moved or any(p.moved() for p in pools.values()):
+        return "measured"
+    return "stable" if ref.count > 1 else "none"
+
+
+def _gate(pools: Mapping[str, Pool], noise: NoiseKind, settings: DriftSettings) -> dict[str, float]:
+    """The gating p-value of each key: 0/1 on a reference that never moved, else tested."""
+    if noise != "measured":
+        return {k: 0.0 if p.delta() < -_TOLERANCE else 1.0 for k, p in pools.items()}
+    tests = noise_tests(pools, n_resamples=settings.n_permutations, seed=settings.seed)
+    return {k: t.p_value for k, t in tests.items()}
+
+
+def _metrics(
+    ids: Sequence[str],
+    ref: Reference,
+    after: Snapshot,
+    keys: Sequence[str],
+    settings: DriftSettings,
+) -> tuple[dict[str, MetricDrift], NoiseKind]:
+    pools = {
+        k: Pool(
+            [ref.samples[q][k] for q in ids],
+            [after.metrics[q][k] for q in ids],
+            ref.pinned_first,
         )
-        return DriftReport(stale=True, stale_reason=reason)
-    if not set(before) & set(after):
-        reason = "no query id in common with the baseline; re-pin it with `benchd baseline save`"
-        return DriftReport(stale=True, stale_reason=reason)
+        for k in keys
+    }
+    noise = _noise_kind(pools, ref)
+    gate = _gate(pools, noise, settings)
+    cols_b = {k: [_reference_value(ref, q, k) for q in ids] for k in keys}
+    cols_a = {k: [after.metrics[q][k] for q in ids] for k in keys}
+    p_queries = paired_tests(
+        cols_b, cols_a, n_resamples=settings.n_permutations, seed=settings.seed
+    )
+    diffs = {k: [a - b for a, b in zip(cols_a[k], cols_b[k], strict=True)] for k in keys}
+    cis = bootstrap_cis(
+        diffs, level=settings.level, n_resamples=settings.n_bootstrap, seed=settings.seed
+    )
+    out: dict[str, MetricDrift] = {}
+    for key in keys:
+        delta = math.fsum(diffs[key]) / len(ids)
+        detected = delta <= -settings.min_delta + _TOLERANCE and gate[key] < settings.alpha
+        out[key] = MetricDrift(
+            delta, gate[key], p_queries[key], detected, cis[key][0], cis[key][1], len(ids)
+        )
+    return out, noise
+
+
+def _change(
+    ids: Sequence[str],
+    ref: Reference,
+    after: Snapshot,
+    noise: NoiseKind,
+    depth: int,
+    settings: DriftSettings,
+) -> ChangeSignals | None:
+    """Ranking overlap with the reference's rankings, tested against unchanged cycles'."""
+    ranked = [q for q in ids if ref.rankings.get(q)]
+    if not ranked:
+        return None
+    now = [rbo(after.rankings.get(q, ()), ref.rankings[q], depth) for q in ranked]
+    samples = [list(ref.overlap.get(q, ())) or [1.0] for q in ranked]
+    pool = Pool(samples, now)
+    if noise == "measured" and any(len(s) > 1 or s[0] < 1.0 for s in samples):
+        test = noise_tests(
+            {"overlap": pool}, n_resamples=settings.n_permutations, seed=settings.seed
+        )
+        p = test["overlap"].p_value
+    else:
+        p = 0.0 if pool.delta() < -_TOLERANCE else 1.0
+    delta = pool.delta()
+    changed = delta <= -settings.min_overlap_drop + _TOLERANCE and p < settings.alpha
+    return ChangeSignals(depth, _mean(now), delta, p, changed)
+
+
+def _stale_reason(ref_ids: Sequence[str], after: Snapshot, ref_hash: str | None) -> str | None:
+    if ref_hash is not None and ref_hash != after.fixture_hash:
+        return (
+            f"fixture content hash {after.fixture_hash[:12] or '(none)'} differs from the "
+            f"baseline's {ref_hash[:12] or '(none)'}; re-pin it with `benchd baseline save`"
+        )
+    if not set(ref_ids) & set(after.metrics):
+        return "no query id in common with the baseline; re-pin it with `benchd baseline save`"
     return None
+
+
+def compare(
+    ref: Reference,
+    after: Snapshot,
+    settings: DriftSettings,
+    *,
+    kind: BaselineKind,
+    ref_hash: str | None = None,
+    depth: int = 10,
+) -> DriftOutcome:
+    """Compare ``after`` with ``ref`` on their common query ids (a stale reference: no metrics)."""
+    reason = _stale_reason(list(ref.samples), after, ref_hash)
+    if reason is not None:
+        return DriftOutcome(stale=True, stale_reason=reason, model=after.model)
+    ids = sorted(set(ref.samples) & set(after.metrics))
+    rows = [after.metrics[q] for q in ids]
+    keys = [k for k in metric_keys(rows, settings.metrics) if all(k in ref.samples[q] for q in ids)]
+    metrics, noise = _metrics(ids, ref, after, keys, settings)
+    return DriftOutcome(
+        baseline=kind,
+        noise=noise,
+        samples=ref.count,
+        metrics=metrics,
+        regressed=_regressions(ids, ref, after, keys),
+        change=_change(ids, ref, after, noise, depth, settings),
+        model=after.model,
+    )
 
 
 def compare_runs(
@@ -223,67 +286,99 @@ def compare_runs(
     *,
     before_hash: str | None = None,
     after_hash: str | None = None,
-) -> DriftReport:
-    """Compare per-query metrics (query id -> {"recall@10": ...}) paired on common ids.
+) -> DriftOutcome:
+    """Compare two single runs (query id -> {"recall@10": ...}) paired on common ids.
 
-    With both fixture hashes given and different, or no query id in common,
-    the report is stale and holds no metrics.
+    One sample per side: no noise can be measured, so the verdict is
+    ``delta <= -min_delta``; ``p_value_queries`` says whether it generalizes.
     """
-    settings = settings or DriftSettings()
-    stale = _stale_report(before, after, before_hash, after_hash)
-    if stale is not None:
-        return stale
-    ids = sorted(set(before) & set(after))
-    keys = metric_keys([before[q] for q in ids] + [after[q] for q in ids], settings.metrics)
-    cols_b = {k: [before[q][k] for q in ids] for k in keys}
-    cols_a = {k: [after[q][k] for q in ids] for k in keys}
-    p_values = paired_tests(cols_b, cols_a, n_resamples=settings.n_permutations, seed=settings.seed)
-    diffs = {k: [a - b for a, b in zip(cols_a[k], cols_b[k], strict=True)] for k in keys}
-    cis = bootstrap_cis(
-        diffs, level=settings.level, n_resamples=settings.n_bootstrap, seed=settings.seed
+    ref = Reference(
+        samples={q: {k: [v] for k, v in m.items()} for q, m in before.items()}, ranks={}
     )
-    metrics: dict[str, MetricDrift] = {}
-    for key in keys:
-        delta = math.fsum(diffs[key]) / len(ids)
-        p = p_values[key]
-        detected = delta <= -settings.min_delta + _TOLERANCE and p < settings.alpha
-        metrics[key] = MetricDrift(delta, p, detected, cis[key][0], cis[key][1], len(ids))
-    return DriftReport(
-        metrics=metrics, regressed=_regressions(ids, before, after, keys), n=len(ids)
+    snap = Snapshot(fixture_hash=after_hash or "", metrics=after, ranks={}, rankings={})
+    ref_hash = before_hash if before_hash is not None and after_hash is not None else None
+    return compare(ref, snap, settings or DriftSettings(), kind="pinned", ref_hash=ref_hash)
+
+
+def _pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) -> Reference:
+    """A pinned baseline; one with a single repeat borrows the noise of unflagged cycles."""
+    queries = baseline.queries
+    rankings = {q: b.ranked_ids for q, b in queries.items()}
+    if baseline.repeats > 1:
+        return Reference(
+            samples={
+                q: b.samples or {k: [v] for k, v in b.metrics.items()} for q, b in queries.items()
+            },
+            ranks={q: b.ranks for q, b in queries.items()},
+            rankings=rankings,
+            overlap={q: b.overlap for q, b in queries.items()},
+            moved=any(o < 1.0 - _TOLERANCE for b in queries.values() for o in b.overlap),
+            count=baseline.repeats,
+        )
+    samples: dict[str, dict[str, list[float]]] = {}
+    overlap: dict[str, list[float]] = {}
+    for qid, b in queries.items():
+        later = [s for s in quiet if qid in s.metrics]
+        samples[qid] = {
+            k: [v, *(s.metrics[qid][k] for s in later if k in s.metrics[qid])]
+            for k, v in b.metrics.items()
+        }
+        if b.ranked_ids:
+            overlap[qid] = [rbo(s.rankings.get(qid, ()), b.ranked_ids, depth) for s in later]
+    moved = any(o < 1.0 - _TOLERANCE for values in overlap.values() for o in values)
+    return Reference(
+        samples=samples,
+        ranks={q: b.ranks for q, b in queries.items()},
+        rankings=rankings,
+        overlap=overlap,
+        pinned_first=True,
+        moved=moved,
+        count=1 + len(quiet),
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """What the rolling baseline keeps of one successful cycle."""
-
-    fixture_hash: str
-    metrics: Mapping[str, Mapping[str, float]]
-    ranks: Mapping[str, Ranks]
-
-
-def _snapshot(result: CycleResult) -> _Snapshot:
-    answered = [q for q in result.queries if q.error is None]
-    return _Snapshot(
-        fixture_hash=result.fixture_hash,
-        metrics={q.id: q.metrics for q in answered},
-        ranks={q.id: expected_ranks(q.expected_ids, q.ranked_ids) for q in answered},
-    )
-
-
-def _rolling_mean(window: Sequence[_Snapshot]) -> dict[str, dict[str, float]]:
-    """Per query and key, the mean over the cycles of the window that have it."""
-    sums: dict[str, dict[str, list[float]]] = {}
+def _rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
+    """The window's cycles; rankings are compared with its oldest cycle's."""
+    samples: dict[str, dict[str, list[float]]] = {}
     for snap in window:
         for qid, values in snap.metrics.items():
-            per_key = sums.setdefault(qid, {})
+            per_key = samples.setdefault(qid, {})
             for key, value in values.items():
                 per_key.setdefault(key, []).append(value)
-    return {qid: {k: math.fsum(v) / len(v) for k, v in d.items()} for qid, d in sums.items()}
+    first = window[0]
+    overlap = {
+        q: [rbo(s.rankings.get(q, ()), ranked, depth) for s in window[1:] if q in s.rankings]
+        for q, ranked in first.rankings.items()
+    }
+    moved = any(
+        len({s.rankings.get(q) for s in window if q in s.rankings}) > 1 for q in first.rankings
+    )
+    return Reference(
+        samples=samples,
+        ranks=window[-1].ranks,
+        rankings=dict(first.rankings),
+        overlap=overlap,
+        moved=moved,
+        count=len(window),
+    )
+
+
+def _transition(was: bool, now: bool) -> Transition | None:
+    if now and not was:
+        return "onset"
+    if was and not now:
+        return "recovered"
+    return None
+
+
+@dataclass(slots=True)
+class _Entry:
+    snap: Snapshot
+    flagged: bool  # drift or model change: not "unchanged", so not noise for a pinned baseline
 
 
 class DriftTracker:
-    """One probe's drift state: pinned baseline, rolling window, onset/recovery logging."""
+    """One probe's drift state: pinned baseline, rolling window, episode transitions."""
 
     def __init__(
         self,
@@ -294,113 +389,80 @@ class DriftTracker:
         self.probe = probe
         self.settings = settings or DriftSettings()
         self.baseline = baseline
-        self._window: deque[_Snapshot] = deque(maxlen=max(self.settings.rolling_window, 1))
+        self._window: deque[_Entry] = deque(maxlen=max(self.settings.rolling_window, 1))
         self._drifting = False
-        self._log = structlog.get_logger("benchd.drift").bind(probe=probe)
+        self._model_changed = False
 
     @property
     def drifting(self) -> bool:
         """Whether the last compared cycle was flagged as drift."""
         return self._drifting
 
-    def set_baseline(self, baseline: Baseline | None) -> None:
-        """Pin another baseline (or none), e.g. after a config reload."""
-        self.baseline = baseline
-
     def observe(self, result: CycleResult) -> DriftOutcome:
-        """Compare ``result`` with the baseline, update the window, log onset/recovery."""
-        if not result.ok:
-            return _outcome("none", DriftReport(), {}, {})
-        snap = _snapshot(result)
-        kind, report, ranks_before = self._compare(result, snap)
-        if self.settings.rolling_window > 0:
-            if self._window and self._window[-1].fixture_hash != snap.fixture_hash:
-                self._window.clear()  # a new corpus: older cycles measured something else
-            self._window.append(snap)
-        if kind != "none":
-            self._transition(report, kind, result)
-        return _outcome(kind, report, ranks_before, snap.ranks)
+        """Compare ``result`` with the baseline, then remember it (successful cycles only)."""
+        model = result.info.model if result.info else ""
+        if result.outcome != "success":
+            return DriftOutcome(model=model)
+        depth = max(result.ks, default=10)
+        snap = snapshot(result, depth)
+        outcome = self._compare(snap, depth)
+        if self._window and self._window[-1].snap.fixture_hash != snap.fixture_hash:
+            self._window.clear()  # a new corpus: older cycles measured something else
+        self._window.append(_Entry(snap, outcome.detected or outcome.model_changed))
+        if not outcome.compared:
+            return outcome
+        drift, changed = (
+            _transition(self._drifting, outcome.detected),
+            _transition(self._model_changed, outcome.model_changed),
+        )
+        self._drifting, self._model_changed = outcome.detected, outcome.model_changed
+        return dataclasses.replace(outcome, transition=drift, model_transition=changed)
 
     async def aobserve(self, result: CycleResult) -> DriftOutcome:
         """:meth:`observe` in a worker thread, so the event loop keeps timing other probes.
 
-        Resampling 21 metric keys over 1,000 queries takes ~0.1 s of CPU; on the
-        loop it would stall (and inflate the latency measured by) concurrent cycles.
+        Resampling 14 metric keys over 1,000 queries takes ~0.1-0.5 s of CPU; on
+        the loop it would stall (and inflate the latency measured by) other cycles.
         """
         return await anyio.to_thread.run_sync(self.observe, result)
 
-    def _compare(
-        self, result: CycleResult, snap: _Snapshot
-    ) -> tuple[Literal["pinned", "rolling", "none"], DriftReport, Mapping[str, Ranks]]:
+    def _compare(self, snap: Snapshot, depth: int) -> DriftOutcome:
+        same = [e for e in self._window if e.snap.fixture_hash == snap.fixture_hash]
         stale_reason: str | None = None
         if self.baseline is not None:
             pinned = self.baseline
-            report = compare_runs(
-                pinned.per_query_metrics(),
-                snap.metrics,
+            quiet = [e.snap for e in same if not e.flagged]
+            outcome = compare(
+                _pinned_reference(pinned, quiet, depth),
+                snap,
                 self.settings,
-                before_hash=pinned.fixture_hash,
-                after_hash=result.fixture_hash,
+                kind="pinned",
+                ref_hash=pinned.fixture_hash,
+                depth=depth,
             )
-            if not report.stale:
-                return "pinned", report, {q: b.ranks for q, b in pinned.queries.items()}
-            stale_reason = report.stale_reason
-        window = [s for s in self._window if s.fixture_hash == snap.fixture_hash]
-        if self.settings.rolling_window == 0 or not window:
-            return (
-                "none",
-                DriftReport(stale=stale_reason is not None, stale_reason=stale_reason),
-                {},
+            if not outcome.stale:
+                return self._labelled(outcome, pinned.model)
+            stale_reason = outcome.stale_reason
+        if self.settings.rolling_window == 0 or not same:
+            return DriftOutcome(
+                stale=stale_reason is not None, stale_reason=stale_reason, model=snap.model
             )
-        report = compare_runs(_rolling_mean(window), snap.metrics, self.settings)
-        if stale_reason is not None:
-            report = DriftReport(report.metrics, report.regressed, True, stale_reason, report.n)
-        return "rolling", report, window[-1].ranks
-
-    def _transition(self, report: DriftReport, kind: str, result: CycleResult) -> None:
-        detected = report.detected
-        if detected and not self._drifting:
-            hits = {k: m for k, m in report.metrics.items() if m.detected}
-            worst = min(hits, key=lambda k: hits[k].delta)
-            self._log.warning(
-                "drift_onset",
-                baseline=kind,
-                cycle=result.cycle,
-                metrics=sorted(hits, key=lambda k: _key_order(k, self.settings.metrics)),
-                worst_metric=worst,
-                delta=round(hits[worst].delta, 6),
-                p_value=hits[worst].p_value,
-                regressed_queries=len(report.regressed),
-                model=result.info.model if result.info else "",
-                baseline_model=self.baseline.model if kind == "pinned" and self.baseline else None,
-            )
-        elif not detected and self._drifting:
-            self._log.info("drift_recovered", baseline=kind, cycle=result.cycle)
-        self._drifting = detected
-
-
-def _outcome(
-    kind: Literal["pinned", "rolling", "none"],
-    report: DriftReport,
-    ranks_before: Mapping[str, Ranks],
-    ranks_after: Mapping[str, Ranks],
-) -> DriftOutcome:
-    regressed = [
-        RegressedQueryDict(
-            id=r.id,
-            metric=r.metric,
-            before=r.before,
-            after=r.after,
-            ranks_before=dict(ranks_before.get(r.id, {})),
-            ranks_after=dict(ranks_after.get(r.id, {})),
+        outcome = compare(
+            _rolling_reference([e.snap for e in same], depth),
+            snap,
+            self.settings,
+            kind="rolling",
+            depth=depth,
         )
-        for r in report.regressed
-    ]
-    return DriftOutcome(
-        baseline=kind,
-        stale=report.stale,
-        stale_reason=report.stale_reason,
-        metrics={k: m.as_dict() for k, m in report.metrics.items()},
-        regressed_queries=regressed,
-        detected=report.detected,
-    )
+        if stale_reason is not None:
+            outcome = dataclasses.replace(outcome, stale=True, stale_reason=stale_reason)
+        return self._labelled(outcome, same[0].snap.model)
+
+    def _labelled(self, outcome: DriftOutcome, before: str) -> DriftOutcome:
+        """Note whether the store's own model label changed (informative, never the verdict)."""
+        change = outcome.change
+        label_changed = bool(before and outcome.model and before != outcome.model)
+        if change is not None:
+            change = dataclasses.replace(change, label_changed=label_changed)
+        pinned_model = before if outcome.baseline == "pinned" else None
+        return dataclasses.replace(outcome, change=change, baseline_model=pinned_model)

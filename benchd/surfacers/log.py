@@ -1,4 +1,4 @@
-"""The log surfacer: one structlog event per finished cycle.
+"""The log surfacer: one structlog event per finished cycle, and drift episodes.
 
 The event is named ``cycle`` and carries the probe, the outcome, the
 duration, the headline measures for every cut-off, latency percentiles (with
@@ -6,16 +6,21 @@ their sample counts; a percentile with too few samples is left out), the
 reasons of a degraded cycle and, when the cycle failed or timed out, the
 error kind and message. It is ``info`` on success and ``warning`` otherwise,
 so a log-based alert needs no parsing of values.
+
+When the drift stage says a cycle starts or ends an episode, one more event
+follows on ``benchd.drift``: ``drift_onset`` (warning) / ``drift_recovered``
+(info), and ``model_change_onset`` (warning) / ``model_change_recovered``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from benchd.drift.outcome import DriftOutcome
 from benchd.logging import get_logger
 from benchd.result import CycleResult, LatencySummary
 
-__all__ = ["HEADLINE_MEASURES", "LogSurfacer", "cycle_event", "log_cycle"]
+__all__ = ["HEADLINE_MEASURES", "LogSurfacer", "cycle_event", "drift_events", "log_cycle"]
 
 # The measures worth a glance in a log line, per cut-off; the rest is in /api/status.
 HEADLINE_MEASURES = ("hit", "recall", "ndcg", "mrr")
@@ -26,6 +31,54 @@ def log_cycle(result: CycleResult, logger: Any = None) -> None:
     log = logger if logger is not None else get_logger("benchd.cycle")
     emit = log.info if result.ok else log.warning
     emit("cycle", **cycle_event(result))
+    drift_log = logger if logger is not None else get_logger("benchd.drift")
+    for level, name, fields in drift_events(result):
+        getattr(drift_log, level)(name, **fields)
+
+
+def drift_events(result: CycleResult) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(level, event, fields)`` of the drift and model-change episodes this cycle opens/ends."""
+    drift = result.drift
+    if drift is None:
+        return []
+    events: list[tuple[str, str, dict[str, Any]]] = []
+    base = {"probe": result.probe, "baseline": drift.baseline, "cycle": result.cycle}
+    if drift.transition == "onset":
+        events.append(("warning", "drift_onset", {**base, **_onset_fields(drift)}))
+    elif drift.transition == "recovered":
+        events.append(("info", "drift_recovered", base))
+    change = drift.change
+    if drift.model_transition == "onset" and change is not None:
+        fields = {
+            **base,
+            "overlap": round(change.overlap, 6),
+            "overlap_delta": round(change.overlap_delta, 6),
+            "overlap_p_value": change.overlap_p_value,
+            "model": drift.model,
+            "baseline_model": drift.baseline_model,
+        }
+        events.append(("warning", "model_change_onset", fields))
+    elif drift.model_transition == "recovered":
+        events.append(("info", "model_change_recovered", base))
+    return events
+
+
+def _onset_fields(drift: DriftOutcome) -> dict[str, Any]:
+    hits = {k: m for k, m in drift.metrics.items() if m.detected}
+    worst = min(hits, key=lambda k: hits[k].delta)
+    return {
+        "metrics": list(hits),  # in the configured metric order, k rising
+        "worst_metric": worst,
+        "delta": round(hits[worst].delta, 6),
+        "p_value": hits[worst].p_value,
+        "p_value_queries": hits[worst].p_value_queries,
+        "noise": drift.noise,
+        "regressed_queries": len(drift.regressed),
+        "model_changed": drift.model_changed,
+        "overlap": round(drift.change.overlap, 6) if drift.change is not None else None,
+        "model": drift.model,
+        "baseline_model": drift.baseline_model,
+    }
 
 
 class LogSurfacer:

@@ -41,8 +41,35 @@ _DRIFT_FIELDS = (
     ("delta", "benchd_drift_delta", "Current mean minus baseline mean of the measure."),
     ("ci_low", "benchd_drift_delta_ci_lower", "Lower confidence bound of the drift delta."),
     ("ci_high", "benchd_drift_delta_ci_upper", "Upper confidence bound of the drift delta."),
-    ("p_value", "benchd_drift_p_value", "p-value of the paired test against the baseline."),
-    ("detected", "benchd_drift_detected", "1 if the change against the baseline is significant."),
+    (
+        "p_value",
+        "benchd_drift_p_value",
+        "Chance that the reference's own noise gives a drop this large (the gate).",
+    ),
+    (
+        "p_value_queries",
+        "benchd_drift_p_value_queries",
+        "Sign-flip p-value over queries: would the change generalize to other queries.",
+    ),
+    ("detected", "benchd_drift_detected", "1 if the drop is >= min_delta and beyond noise."),
+)
+_CHANGE_FIELDS = (
+    ("overlap", "benchd_drift_ranking_overlap", "Mean rank-biased overlap with the reference."),
+    (
+        "overlap_delta",
+        "benchd_drift_ranking_overlap_delta",
+        "Ranking overlap minus what unchanged cycles gave.",
+    ),
+    (
+        "overlap_p_value",
+        "benchd_drift_ranking_overlap_p_value",
+        "Chance that noise lowers the ranking overlap this much.",
+    ),
+    (
+        "model_changed",
+        "benchd_drift_model_changed",
+        "1 if the rankings changed beyond noise: the store's model or index changed.",
+    ),
 )
 
 
@@ -401,6 +428,7 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
     families = {
         field: _gauge(name, doc, ["probe", "metric", "k"]) for field, name, doc in _DRIFT_FIELDS
     }
+    change = {field: _gauge(name, doc, ["probe"]) for field, name, doc in _CHANGE_FIELDS}
     regressed = _gauge(
         "benchd_drift_regressed_queries",
         "Queries whose score dropped against the baseline.",
@@ -411,42 +439,33 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         "1 if the baseline was measured on another corpus and was not compared.",
         ["probe"],
     )
+    samples = _gauge(
+        "benchd_drift_reference_samples",
+        "Cycles behind the reference each query is compared with (window or repeats).",
+        ["probe"],
+    )
+    measured = _gauge(
+        "benchd_drift_noise_measured",
+        "1 if the reference moved between its cycles, so changes are tested against noise.",
+        ["probe"],
+    )
     for s in states:
         drift = s.latest.drift
-        for key, entry in _drift_entries(drift):
+        if drift is None:
+            continue
+        stale.add_metric([s.name], float(drift.stale))
+        if not drift.compared:
+            continue
+        for key, entry in drift.metrics.items():
+            labels = [s.name, *split_metric_key(key)]
             for field, family in families.items():
-                value = _number(entry.get(field))
-                if value is not None:
-                    family.add_metric([s.name, *split_metric_key(key)], value)
-        count = _count(drift.get("regressed_queries"))
-        if count is not None:
-            regressed.add_metric([s.name], count)
-        flag = drift.get("stale")
-        if isinstance(flag, bool):
-            stale.add_metric([s.name], float(flag))
+                family.add_metric(labels, float(getattr(entry, field)))
+        regressed.add_metric([s.name], float(len(drift.regressed)))
+        samples.add_metric([s.name], float(drift.samples))
+        measured.add_metric([s.name], float(drift.noise == "measured"))
+        if drift.change is not None:
+            for field, family in change.items():
+                family.add_metric([s.name], float(getattr(drift.change, field)))
     yield from families.values()
-    yield from (regressed, stale)
-
-
-def _drift_entries(drift: Mapping[str, object]) -> Iterator[tuple[str, Mapping[str, object]]]:
-    """``metric@k -> fields`` pairs, nested under ``"metrics"`` (drift.py) or at the top."""
-    nested = drift.get("metrics")
-    sources = [nested, drift] if isinstance(nested, Mapping) else [drift]
-    for source in sources:
-        for key, entry in source.items():
-            if key != "metrics" and isinstance(entry, Mapping):
-                yield str(key), entry
-
-
-def _count(value: object) -> float | None:
-    """A count given as a number or as the list of the counted things."""
-    if isinstance(value, list | tuple):
-        return float(len(value))
-    return _number(value)
-
-
-def _number(value: object) -> float | None:
-    """A finite float from an int, float or bool, else None (the drift mapping is untyped)."""
-    if isinstance(value, bool | int | float) and math.isfinite(float(value)):
-        return float(value)
-    return None
+    yield from change.values()
+    yield from (regressed, stale, samples, measured)

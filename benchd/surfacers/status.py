@@ -88,7 +88,7 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "errors": dict(result.errors),
         "retries": result.retries,
         "error": _error(result),
-        "drift": dict(result.drift),  # the tracker's outcome, once: drift.metrics["recall@10"]
+        "drift": result.drift.as_json() if result.drift is not None else None,
     }
     if not queries:
         del document["queries"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from benchd.cli import main
 from benchd.drift.baseline import (
     baseline_from_result,
+    baseline_from_results,
     expected_ranks,
     load_baseline,
     save_baseline,
@@ -155,7 +157,7 @@ def test_cli_saves_and_shows_a_baseline(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "baseline.toml"
     source = _write_result(tmp_path, _result())
     assert main(["baseline", "save", "--from", str(source), "--out", str(out)]) == 0
-    assert "pinned probe smoke (3 queries, model hash:1024)" in capsys.readouterr().out
+    assert "pinned probe smoke (3 queries, 1 cycle, model hash:1024)" in capsys.readouterr().out
     assert main(["baseline", "show", str(out)]) == 0
     table = capsys.readouterr().out
     assert "model           hash:1024" in table and "recall@10  0.5000" in table
@@ -191,3 +193,32 @@ def test_cli_pins_a_fresh_cycle_of_a_configured_probe(
     assert baseline.probe == "live" and baseline.model == "hash:1024"
     assert baseline.fixture_hash == load_fixture(fixture).content_hash
     assert len(baseline.queries) == len(load_fixture(fixture).queries)
+
+
+def test_a_baseline_of_repeats_round_trips_with_its_samples_and_overlaps(tmp_path: Path) -> None:
+    first = _result()
+    moved = dataclasses.replace(
+        first,
+        queries=(
+            dataclasses.replace(first.queries[0], ranked_ids=("y", "m0", "x")),
+            *first.queries[1:],
+        ),
+    )
+    baseline = baseline_from_results([first, moved, first])
+    assert baseline.repeats == 3
+    q0 = baseline.queries["q0"]
+    assert q0.samples["recall@10"] == (0.5, 0.5, 0.5) and q0.overlap[0] < 1.0 == q0.overlap[1]
+    assert q0.ranked_ids == ("x", "m0", "y")
+    path = tmp_path / "b.toml"
+    write_baseline(baseline, path)
+    assert load_baseline(path) == dataclasses.replace(baseline, source=str(path))
+
+
+def test_samples_of_another_length_per_metric_are_rejected_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    write_baseline(baseline_from_results([_result(), _result()]), path)
+    text = path.read_text().replace("0.5,\n    0.5,\n]", "0.5,\n]", 1)
+    text = text.replace('"recall@10" = [\n    0.5,\n    0.5,\n]', '"recall@10" = [0.5]', 1)
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"queries\[0\]\.samples: every metric needs one value"):
+        load_baseline(path)

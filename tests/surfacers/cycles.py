@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
+from benchd.drift.outcome import DriftOutcome
 from benchd.result import (
     CycleOutcome,
     CycleResult,
@@ -79,7 +80,7 @@ def make_result(
     latencies: Sequence[float] = (0.004, 0.02, 0.3),
     model: str = "hash-256",
     endpoint: str = "http://127.0.0.1:8080",
-    drift: Mapping[str, object] | None = None,
+    drift: DriftOutcome | None = None,
     error_kind: str | None = None,
     error_message: str | None = None,
     started_at: float = 1_700_000_000.0,
@@ -134,7 +135,7 @@ def make_result(
         error_kind=error_kind,
         error_message=error_message,
         degraded_reasons=reasons,
-        drift=drift or {},
+        drift=drift,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchd.drift.tracker import DriftOutcome, MetricDriftDict, RegressedQueryDict
+from benchd.drift.outcome import ChangeSignals, DriftOutcome, MetricDrift, RegressedQuery
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector, build_registry, split_metric_key
 
@@ -214,53 +215,51 @@ def test_request_and_seed_counters_mirror_the_results() -> None:
     assert expected == 2 * result.relevant_expected
 
 
-def test_drift_mapping_becomes_drift_gauges_and_junk_is_ignored() -> None:
-    drift = {
-        "recall@10": {"delta": -0.12, "p_value": 0.003, "detected": True, "ci_low": -0.2},
-        "mrr": {"delta": 0.01, "p_value": float("nan"), "detected": False},
-        "regressed_queries": 4,
-        "baseline": "cycle 12",
-    }
-    book = ResultBook()
-    book.record(make_result(drift=drift))
-    series = scrape(book)
-    assert value(series, "benchd_drift_delta", probe="alpha", metric="recall", k="10") == -0.12
-    assert value(series, "benchd_drift_detected", probe="alpha", metric="recall", k="10") == 1
-    assert value(series, "benchd_drift_delta_ci_lower", probe="alpha", metric="recall", k="10") == (
-        -0.2
-    )
-    assert value(series, "benchd_drift_detected", probe="alpha", metric="mrr", k="") == 0
-    mrr = frozenset({"probe": "alpha", "metric": "mrr", "k": ""}.items())
-    assert ("benchd_drift_p_value", mrr) not in series  # NaN is skipped
-    assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 4
-    assert not probes_of(series, "benchd_drift_delta_ci_upper")
+def _drift(delta: float = -0.1, detected: bool = True, **fields: object) -> DriftOutcome:
+    metric = MetricDrift(delta, 0.001, 0.02, detected, delta - 0.05, delta + 0.05, 12)
+    return DriftOutcome(
+        baseline="pinned", noise="measured", samples=5, metrics={"recall@10": metric}, **fields
+    )  # type: ignore[arg-type]
 
 
 def test_drift_outcome_of_the_drift_tracker_becomes_drift_gauges() -> None:
-    metric = MetricDriftDict(
-        delta=-0.25, p_value=0.001, detected=True, ci_low=-0.3, ci_high=-0.2, n=12
-    )
-    regressed = RegressedQueryDict(
-        id="q1", metric="recall@10", before=1.0, after=0.0, ranks_before={}, ranks_after={}
-    )
+    metric = MetricDrift(-0.25, 0.001, 0.03, True, -0.3, -0.2, 12)
+    regressed = RegressedQuery("q1", "recall@10", 1.0, 0.0)
+    change = ChangeSignals(10, 0.42, -0.55, 0.0001, True)
     outcome = DriftOutcome(
         baseline="pinned",
-        stale=False,
-        stale_reason=None,
-        metrics={"recall@10": metric, "rr": {**metric, "detected": False}},
-        regressed_queries=[regressed, regressed],
-        detected=True,
+        noise="measured",
+        samples=5,
+        metrics={"recall@10": metric, "rr": dataclasses.replace(metric, detected=False)},
+        regressed=(regressed, regressed),
+        change=change,
     )
     book = ResultBook()
-    book.record(make_result(drift=dict(outcome)))
+    book.record(make_result(drift=outcome))
     series = scrape(book)
     recall = {"probe": "alpha", "metric": "recall", "k": "10"}
-    assert value(series, "benchd_drift_delta", **recall) == metric["delta"]
-    assert value(series, "benchd_drift_delta_ci_upper", **recall) == metric["ci_high"]
+    assert value(series, "benchd_drift_delta", **recall) == metric.delta
+    assert value(series, "benchd_drift_delta_ci_upper", **recall) == metric.ci_high
+    assert value(series, "benchd_drift_p_value", **recall) == metric.p_value
+    assert value(series, "benchd_drift_p_value_queries", **recall) == metric.p_value_queries
     assert value(series, "benchd_drift_detected", **recall) == 1
     assert value(series, "benchd_drift_detected", probe="alpha", metric="rr", k="") == 0
     assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 2
     assert value(series, "benchd_drift_baseline_stale", probe="alpha") == 0
+    assert value(series, "benchd_drift_reference_samples", probe="alpha") == 5
+    assert value(series, "benchd_drift_noise_measured", probe="alpha") == 1
+    assert value(series, "benchd_drift_ranking_overlap", probe="alpha") == 0.42
+    assert value(series, "benchd_drift_ranking_overlap_delta", probe="alpha") == -0.55
+    assert value(series, "benchd_drift_model_changed", probe="alpha") == 1
+
+
+def test_a_cycle_compared_with_nothing_exports_no_drift_series() -> None:
+    book = ResultBook()
+    book.record(make_result(drift=DriftOutcome()))
+    series = scrape(book)
+    assert value(series, "benchd_drift_baseline_stale", probe="alpha") == 0
+    assert not probes_of(series, "benchd_drift_delta")
+    assert not probes_of(series, "benchd_drift_model_changed")
 
 
 def test_config_reload_gauges_and_build_info() -> None:
@@ -288,7 +287,7 @@ def test_no_label_value_carries_a_query_text_an_id_or_a_url() -> None:
 
 def test_openmetrics_exposition_parses() -> None:
     book = ResultBook()
-    book.record(make_result(drift={"recall@10": {"delta": -0.1}}))
+    book.record(make_result(drift=_drift()))
     text = generate_openmetrics(build_registry(book)).decode()
     families = {f.name for f in parse_openmetrics(text)}
     assert {"benchd_quality", "benchd_cycles", "benchd_build", "benchd_probe"} <= families
@@ -299,7 +298,7 @@ def test_promtool_check_metrics_is_clean() -> None:
     tool = promtool_path()
     book = ResultBook()
     book.set_probes(["alpha", "beta", "gamma"])
-    book.record(make_result("alpha", drift={"recall@10": {"delta": -0.1, "detected": True}}))
+    book.record(make_result("alpha", drift=_drift(change=ChangeSignals(10, 0.5, -0.5, 0.0, True))))
     book.record(make_result("beta", outcome="failed", error_kind="auth"))
     text = generate_latest(build_registry(book))
     proc = subprocess.run([tool, "check", "metrics"], input=text, capture_output=True, check=False)
@@ -321,7 +320,7 @@ def test_every_exported_family_is_in_the_metrics_catalogue_and_back() -> None:
     catalogue = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
     documented = set(re.findall(r"^\| `(benchd_[a-z_]+)` \|", catalogue.read_text(), re.M))
     book = ResultBook()
-    book.record(make_result(drift={"recall@10": {"delta": -0.1}, "stale": False}))
+    book.record(make_result(drift=_drift(change=ChangeSignals(10, 0.5, -0.5, 0.0, True))))
     suffix = {"counter": "_total", "info": "_info"}
     exported = {m.name + suffix.get(m.type, "") for m in BookCollector(book).collect()}
     assert exported == documented

@@ -8,6 +8,7 @@ import secrets
 
 from cycles import make_result
 
+from benchd.drift.outcome import DriftOutcome, MetricDrift
 from benchd.logging import register_secret
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.status import public_url, result_to_json, status_document
@@ -204,6 +205,21 @@ def test_state_names_the_reason_and_the_next_cycle() -> None:
 def test_numpy_numbers_from_the_statistics_become_plain_json_numbers() -> None:
     import numpy as np
 
-    drift = {"metrics": {"recall@10": {"delta": np.float64(-0.1), "n": np.int64(12)}}}
+    delta, n = np.float64(-0.1), np.int64(12)
+    metric = MetricDrift(delta, np.float64(0.0), 0.5, True, -0.2, -0.05, n)  # type: ignore[arg-type]
+    drift = DriftOutcome(baseline="pinned", noise="stable", samples=3, metrics={"recall": metric})
+    doc = json.loads(json.dumps(result_to_json(make_result(drift=drift))))
+    assert doc["drift"]["metrics"]["recall"]["delta"] == -0.1
+    assert doc["drift"]["metrics"]["recall"]["n"] == 12
+    assert doc["drift"]["detected"] is True and doc["drift"]["noise"] == "stable"
+
+
+def test_drift_appears_once_per_probe_under_drift() -> None:
+    metric = MetricDrift(-0.1, 0.0, 0.5, True, -0.2, -0.05, 12)
+    drift = DriftOutcome(baseline="pinned", metrics={"recall@10": metric})
     doc = result_to_json(make_result(drift=drift))
-    assert json.loads(json.dumps(doc))["drift"]["metrics"]["recall@10"] == {"delta": -0.1, "n": 12}
+    assert "recall@10" not in doc["drift"]  # no flattened copy beside drift.metrics
+    assert set(doc["drift"]) == {
+        "baseline", "stale", "stale_reason", "noise", "samples", "detected", "model_changed",
+        "metrics", "regressed_queries", "change",
+    }  # fmt: skip

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from surfacers.cycles import make_result, promtool_path
 
 from benchd.config.web import WebAuth
+from benchd.drift.outcome import DriftOutcome, MetricDrift
 from benchd.errors import ConfigError, InputError
 from benchd.surfacers.book import ResultBook
 from benchd.web.app import ReloadCallback, build_app, load_web_config
@@ -97,7 +98,8 @@ async def test_metrics_are_gzipped_when_the_scraper_accepts_it() -> None:
 async def test_promtool_accepts_the_served_metrics() -> None:
     tool = promtool_path()
     book = ResultBook()
-    book.record(make_result(drift={"recall@10": {"delta": -0.2, "detected": True}}))
+    metric = MetricDrift(-0.2, 0.0, 0.01, True, -0.3, -0.1, 12)
+    book.record(make_result(drift=DriftOutcome(baseline="pinned", metrics={"recall@10": metric})))
     async with running(book) as client:
         body = (await client.get("/metrics")).content
     proc = subprocess.run([tool, "check", "metrics"], input=body, capture_output=True, check=False)
