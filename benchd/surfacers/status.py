@@ -149,14 +149,11 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
         return "failing", f"{kind}: {message}{tail}"
     reasons = list(last.degraded_reasons)
     drift = last.drift
-    if drift.get("detected"):
-        metrics = drift.get("metrics")
-        flagged = (
-            [k for k, m in metrics.items() if isinstance(m, Mapping) and m.get("detected")]
-            if isinstance(metrics, Mapping)
-            else []
-        )
-        reasons.append(f"drift against the {drift.get('baseline')} baseline: " + ", ".join(flagged))
+    if drift is not None and drift.detected:
+        flagged = [k for k, m in drift.metrics.items() if m.detected]
+        reasons.append(f"drift against the {drift.baseline} baseline: " + ", ".join(flagged))
+    if drift is not None and drift.change is not None and drift.model_changed:
+        reasons.append(f"rankings changed (overlap {drift.change.overlap:.2f}): model change?")
     if last.outcome != "success" or reasons:
         return "degraded", "; ".join(reasons) or f"outcome {last.outcome}"
     return "up", "last cycle succeeded"

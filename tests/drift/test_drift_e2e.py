@@ -5,7 +5,9 @@ and `benchd baseline save` as subprocesses. The baseline is pinned while the
 store embeds with ``hash:1024``; the store is then restarted with
 ``hash:16`` (a much weaker embedding model) and the first cycle after the
 change must report drift against the pinned baseline. A restart with the
-same embedder must not.
+same embedder must not. The same holds for the small fixtures teams have:
+the target API's own 12-query eval file and the packaged 16-query smoke
+fixture, whose drops the sign-flip test alone could never flag.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ from typing import Any
 import pytest
 
 from benchd.commands.synth import write_synth
+from benchd.fixtures.model import packaged_fixture
 from benchd.fixtures.synth import SynthSpec
 from benchd.refstore.testing import started_refstore
+
+SHARED_SMOKE = Path(__file__).resolve().parents[3] / "shared" / "fixtures-external"
+SHARED_SMOKE = SHARED_SMOKE / "zengram-smoke.json"
 
 CONFIG = """
 [[probe]]
 name = "memory"
-fixture = "synth.json"
+fixture = "{fixture}"
 k = [5, 10]
 timeout_s = 60
 {baseline}
@@ -64,12 +70,18 @@ def _benchd(*args: str, key: str, cwd: Path) -> subprocess.CompletedProcess[str]
     )
 
 
-def _once(workdir: Path, embedder: str, retriever: str, baseline: Path | None) -> dict[str, Any]:
+def _once(
+    workdir: Path,
+    embedder: str,
+    retriever: str,
+    baseline: Path | None,
+    fixture: str = "synth.json",
+) -> dict[str, Any]:
     """One `benchd once --format json` cycle against a fresh store with ``embedder``."""
     with started_refstore(embedder=embedder, retriever=retriever) as store:
         line = f'baseline = "{baseline}"' if baseline else ""
         config = workdir / f"{embedder.replace(':', '-')}-{retriever}.toml"
-        config.write_text(CONFIG.format(url=store.url, baseline=line))
+        config.write_text(CONFIG.format(url=store.url, baseline=line, fixture=fixture))
         proc = _benchd(
             "once", "--config", str(config), "--format", "json", key=store.api_key, cwd=workdir
         )
@@ -139,3 +151,28 @@ def test_benchd_compare_shows_the_change_as_significant(
     assert proc.returncode == 0, proc.stderr
     ndcg = json.loads(proc.stdout)["pairs"][0]["metrics"]["ndcg@10"]
     assert ndcg["significant"] and ndcg["delta"] < 0 and ndcg["ci_high"] < 0
+
+
+@pytest.mark.parametrize(
+    "fixture", [SHARED_SMOKE, packaged_fixture("smoke")], ids=["zengram-smoke", "packaged-smoke"]
+)
+def test_a_small_fixture_flags_the_weaker_embedder_on_the_first_cycle(
+    fixture: Path, tmp_path: Path
+) -> None:
+    """12 and 16 queries, dense retrieval, hash:1024 -> hash:16: pinned with 3 repeats."""
+    with started_refstore(embedder="hash:1024", retriever="dense") as store:
+        config = tmp_path / "pin.toml"
+        config.write_text(CONFIG.format(url=store.url, baseline="", fixture=fixture))
+        out = tmp_path / "baseline.toml"
+        args = ["baseline", "save", "--config", str(config), "--out", str(out), "--repeats", "3"]
+        proc = _benchd(*args, key=store.api_key, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    after = _once(tmp_path, "hash:16", "dense", out, fixture=str(fixture))["probes"][0]["drift"]
+    assert after["baseline"] == "pinned" and after["noise"] == "stable" and after["samples"] == 3
+    dropped = {k for k, m in after["metrics"].items() if m["delta"] <= -0.05}
+    flagged = {k for k, m in after["metrics"].items() if m["detected"]}
+    assert dropped and flagged == dropped  # every drop of min_delta or more, and nothing else
+    assert after["detected"] is True and after["regressed_queries"]
+    # the sign-flip test over 12-16 queries could not have flagged all of them
+    assert any(after["metrics"][k]["p_value_queries"] >= 0.01 for k in flagged)
+    assert after["change"]["overlap"] < 1.0

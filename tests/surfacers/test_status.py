@@ -156,10 +156,10 @@ def test_status_document_reports_failing_probe_and_reload_state() -> None:
 
 
 def test_drift_appears_once_under_its_own_keys() -> None:
-    drift = {"baseline": "rolling", "detected": True, "stale": False,
-             "metrics": {"recall@10": {"delta": -0.2, "detected": True}}}  # fmt: skip
+    metric = MetricDrift(-0.2, 0.0, 0.04, True, -0.3, -0.1, 12)
+    drift = DriftOutcome(baseline="rolling", metrics={"recall@10": metric})
     doc = result_to_json(make_result(drift=drift))
-    assert doc["drift"] == drift  # no metric@k copies beside "metrics"
+    assert doc["drift"] == drift.as_json()  # no metric@k copies beside "metrics"
 
 
 def test_times_come_as_epoch_and_iso_8601() -> None:
@@ -187,8 +187,9 @@ def test_state_names_the_reason_and_the_next_cycle() -> None:
     for n in (1, 2):
         book.record(make_result("alpha", cycle=n, outcome="failed", error_kind="connect",
                                 error_message="connection refused"))  # fmt: skip
-    drift = {"baseline": "pinned", "detected": True,
-             "metrics": {"ndcg@10": {"detected": True}, "hit@5": {"detected": False}}}  # fmt: skip
+    flagged = MetricDrift(-0.2, 0.0, 0.04, True, -0.3, -0.1, 12)
+    quiet = dataclasses.replace(flagged, detected=False)
+    drift = DriftOutcome(baseline="pinned", metrics={"ndcg@10": flagged, "hit@5": quiet})
     book.record(make_result("beta", drift=drift))
     schedules = {"alpha": Schedule(running=False, next_due_at=1_800_000_000.0),
                  "gamma": Schedule(running=True, next_due_at=None)}  # fmt: skip
