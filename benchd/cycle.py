@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
@@ -26,6 +26,7 @@ from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
 from benchd.load import Fire, LoadProfile, LoadRun, run_load
+from benchd.progress import CycleProgress, enter_phase, waits_reported_to
 from benchd.result import (
     CycleOutcome,
     CycleResult,
@@ -76,14 +77,6 @@ class SerialAnswer:
     ranked: tuple[str, ...] | None
     latency_s: float | None = None
     error: str | None = None
-
-
-@runtime_checkable
-class _WaitsOnRateLimits(Protocol):
-    """Optional: a target that says how long it has waited on 429 ``Retry-After`` so far."""
-
-    @property
-    def retry_wait_s(self) -> float: ...
 
 
 def _search_query(query: LabeledQuery, probe: ProbeConfig, fixture: Fixture) -> SearchQuery:
@@ -218,7 +211,7 @@ class _Cycle:
     current: str = "info"
     current_since: float = field(default_factory=time.perf_counter)
     retries_before: int = 0
-    waited_before: float = 0.0
+    waited: float = 0.0  # seconds slept on 429 Retry-After (target retries, load pauses)
     info: TargetInfo | None = None
     seed: SeedReport | None = None
     answers: list[SerialAnswer] = field(default_factory=list)
@@ -227,6 +220,7 @@ class _Cycle:
     async def phase(self, name: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run one phase's ``work``, timing it; a TargetError fails the cycle in ``name``."""
         self.current, self.current_since = name, time.perf_counter()
+        enter_phase(self.progress, name)
         try:
             return await work()
         except TargetError as exc:
@@ -241,11 +235,11 @@ class _Cycle:
         now = self.target.retries if isinstance(self.target, CountsRetries) else 0
         return now - self.retries_before
 
-    def waited_s(self) -> float:
-        """Seconds this cycle spent waiting on 429s: the target's retries and load pauses."""
-        target = self.target
-        now = target.retry_wait_s if isinstance(target, _WaitsOnRateLimits) else 0.0
-        return now - self.waited_before + (self.load.paused_s if self.load else 0.0)
+    def on_wait(self, seconds: float, reason: str) -> None:
+        """A wait the store imposed (see :mod:`benchd.progress`): count it, show it."""
+        self.waited += seconds
+        if isinstance(self.progress, CycleProgress):
+            self.progress.waiting(seconds, reason)
 
     def failed(self, failure: CycleFailure) -> CycleResult:
         return self._result(
@@ -259,7 +253,7 @@ class _Cycle:
         """The timeout result: which phase, for how long, how much of it waiting on 429s."""
         in_phase = time.perf_counter() - self.current_since
         self.phases[self.current] = self.phases.get(self.current, 0.0) + in_phase
-        waited = self.waited_s()
+        waited = self.waited
         message = (
             f"cycle did not finish within timeout_s={self.probe.timeout_s:g}: still in phase "
             f"{self.current!r} after {in_phase:.1f} s"
@@ -315,7 +309,7 @@ async def run_cycle(
     raises for store failures.
     """
     state = _Cycle(probe, fixture, target, progress, cycle, read_rate)
-    with anyio.move_on_after(probe.timeout_s):
+    with waits_reported_to(state.on_wait), anyio.move_on_after(probe.timeout_s):
         try:
             await _run(state)
         except CycleFailure as failure:
@@ -333,8 +327,6 @@ async def _run(state: _Cycle) -> None:
         "seed", lambda: target.seed(fixture.memories, progress=state.progress)
     )
     state.retries_before = target.retries if isinstance(target, CountsRetries) else 0
-    if isinstance(target, _WaitsOnRateLimits):
-        state.waited_before = target.retry_wait_s
     state.answers = await state.phase("serial", lambda: _serial_pass(target, probe, fixture))
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]

@@ -44,6 +44,7 @@ import anyio
 import anyio.to_thread
 
 from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
+from benchd.progress import report_wait
 from benchd.result import LoadResult
 from benchd.scoring.latency import summarize
 
@@ -347,8 +348,10 @@ class _Gate:
         now = time.perf_counter()
         until = now + retry_after_s
         if until > self.paused_until:
-            self.paused_s += until - max(now, self.paused_until)
+            added = until - max(now, self.paused_until)
+            self.paused_s += added
             self.paused_until = until
+            report_wait(added, "429 Retry-After (load pass paused)")
         if until >= self.stop_at or self.limited > self.max_limited_ratio * max(
             self.sent, _SHARE_FLOOR
         ):

@@ -143,3 +143,49 @@ async def test_retried_searches_are_counted_not_hidden() -> None:
         )
     assert result.outcome == "success", result.error_message
     assert result.retries > 0
+
+
+class Recorder:
+    """A CycleProgress that writes down what the cycle told it."""
+
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+        self.counts: list[tuple[int, int]] = []
+        self.waits: list[tuple[str, float, str]] = []
+
+    def __call__(self, done: int, total: int) -> None:
+        self.counts.append((done, total))
+
+    def phase(self, name: str) -> None:
+        self.phases.append(name)
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        self.waits.append((self.phases[-1], seconds, reason))
+
+
+async def test_progress_hears_every_phase_the_seeding_counts_and_each_429_wait() -> None:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        faults=("rate_limit=0.3@search", "seed=3"),  # 429 with Retry-After: 1
+    )
+    load = LoadProfile(mode="closed", concurrency=2, requests=6, max_rate_limited_ratio=1.0)
+    progress = Recorder()
+    async with running_refstore(config) as store:
+        runner = ProbeRunner(probe_for(store.url, load=load, cleanup="after", max_retries=5))
+        try:
+            result = await runner.run_once(progress=progress)
+        finally:
+            await runner.aclose()
+    assert progress.phases == [
+        "info", "seed", "verify", "searchable", "serial", "load", "cleanup",
+    ]  # fmt: skip
+    assert progress.counts[-1] == (36, 36)
+    assert progress.waits, "the fault plan answers 429 to about a third of the searches"
+    assert {reason for _, _, reason in progress.waits} <= {
+        "429 Retry-After", "429 Retry-After (load pass paused)",
+    }  # fmt: skip
+    assert all(seconds == 1.0 for _, seconds, _ in progress.waits)
+    assert result.outcome in ("success", "degraded"), result.error_message

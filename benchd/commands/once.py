@@ -19,7 +19,7 @@ from benchd.fixtures.model import load_fixture
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.status import result_to_json
-from benchd.surfacers.table import render_many, render_progress
+from benchd.surfacers.table import TerminalProgress, render_many
 from benchd.targets.base import Progress
 
 __all__ = ["parse_threshold", "register"]
@@ -103,16 +103,8 @@ async def _config(path: str | None) -> AsyncIterator[Config]:
 
 
 def _progress(probe: str) -> Progress | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def show(done: int, total: int) -> None:
-        sys.stderr.write(render_progress(f"{probe}: seeding", done, total))
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return show
+    """The phase, seeding rate and ETA and 429 waits on stderr, when it is a terminal."""
+    return TerminalProgress(probe, sys.stderr) if sys.stderr.isatty() else None
 
 
 async def run_probes(config: Config) -> list[CycleResult]:

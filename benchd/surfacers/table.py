@@ -7,11 +7,13 @@ and adds P@k, nDCG@k and MAP@k, seeding counts and latency.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from benchd.result import CycleResult, LatencySummary
 
-__all__ = ["render_cycle", "render_progress"]
+__all__ = ["TerminalProgress", "render_cycle", "render_progress"]
 
 _ROW_METRICS = ("hit", "recall", "mrr")
 _ROW_NAMES = {"hit": "hit", "recall": "rec", "mrr": "rr"}
@@ -121,10 +123,59 @@ def render_cycle(result: CycleResult) -> str:
     return "\n".join(lines)
 
 
-def render_progress(label: str, done: int, total: int) -> str:
+def render_progress(label: str, done: int, total: int, *, elapsed_s: float | None = None) -> str:
+    """``\\rLABEL: done/total (pct%)``, with rate and ETA once ``elapsed_s`` is known."""
     pct = 100.0 * done / total if total else 100.0
-    return f"\r{label}: {done}/{total} ({pct:5.1f}%)"
+    line = f"\r{label}: {done}/{total} ({pct:5.1f}%)"
+    if elapsed_s is not None and elapsed_s > 0 and done > 0:
+        rate = done / elapsed_s
+        line += f" {rate:.1f} records/s"
+        if done < total:
+            line += f", ETA {(total - done) / rate:.0f} s"
+    return line
 
 
 def render_many(results: Sequence[CycleResult]) -> str:
     return "\n\n".join(render_cycle(r) for r in results)
+
+
+class TerminalProgress:
+    """A cycle's progress on a terminal: the phase, seeding rate and ETA, waits on 429s.
+
+    Implements :class:`benchd.progress.CycleProgress`. Each phase starts a
+    line (``probe: seed``); seeding counts rewrite that line in place; a wait
+    on a 429 gets a line of its own saying for how long.
+    """
+
+    def __init__(
+        self, probe: str, stream: TextIO, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._probe = probe
+        self._stream = stream
+        self._clock = clock
+        self._phase = ""
+        self._since = clock()
+        self._open = False  # a line without its newline yet
+
+    def phase(self, name: str) -> None:
+        self._phase, self._since = name, self._clock()
+        self._line(f"{self._probe}: {name}")
+
+    def __call__(self, done: int, total: int) -> None:
+        label = f"{self._probe}: {self._phase or 'seed'}"
+        text = render_progress(label, done, total, elapsed_s=self._clock() - self._since)
+        self._stream.write(text)
+        self._open = done < total
+        if not self._open:
+            self._stream.write("\n")
+        self._stream.flush()
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        self._line(f"{self._probe}: {self._phase}: waiting {seconds:.1f} s on {reason}")
+
+    def _line(self, text: str) -> None:
+        if self._open:
+            self._stream.write("\n")
+        self._stream.write(text + "\n")
+        self._open = False
+        self._stream.flush()

@@ -28,6 +28,7 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
+from benchd.progress import report_wait
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -163,6 +164,8 @@ class RetryingClient:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None or (isinstance(exc, TargetTimeout) and not retry_timeouts):
                     raise
+                if isinstance(exc, TargetHTTPError) and exc.status == 429:
+                    report_wait(delay, "429 Retry-After")  # the cycle's progress line shows it
             attempt += 1
             self.retries += 1
             await anyio.sleep(delay)

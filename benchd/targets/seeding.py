@@ -23,6 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 import anyio
 
 from benchd.errors import OwnershipError
+from benchd.progress import enter_phase
 from benchd.result import SeedReport
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.client import ClientSettings, open_clients, run_bounded
@@ -184,7 +185,9 @@ class SeededStore(ABC, Generic[R]):
             counts = (imported, skipped + len(keep), errors)
         verified, missing = len(memories), tuple[str, ...]()
         if plan.exports and plan.verifies:
+            enter_phase(progress, "verify")
             verified, missing = await self._verify(memories)
+        enter_phase(progress, "searchable")
         searchable = await self._searchable_after(memories, missing)
         return SeedReport(
             requested=len(memories),

@@ -1,0 +1,60 @@
+"""What long work reports while it runs: the phase, counts, and waits the store imposed.
+
+A cycle's progress sink (the terminal line of ``benchd once``) may be a
+plain ``progress(done, total)`` callable — what seeding calls as records go
+out — or a :class:`CycleProgress` that is also told the phase (seed,
+verify, searchable, serial, load, cleanup) and every wait on a 429's
+``Retry-After``. Waits are reported from wherever benchd is about to sleep
+on the store's say-so (the HTTP client's retries, the load engine's pauses)
+through :func:`report_wait`, which reaches the listener the cycle installed
+for its task with :func:`waits_reported_to`; no code path needs the sink
+passed down to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol, runtime_checkable
+
+__all__ = ["CycleProgress", "WaitListener", "enter_phase", "report_wait", "waits_reported_to"]
+
+WaitListener = Callable[[float, str], None]
+"""Called as ``listener(seconds, reason)`` just before benchd sleeps on a store's say-so."""
+
+_LISTENER: ContextVar[WaitListener | None] = ContextVar("benchd_wait_listener", default=None)
+
+
+@runtime_checkable
+class CycleProgress(Protocol):
+    """A progress sink that also hears the cycle's phase and its waits on 429s."""
+
+    def __call__(self, done: int, total: int) -> None: ...
+
+    def phase(self, name: str) -> None: ...
+
+    def waiting(self, seconds: float, reason: str) -> None: ...
+
+
+def enter_phase(progress: object, name: str) -> None:
+    """Tell ``progress`` the work entered phase ``name`` (if it listens for phases)."""
+    if isinstance(progress, CycleProgress):
+        progress.phase(name)
+
+
+def report_wait(seconds: float, reason: str) -> None:
+    """About to sleep ``seconds`` because the store said so (``reason``, e.g. a 429)."""
+    listener = _LISTENER.get()
+    if listener is not None:
+        listener(seconds, reason)
+
+
+@contextmanager
+def waits_reported_to(listener: WaitListener) -> Iterator[None]:
+    """Within the block (and tasks started in it), waits go to ``listener``."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
