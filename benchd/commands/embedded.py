@@ -11,6 +11,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from benchd.budget import BudgetSettings
 from benchd.config.load import DEFAULT_LISTEN, Config, ProbeConfig, ServerConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import packaged_fixture
@@ -37,6 +38,9 @@ def embedded_config(url: str, key: str, *, listen: str = DEFAULT_LISTEN) -> Conf
         timeout_s=60.0,
         jitter_s=3.0,
         load=LoadProfile(mode="closed", concurrency=4, duration_s=3.0),
+        # The in-process store runs without rate limits; against a real Zengram
+        # server the budget is its 120 reads / 60 writes per minute.
+        budget=BudgetSettings(reads_per_min=6000, writes_per_min=6000),
     )
     return Config(path="<embedded default>", server=ServerConfig(listen=listen), probes=(probe,))
 

@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from benchd.result import CycleResult, LatencySummary
+from benchd.result import MIN_SAMPLES, CycleResult, LatencySummary
 
 __all__ = ["TerminalProgress", "render_cycle", "render_progress"]
 
 _ROW_METRICS = ("hit", "recall", "mrr")
 _ROW_NAMES = {"hit": "hit", "recall": "rec", "mrr": "rr"}
 _AGG_METRICS = ("hit", "recall", "recall_all", "precision", "mrr", "ndcg", "map")
+_FLOORS = MIN_SAMPLES
 
 
 def _fmt(value: float | None) -> str:
@@ -29,10 +30,17 @@ def _ms(value: float) -> str:
 
 
 def _latency_line(label: str, s: LatencySummary) -> str:
-    return (
-        f"  {label:<10} n={s.count} p50={_ms(s.p50)} p90={_ms(s.p90)} p95={_ms(s.p95)} "
-        f"p99={_ms(s.p99)} max={_ms(s.max)}"
-    )
+    """``n=`` samples, then each percentile, ``-`` where too few samples (MIN_SAMPLES)."""
+    cells = []
+    for name in ("p50", "p90", "p95", "p99", "max"):
+        value = s.published(name)
+        cells.append(f"{name}={'-' if value is None else _ms(value)}")
+    line = f"  {label:<10} n={s.count} " + " ".join(cells)
+    withheld = s.withheld()
+    if withheld and s.count:
+        floor = min(need for name, need in _FLOORS.items() if name in withheld)
+        line += f"  (- needs >= {floor} samples)"
+    return line
 
 
 def _query_rows(result: CycleResult) -> list[str]:
@@ -73,6 +81,8 @@ def _header(result: CycleResult) -> list[str]:
     ]
     if result.error_message:
         lines.append(f"  error ({result.error_kind}): {result.error_message}")
+    if result.degraded_reasons:
+        lines.append(f"  degraded: {', '.join(result.degraded_reasons)}")
     if result.seed is not None:
         s = result.seed
         searchable = "-" if s.searchable_after_s is None else f"{s.searchable_after_s:.3f}s"
@@ -96,8 +106,12 @@ def _load_lines(result: CycleResult) -> list[str]:
     lines += [
         f"load ({load.mode}, {load.duration_s:.1f}s): {rate}  {requests}  "
         f"late={load.late} dropped={load.dropped}",
-        _latency_line("service", load.service),
     ]
+    if load.max_rate is not None or load.paused_s or load.rate_limited:
+        cap = "-" if load.max_rate is None else f"{load.max_rate:.2f} req/s"
+        stopped = "  stopped early: rate_limited" if load.rate_limited else ""
+        lines.append(f"  paced to {cap}  paused on 429s {load.paused_s:.1f}s{stopped}")
+    lines.append(_latency_line("service", load.service))
     if load.corrected is not None:
         lines.append(_latency_line("corrected", load.corrected))
     if load.aggregate:
