@@ -340,15 +340,14 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             if poll:
                 await anyio.sleep(wait)  # the server may still be writing the timed-out import
             before = len(missing)
-            listed = await self.export_namespace()
-            held = set(listed) | {"#" + digest(content_of(r)) for r in listed.values()}
+            held = _keys(await self.export_namespace())
             missing = [r for r in missing if _key(r) not in held]
             if not missing or (poll and len(missing) == before):
                 break
-        ids = [_key(r) for r in missing if not _key(r).startswith("#")]
+        ids = [str(r["id"]) for r in missing if r.get("id") is not None]
         if ids and len(ids) <= TIMEOUT_READ_BACK_GETS:
-            found = await self._read_back(ids)
-            missing = [r for r in missing if _key(r) not in found]
+            held = _keys(await self._read_back(ids))
+            missing = [r for r in missing if _key(r) not in held]
         return missing
 
     async def _post_import(self, batch: Sequence[Any]) -> Counts:
@@ -460,6 +459,19 @@ def _epoch_s(stamp: object) -> float | None:
 
 
 def _key(record: Mapping[str, Any]) -> str:
-    """How a read-back recognises a prepared record: its id, else ``#`` + its content digest."""
+    """How a read-back recognises a prepared record: ``id#digest`` (``#digest`` without an id).
+
+    The content is part of it, so a changed record whose old version is still
+    stored under its id is not mistaken for written.
+    """
     rid = record.get("id")
-    return str(rid) if rid is not None else "#" + digest(content_of(record))
+    return ("" if rid is None else str(rid)) + "#" + digest(content_of(record))
+
+
+def _keys(listed: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The read-back keys of listed records, by id and by content alone."""
+    held: set[str] = set()
+    for server_id, record in listed.items():
+        content = "#" + digest(content_of(record))
+        held.update((server_id + content, content))
+    return held

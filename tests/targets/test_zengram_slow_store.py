@@ -73,6 +73,29 @@ async def test_an_import_slower_than_its_timeout_is_read_back_not_reported_skipp
         assert listed.json()["total"] == 61  # the corpus and the sentinel, each once
 
 
+async def test_a_changed_corpus_that_times_out_is_not_taken_for_its_old_version() -> None:
+    """cleanup = never, every record rewritten: the old versions listed under the same ids
+    must not pass for the new ones when the import times out."""
+    old = [{"id": f"v-{i}", "type": "event", "content": f"old note {i}"} for i in range(40)]
+    new = [{**m, "content": f"new note {i}"} for i, m in enumerate(old)]
+    async with running_refstore(_config(import_pacing=2.0)) as store:
+        t = _target(store.url, cleanup="never")
+        try:
+            await t.seed(old)
+        finally:
+            await t.aclose()
+        t = _target(store.url, cleanup="never", timeout_s=0.2, import_timeout_per_record_s=0.0)
+        try:
+            report = await t.seed(new)
+            listed = await t.export_namespace()
+        finally:
+            await t.aclose()
+    assert (report.imported, report.skipped, report.errors) == (40, 0, 0)
+    assert sorted(r["content"] for r in listed.values() if r["id"].startswith("v-")) == sorted(
+        m["content"] for m in new
+    )
+
+
 def test_import_deadline_grows_with_the_batch() -> None:
     config = ZengramConfig(url="http://127.0.0.1:9")
     assert config.timeout_s + config.import_timeout_per_record_s * 500 >= 5.0 + config.timeout_s
