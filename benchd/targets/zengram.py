@@ -119,7 +119,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
         super().__init__(config, auth)
         self._last_fill_ms = 0
-        self._sent_created: dict[str, str] = {}  # record id -> the created_at benchd filled
+        self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
         self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
 
@@ -208,7 +208,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         record.pop("active", None)  # never seed inactive records
         if record.get("created_at") is None:
             record["created_at"] = self._fill_time()
-            self._sent_created[str(record.get("id"))] = record["created_at"]
+            self._sent_created[str(memory["id"])] = record["created_at"]
         if not self.config.keep_ids:
             record.pop("id", None)
         return record
@@ -236,7 +236,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             stamp = memory.get("created_at")
             if stamp is None:
                 fid = str(memory["id"])
-                stored = self._listed.get(self._server_ids.get(fid, fid), {})
+                stored = self._listed.get(self._server_id(fid), {})
                 stamp = stored.get("created_at") or self._sent_created.get(fid)
             moment = _epoch_s(stamp)
             if moment is not None and (latest is None or moment > latest):
