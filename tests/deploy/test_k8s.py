@@ -196,7 +196,10 @@ def test_selectors_match_the_pods(rendered: dict[tuple[str, str], dict[str, Any]
 
 
 def _render_config(
-    rendered: dict[tuple[str, str], dict[str, Any]], tmp_path: Path, rate: str
+    rendered: dict[tuple[str, str], dict[str, Any]],
+    tmp_path: Path,
+    rate: str,
+    replicas: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the init container's own script on the ConfigMap's template."""
     init = _container(_doc(rendered, "Deployment"), "render-config")
@@ -209,7 +212,7 @@ def _render_config(
         capture_output=True,
         text=True,
         timeout=30,
-        env={"BENCHD_RATE": rate},
+        env={"BENCHD_RATE": rate, **({"BENCHD_REPLICAS": replicas} if replicas else {})},
         check=False,
     )
 
@@ -221,7 +224,9 @@ def test_rendered_config_gives_each_pod_its_namespace_and_share_of_the_load(
 ) -> None:
     deployment = _doc(rendered, "Deployment")
     init_env = {e["name"]: e["value"] for e in _container(deployment, "render-config")["env"]}
-    result = _render_config(rendered, tmp_path, init_env["BENCHD_RATE"])
+    result = _render_config(
+        rendered, tmp_path, init_env["BENCHD_RATE"], init_env["BENCHD_REPLICAS"]
+    )
     assert result.returncode == 0, result.stderr
     # the key file lives in the mounted Secret; point the config at a stand-in
     mount = next(m for m in _container(deployment)["volumeMounts"] if m["name"] == "api-key")
@@ -236,6 +241,8 @@ def test_rendered_config_gives_each_pod_its_namespace_and_share_of_the_load(
     probe = config.probes[0]
     assert probe.target.settings.namespace == "benchd-benchd-7c9f6d5b8-x2k4q"
     assert probe.load.rate == float(init_env["BENCHD_RATE"])
+    # each pod plans for its share of the key's budget: the replica count is spec.replicas
+    assert probe.budget.replicas == deployment["spec"]["replicas"]
     assert probe.target.secret is not None and probe.target.secret.reveal() == "test-key"
     assert config.server.listen.endswith(":9108")
 
@@ -248,3 +255,21 @@ def test_render_config_refuses_a_rate_that_is_not_a_positive_number(
     assert result.returncode != 0
     assert "BENCHD_RATE" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "benchd.toml").exists()
+
+
+@pytest.mark.parametrize("replicas", ["0", "three", "-1", "2.5"])
+def test_render_config_refuses_a_replica_count_that_is_not_a_positive_integer(
+    rendered: dict[tuple[str, str], dict[str, Any]], tmp_path: Path, replicas: str
+) -> None:
+    result = _render_config(rendered, tmp_path, "0.5", replicas)
+    assert result.returncode != 0
+    assert "BENCHD_REPLICAS" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "benchd.toml").exists()
+
+
+def test_init_container_replica_count_is_the_deployments(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    deployment = _doc(rendered, "Deployment")
+    init_env = {e["name"]: e["value"] for e in _container(deployment, "render-config")["env"]}
+    assert int(init_env["BENCHD_REPLICAS"]) == deployment["spec"]["replicas"]
