@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
+import anyio
 import httpx
 import pytest
 from loopback_target import LoopbackTarget, httpx_fire, serve_target
 
 from benchd.errors import ConfigError
 from benchd.load import LoadProfile, LoadRun, run_load, sleep_until
-from benchd.scoring.latency import summarize
 
 pytestmark = pytest.mark.anyio
 
@@ -75,26 +75,31 @@ async def test_closed_loop_for_a_duration_stops_sending_when_it_ends(
 ) -> None:
     target.delay_s = 0.01
     run = await _run(target, 4, LoadProfile(mode="closed", concurrency=2, duration_s=0.3))
-    assert max(run.start) < 0.3
-    assert 0.3 <= run.elapsed_s < 0.3 + 0.5  # the last answers land after the end
-    assert len(run) >= 20  # 2 workers x ~30 round trips of ~10 ms
+    assert max(run.start) < 0.3  # nothing is sent once the duration is over
+    assert run.elapsed_s >= 0.3  # the last answers land after the end
+    assert len(run) >= 2  # both workers sent (how many: bench/load_throughput.py)
     assert run.achieved_rate == pytest.approx(len(run) / run.elapsed_s)
 
 
 async def test_open_loop_sends_at_the_rate_on_schedule(target: LoopbackTarget) -> None:
+    # a tolerance no busy CI box can exceed: lateness itself is the next test's subject,
+    # dispatch precision is bench/load_accuracy.py's.
     profile = LoadProfile(
-        mode="open", rate=200.0, duration_s=0.5, concurrency=32, late_tolerance_s=0.05
+        mode="open", rate=200.0, duration_s=0.5, concurrency=32, late_tolerance_s=30.0
     )
     run = await _run(target, 3, profile)
-    assert len(run) == 100
+    # every one of the 100 slots is sent or, if a busy box let the pass end
+    # first, counted dropped; how many are sent on time is bench/load_accuracy.py's.
+    assert len(run) + run.dropped == 100
+    assert len(run) > 0
     gaps = {round(b - a, 6) for a, b in zip(run.scheduled, run.scheduled[1:], strict=False)}
-    assert gaps == {0.005}
-    # Loose on purpose (CI machines are shared); bench/load_accuracy.py measures precision.
-    assert summarize(run.dispatch_lags()).p50 < 0.002
+    assert 0.005 in gaps  # slots 5 ms apart; a dropped slot leaves a multiple of it
+    assert all(g > 0 and abs(g / 0.005 - round(g / 0.005)) < 1e-3 for g in gaps)
+    assert all(lag >= 0 for lag in run.dispatch_lags())  # never sent before its slot
     result = run.to_result()
-    assert result.late == 0 and result.dropped == 0
+    assert result.late == 0 and result.dropped == run.dropped
     assert result.target_rate == 200.0
-    assert result.corrected is not None and result.corrected.count == 100
+    assert result.corrected is not None and result.corrected.count == len(run)
 
 
 async def test_open_loop_counts_late_and_dropped_requests_when_the_cap_is_saturated(
@@ -131,11 +136,11 @@ async def test_a_request_past_its_timeout_is_cancelled_and_counted_as_timeout(
     target: LoopbackTarget,
 ) -> None:
     target.hang = {1}
-    began = time.perf_counter()
-    run = await _run(target, 3, LoadProfile(mode="serial", request_timeout_s=0.2))
-    assert time.perf_counter() - began < 2.0
+    # request 1 never gets an answer: only its 0.2 s timeout can end it (60 s guard)
+    with anyio.fail_after(60):
+        run = await _run(target, 3, LoadProfile(mode="serial", request_timeout_s=0.2))
     assert [run.outcome_of(i) for i in range(3)] == ["ok", "timeout", "ok"]
-    assert run.end[1] - run.start[1] == pytest.approx(0.2, abs=0.05)
+    assert run.end[1] - run.start[1] >= 0.15
     assert len(run.service_samples()) == 2
 
 
@@ -160,10 +165,12 @@ async def test_an_unreachable_target_is_counted_as_connect_errors() -> None:
 async def test_warmup_requests_are_sent_but_not_recorded(target: LoopbackTarget) -> None:
     profile = LoadProfile(mode="open", rate=100.0, duration_s=0.2, warmup_s=0.1)
     run = await _run(target, 2, profile)
-    assert run.warmup_requests == 10
-    assert len(run) == 20
+    # 10 warmup slots then 20 measured ones; a busy box may drop some (counted
+    # for the measured ones only), never record a warmup send.
+    assert 0 < run.warmup_requests <= 10
+    assert len(run) + run.dropped == 20
     assert min(run.scheduled) >= 0.0
-    assert target.served == 30
+    assert target.served == run.warmup_requests + len(run)
 
 
 async def test_corrected_latency_shows_a_stall_that_service_latency_hides(
@@ -177,8 +184,13 @@ async def test_corrected_latency_shows_a_stall_that_service_latency_hides(
     result = (await _run(target, 5, profile)).to_result()
     assert result.corrected is not None
     assert result.corrected.p99 >= 0.8 * stall
-    assert result.service.p99 < 0.25 * stall
     assert result.service.max >= 0.8 * stall  # the requests caught in the stall
+    # ~100 sends were due during the stall but only 4 were in flight: the rest
+    # waited unsent, so their service time hides the stall and only the
+    # corrected latency shows it.
+    hidden = sum(c >= 0.8 * stall for c in result.corrected_samples)
+    shown = sum(s >= 0.8 * stall for s in result.service_samples)
+    assert hidden > shown + 10
     assert result.late > 0.1 * 200 * stall
 
 
