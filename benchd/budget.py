@@ -227,6 +227,7 @@ def _warnings(
     budget = plan.budget
     who = f"budget of {plan.key} (probes {', '.join(plan.probes)}; {budget.replicas} replica(s))"
     detail = "; ".join(f"{name}: {cost.describe()} a cycle" for name, cost in plan.costs.items())
+    detail += "; an on-demand cycle (POST /api/probes/NAME/run, benchd once) costs one more"
     if plan.writes_per_min > budget.writes_per_min:
         out.append(
             f"{who}: the schedule needs {plan.writes_per_min:.1f} writes/min of "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from benchd.budget import BudgetSettings
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 
@@ -34,9 +35,9 @@ __all__ = [
 ]
 
 Sink = Callable[[CycleResult], None]
-# The per-key read budget a store grants when the probe's target declares none
-# (the Zengram API's default: 120 reads a minute).
-DEFAULT_READS_PER_MIN = 120.0
+# The per-key read budget when the probe declares none: [probe.budget]'s default
+# (the Zengram API's: 120 reads a minute).
+DEFAULT_READS_PER_MIN = float(BudgetSettings().reads_per_min)
 
 
 def next_start(
@@ -160,11 +161,11 @@ class ProbeLoop:
 
         A cycle that sent ``R`` reads against a budget of ``B`` reads a minute
         draws ``60 * R / B`` seconds of it; another cycle before then would
-        push the key past its budget (and the store into 429s).
+        push the key past its budget (and the store into 429s). ``B`` is this
+        replica's share of the key's ``[probe.budget] reads_per_min``.
         """
-        settings = self.runner.probe.target.settings
-        budget = float(getattr(settings, "reads_per_min", None) or DEFAULT_READS_PER_MIN)
-        return 60.0 * self._last_reads / budget
+        budget = self.runner.probe.budget
+        return 60.0 * self._last_reads * budget.replicas / budget.reads_per_min
 
     def cancel(self) -> None:
         if self.scope is not None:

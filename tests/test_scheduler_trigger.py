@@ -4,7 +4,6 @@ starts at once."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -12,6 +11,7 @@ import anyio
 import pytest
 from surfacers.cycles import make_result
 
+from benchd.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
@@ -20,18 +20,19 @@ from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of
 pytestmark = pytest.mark.anyio
 
 
-@dataclasses.dataclass
-class Settings:
-    reads_per_min: float | None = None
-
-
 class GatedRunner:
     """Stands in for ProbeRunner: each cycle waits until the test opens its gate."""
 
-    def __init__(self, *, reads_per_min: float | None = None, queries: int = 3) -> None:
-        target = TargetConfig(kind="python", settings=Settings(reads_per_min))
+    def __init__(self, *, reads_per_min: int | None = None, queries: int = 3) -> None:
+        target = TargetConfig(kind="python", settings=None)
+        budget = BudgetSettings() if reads_per_min is None else BudgetSettings(reads_per_min)
         self.probe = ProbeConfig(
-            name="alpha", fixture=Path("f.json"), target=target, interval_s=3600.0, jitter_s=600.0
+            name="alpha",
+            fixture=Path("f.json"),
+            target=target,
+            interval_s=3600.0,
+            jitter_s=600.0,
+            budget=budget,
         )
         self.cycles = 0
         self.began = anyio.Event()
@@ -72,7 +73,7 @@ async def test_first_cycle_starts_at_once_despite_jitter() -> None:
 
 
 async def test_trigger_runs_a_cycle_now_then_refuses_until_it_ends() -> None:
-    runner = GatedRunner(reads_per_min=1e9)  # a budget that never binds
+    runner = GatedRunner(reads_per_min=10**9)  # a budget that never binds
     results: list[CycleResult] = []
     loop, run = await run_loop(runner, results)
     async with anyio.create_task_group() as tg:
@@ -94,7 +95,7 @@ async def test_trigger_runs_a_cycle_now_then_refuses_until_it_ends() -> None:
 
 
 async def test_trigger_waits_for_the_read_budget_of_the_last_cycle() -> None:
-    runner = GatedRunner(reads_per_min=6.0, queries=3)  # 3 reads of 6/min: 30 s of budget
+    runner = GatedRunner(reads_per_min=6, queries=3)  # 3 reads of 6/min: 30 s of budget
     results: list[CycleResult] = []
     loop, run = await run_loop(runner, results)
     async with anyio.create_task_group() as tg:
