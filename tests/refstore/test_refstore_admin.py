@@ -30,6 +30,7 @@ def test_admin_get_reports_the_current_settings(client: httpx.Client) -> None:
     assert body == {
         "faults": [],
         "model": "hash:1024",
+        "query_model": "hash:1024",
         "retriever": "hybrid",
         "profile": "default",
         "clock": None,
@@ -59,6 +60,29 @@ def test_a_smaller_hash_embedder_re_embeds_and_lowers_recall(
     assert _hits(client, smoke) == before
 
 
+def test_switching_the_query_embedder_alone_keeps_the_stored_vectors(
+    store: RefStoreThread, client: httpx.Client, smoke: dict[str, Any]
+) -> None:
+    import_ok(client, smoke["memories"])
+    client.post("/admin/config", json={"retriever": "dense"})
+    before = _hits(client, smoke)
+    # another model of the same size, without re-embedding: the stored vectors stay
+    reply = client.post("/admin/config", json={"query_embedder": "openai:http://127.0.0.1:9/v1#x"})
+    assert reply.status_code == 503  # an unreachable model changes nothing
+    reply = client.post("/admin/config", json={"query_embedder": "hash:1024"})
+    assert reply.status_code == 200 and "reembedded" not in reply.json()
+    assert reply.json()["model"] == reply.json()["query_model"] == "hash:1024"
+    assert _hits(client, smoke) == before
+    # a different size cannot search the stored vectors: refused, naming the fix
+    reply = client.post("/admin/config", json={"query_embedder": "hash:16"})
+    assert reply.status_code == 400
+    assert "1024-d" in reply.json()["error"] and "re-embed everything" in reply.json()["error"]
+    health = httpx.get(f"{store.url}/health").json()
+    assert health["model"] == health["query_model"] == "hash:1024"
+    both = client.post("/admin/config", json={"embedder": "hash:8", "query_embedder": "hash:8"})
+    assert both.status_code == 400
+
+
 def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> None:
     bad = [
         {"retriever": "magic"},
@@ -78,6 +102,7 @@ def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> 
     assert client.get("/admin/config").json() == {
         "faults": [],
         "model": "hash:1024",
+        "query_model": "hash:1024",
         "retriever": "hybrid",
         "profile": "default",
         "clock": None,

