@@ -32,7 +32,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_QUERY_CHARS = 2000
 MAX_IMPORT = 500
 _MIN_YEAR, _MAX_YEAR = 1000, 9000
-_ADMIN_KEYS = frozenset({"faults", "embedder", "query_embedder", "retriever", "clock"})
+_ADMIN_KEYS = frozenset({"faults", "embedder", "query_embedder", "retriever", "clock", "pin"})
 _log = get_logger("benchd.refstore")
 
 
@@ -214,6 +214,7 @@ class Routes:
             "retriever": self.store.retriever,
             "profile": self.store.profile.name,
             "clock": self.store.clock.iso_now() if self.store.clock.shifted else None,
+            "pin": list(self.store.pinned),
         }
         if reembedded is not None:
             view["reembedded"] = reembedded
@@ -238,6 +239,11 @@ class Routes:
             raise BadRequest(
                 "give embedder (re-embed everything) or query_embedder (searches only), not both"
             )
+        pin = body.get("pin")
+        if pin is not None and (
+            not isinstance(pin, list) or not all(isinstance(i, str) for i in pin)
+        ):
+            raise BadRequest("pin must be a list of memory ids (empty list clears)")
         reembedded = None
         if body.get("embedder") is not None:
             reembedded = await self.store.switch_embedder(body["embedder"])
@@ -249,6 +255,8 @@ class Routes:
             self.guard.injector = FaultInjector(plan)
         if "clock" in body:
             self.store.clock.set(clock)
+        if pin is not None:
+            self.store.pinned = tuple(pin)
         view = self._admin_view(reembedded)
         _log.info("refstore reconfigured", **view)
         return JSONResponse(view)

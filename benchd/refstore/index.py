@@ -241,6 +241,13 @@ class MemoryIndex:
         ).fetchall()
         return {int(row[0]): _payload(row) for row in rows}
 
+    def by_id(self, memory_id: str) -> tuple[int, dict[str, Any]] | None:
+        """One record (active or not) by its global id: ``(rid, payload)``, or None."""
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), _payload(row))
+
     def export(
         self, where: SearchFilter, active_only: bool, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:

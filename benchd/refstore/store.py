@@ -95,6 +95,9 @@ class RefStore:
         # write; one at a time, so no vector from a replaced model lands
         # beside the new model's vectors.
         self._write_lock = anyio.Lock()
+        # Ids ranked first by every search whose filter they pass (a drill: a
+        # marker record that competes for result slots, as on the real server).
+        self.pinned: tuple[str, ...] = ()
 
     @classmethod
     async def open(
@@ -285,7 +288,23 @@ class RefStore:
                 self._decay(payload)
                 scored.append((hit, effective_score(hit.score, payload), payload))
         scored.sort(key=lambda item: -item[1])
-        return scored[: query.limit]
+        return (self._pinned(where, scored) + scored)[: query.limit]
+
+    def _pinned(
+        self, where: SearchFilter, scored: list[tuple[_Hit, float, dict[str, Any]]]
+    ) -> list[tuple[_Hit, float, dict[str, Any]]]:
+        """Pinned records that pass the filter, taken out of ``scored`` and put first."""
+        first: list[tuple[_Hit, float, dict[str, Any]]] = []
+        for memory_id in self.pinned:
+            found = self.index.by_id(memory_id)
+            if found is None:
+                continue
+            rid, payload = found
+            if not payload["active"] or where.client_id not in (None, payload["client_id"]):
+                continue
+            scored[:] = [item for item in scored if item[0].rid != rid]
+            first.append((_Hit(rid, 1.0, ["pinned"]), 1.0, payload))
+        return first
 
     def _decay(self, payload: dict[str, Any]) -> None:
         """Age fact and status confidence on the store's clock, when the profile decays."""

@@ -34,6 +34,7 @@ def test_admin_get_reports_the_current_settings(client: httpx.Client) -> None:
         "retriever": "hybrid",
         "profile": "default",
         "clock": None,
+        "pin": [],
     }
 
 
@@ -94,6 +95,8 @@ def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> 
         {"clock": "next tuesday"},
         {"clock": 1767225600},
         ["faults"],
+        {"pin": "benchd-sentinel:ns"},
+        {"pin": [1]},
     ]
     for body in bad:
         reply = client.post("/admin/config", json=body)
@@ -106,6 +109,7 @@ def test_bad_admin_requests_are_400_and_change_nothing(client: httpx.Client) -> 
         "retriever": "hybrid",
         "profile": "default",
         "clock": None,
+        "pin": [],
     }
 
 
@@ -115,3 +119,22 @@ def test_admin_is_exempt_from_faults_and_rate_limits(client: httpx.Client) -> No
     reply = client.post("/admin/config", json={"faults": []})
     assert reply.status_code == 200
     assert client.get("/export").status_code == 200
+
+
+def test_a_pinned_id_is_ranked_first_within_its_tenant_only(client: httpx.Client) -> None:
+    records = [
+        {"id": "marker", "content": "a marker record nobody searches for", "client_id": "a"},
+        {"id": "hit", "content": "the staging database port", "client_id": "a"},
+        {"id": "other", "content": "the staging database port", "client_id": "b"},
+    ]
+    assert client.post("/export/import", json={"data": records, "operator_approved": True})
+    assert client.post("/admin/config", json={"pin": ["marker"]}).json()["pin"] == ["marker"]
+
+    def ids(client_id: str) -> list[str]:
+        params = {"q": "staging database", "client_id": client_id, "format": "index"}
+        return [r["id"] for r in client.get("/memory/search", params=params).json()["results"]]
+
+    assert ids("a") == ["marker", "hit"]
+    assert ids("b") == ["other"]  # a pin never crosses tenants
+    client.post("/admin/config", json={"pin": []})
+    assert ids("a")[0] == "hit"
