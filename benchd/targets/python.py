@@ -15,6 +15,14 @@ it. It may return either
       delete(ids: list[str]) -> int            # optional
       close() -> None                          # optional
       model: str                               # optional label
+      private: bool                            # optional: True if its store is its own
+
+  Unless the retriever declares its store private (``private = True``), it
+  is treated like any shared store: the records it indexes carry benchd's
+  own ids (``benchd:<namespace>:<fixture id>``, see
+  :mod:`benchd.targets.owned`), its rankings are mapped back to fixture ids,
+  an id benchd did not give it scores as non-relevant, and ``delete`` is
+  passed benchd's ids only.
 
   Its methods are plain functions run in worker threads, at most
   ``concurrency`` at a time (1 unless the retriever is thread-safe), so the
@@ -39,6 +47,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetUnreachable
 from benchd.result import SeedReport, TargetInfo
 from benchd.targets.base import Progress, SearchQuery, Target
+from benchd.targets.owned import OwnedIds
 
 __all__ = [
     "KIND",
@@ -100,6 +109,9 @@ class PythonConfig:
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
     model: str = ""  # label for the model; else the retriever's ``model`` attribute
     concurrency: int = field(default=1, metadata=check(_positive))
+    namespace: str = field(
+        default="benchd-eval", metadata=check(lambda v: None if v else "must not be empty")
+    )
 
     def __post_init__(self) -> None:
         _check_options(self.factory, self.options)
@@ -203,6 +215,8 @@ class RetrieverTarget:
         self.retriever = retriever
         self.config = config
         self._limiter = anyio.CapacityLimiter(config.concurrency)
+        self.private = getattr(retriever, "private", False) is True
+        self._owned = OwnedIds(config.namespace, ())
 
     async def _run(self, method: str, fn: Callable[..., T], *args: Any) -> T:
         def call() -> T:
@@ -225,7 +239,11 @@ class RetrieverTarget:
     ) -> SeedReport:
         """Index the whole corpus (in-process, so it is searchable as soon as it returns)."""
         started = time.monotonic()
-        records = [dict(m) for m in memories]
+        self._owned = OwnedIds.of(self.config.namespace, memories)
+        records = [
+            dict(m) if self.private else {**m, "id": self._owned.store_of[str(m["id"])]}
+            for m in memories
+        ]
         await self._run("index", self.retriever.index, records)
         if progress is not None:
             progress(len(records), len(records))
@@ -242,12 +260,15 @@ class RetrieverTarget:
 
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         ranked = await self._run("search", self.retriever.search, query.q, query.limit)
-        return _ids(ranked, self.config.factory)[: query.limit]
+        ids = _ids(ranked, self.config.factory)[: query.limit]
+        return ids if self.private else tuple(self._owned.label(i) for i in ids)
 
     async def cleanup(self, ids: Sequence[str]) -> int:
         delete = getattr(self.retriever, "delete", None)
         if not callable(delete):
             return 0
+        if not self.private:
+            ids = [self._owned.store_of[i] for i in ids if i in self._owned.store_of]
         deleted = await self._run("delete", delete, list(ids))
         return deleted if isinstance(deleted, int) and not isinstance(deleted, bool) else 0
 

@@ -2,13 +2,21 @@
 
 ``zengram`` and ``http`` seed the same way: list the namespace, refuse one
 benchd did not write (no sentinel record) unless it is adopted, mark it with
-the sentinel, delete earlier copies of the corpus when ``cleanup =
-"before"``, import in bounded concurrent batches with progress, verify through
-the listing (mapping store-assigned ids back to fixture ids) and time how long
-until the last record is found. :class:`SeededStore` runs that flow once; an
-adapter supplies only the store-specific hooks: how a namespace is listed, how
-a batch is written and its counts read, how one id is deleted, how the
-sentinel is written and recognised, and which listed records are the corpus.
+the sentinel, migrate what an earlier benchd version wrote there, delete
+benchd's earlier copies of the corpus when ``cleanup = "before"``, import in
+bounded concurrent batches with progress, verify through the listing and
+time how long until the last record is found. :class:`SeededStore` runs that
+flow once; an adapter supplies only the store-specific hooks: how a namespace
+is listed, how a batch is written and its counts read, how one id is
+deleted, how the sentinel is written and recognised, and which listed
+record benchd wrote (and for which fixture id).
+
+What benchd owns (DESIGN §2a): every id it writes is derived from the
+namespace and the fixture id (:mod:`benchd.targets.owned`); a listed record
+is benchd's only when its id (or, where the store assigns ids, benchd's mark
+on it) says so, never because its content matches a fixture memory. No
+``DELETE`` is sent for an id that was not listed in benchd's own namespace
+by this process, in the listing taken just before the delete.
 """
 
 from __future__ import annotations
@@ -23,12 +31,16 @@ from typing import Any, Generic, Literal, TypeVar
 import anyio
 
 from benchd.errors import OwnershipError
+from benchd.logging import get_logger
 from benchd.progress import enter_phase
 from benchd.result import SeedReport
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.client import ClientSettings, open_clients, run_bounded
+from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
 
 __all__ = ["Counts", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
+
+log = get_logger("benchd.targets")
 
 R = TypeVar("R", bound=Mapping[str, Any])
 """One listed record, as the adapter's ``export_namespace`` keeps it."""
@@ -38,11 +50,6 @@ Counts = tuple[int, int, int]
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
-
-
-def sentinel_id(namespace: str) -> str:
-    """The id of the record that marks a namespace as benchd's."""
-    return f"benchd-sentinel-{namespace}"
 
 
 def content_of(record: Mapping[str, Any]) -> str:
@@ -75,15 +82,16 @@ class SeedPlan:
 class SeededStore(ABC, Generic[R]):
     """Seed, verify and clean up an HTTP store; subclasses fill in the hooks.
 
-    Holds the connection (``_base``, ``_client``, ``_http``) and the maps
-    between fixture ids and store-assigned ids that ``search`` and
-    ``cleanup`` translate through.
+    Holds the connection (``_base``, ``_client``, ``_http``), the corpus's
+    owned ids (:class:`~benchd.targets.owned.OwnedIds`) and, where the store
+    assigns ids, the server id -> fixture id map learned from the listing.
     """
 
     def __init__(self, settings: ClientSettings, auth: dict[str, str]) -> None:
         self._base, self._client, self._http = open_clients(settings, auth)
-        self._server_ids: dict[str, str] = {}  # fixture id -> server id
-        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id
+        self._owned = OwnedIds(self._plan().namespace, ())
+        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
+        self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse
 
     # -- hooks: the store-specific parts -------------------------------------------
 
@@ -96,12 +104,24 @@ class SeededStore(ABC, Generic[R]):
         """Every record listed in the namespace, by server id."""
 
     @abstractmethod
-    def _has_sentinel(self, existing: Mapping[str, R]) -> bool:
-        """Whether the listing holds benchd's sentinel record."""
+    def _sentinel_of(self, server_id: str, record: R) -> str | None:
+        """``"current"`` or ``"legacy"`` if this listed record is benchd's sentinel, else None."""
 
     @abstractmethod
     async def _write_sentinel(self) -> None:
         """Write the sentinel record; an error if the store rejects it."""
+
+    @abstractmethod
+    def _written_for(self, server_id: str, record: R) -> str | None:
+        """The fixture id benchd wrote this listed record for; None if it is not benchd's.
+
+        A record benchd wrote for a fixture id not in the current corpus (an
+        earlier version of the fixture) answers its own server id.
+        """
+
+    def _legacy_for(self, server_id: str, record: R) -> str | None:
+        """The fixture id an earlier benchd version wrote this record under (its bare id)."""
+        return server_id if server_id in self._owned.fixture_ids else None
 
     def _prepare(self, memory: Mapping[str, Any]) -> Any:
         """What a batch carries for one memory (by default the memory itself)."""
@@ -115,12 +135,6 @@ class SeededStore(ABC, Generic[R]):
     async def _delete_one(self, server_id: str) -> bool:
         """Delete one record; False if the store says it was already gone."""
 
-    @abstractmethod
-    def _earlier_copies(
-        self, existing: Mapping[str, R], memories: Sequence[Mapping[str, Any]]
-    ) -> list[str]:
-        """The server ids of listed records that are earlier copies of the corpus."""
-
     def _unchanged(
         self, existing: Mapping[str, R], memories: Sequence[Mapping[str, Any]]
     ) -> frozenset[str]:
@@ -131,8 +145,8 @@ class SeededStore(ABC, Generic[R]):
         return frozenset()
 
     def _server_id(self, fixture_id: str) -> str:
-        """The id the store holds a fixture memory under (the fixture id unless mapped)."""
-        return self._server_ids.get(fixture_id, fixture_id)
+        """The id the store holds a fixture memory under: as listed, else benchd's own id."""
+        return self._server_ids.get(fixture_id) or self._owned.store_of.get(fixture_id, fixture_id)
 
     async def _read_back(self, server_ids: Sequence[str]) -> Mapping[str, R]:
         """Read records the listing did not show, one by one; those stored, by server id.
@@ -140,12 +154,6 @@ class SeededStore(ABC, Generic[R]):
         The default reads nothing (a store without a read-by-id route).
         """
         return {}
-
-    @abstractmethod
-    def _map_ids(
-        self, existing: Mapping[str, R], memories: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[str, str], list[str]]:
-        """``({fixture id: server id} where they differ, missing fixture ids)``."""
 
     @abstractmethod
     async def _searchable_after(
@@ -156,6 +164,35 @@ class SeededStore(ABC, Generic[R]):
     @abstractmethod
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         """Fixture ids in the store's rank order."""
+
+    # -- ownership, shared by the hooks ----------------------------------------------
+
+    def _label(self, server_id: str) -> str:
+        """A ranked server id as scoring sees it: its fixture id, or a foreign label."""
+        return self._owned.label(server_id, self._fixture_ids)
+
+    def _is_sentinel_id(self, server_id: str) -> bool:
+        ns = self._plan().namespace
+        return server_id in (sentinel_id(ns), legacy_sentinel_id(ns))
+
+    def _claimed(self, existing: Mapping[str, R]) -> dict[str, str]:
+        """Server id -> fixture id of every listed record benchd wrote (no sentinel)."""
+        claimed: dict[str, str] = {}
+        for sid, rec in existing.items():
+            if self._sentinel_of(sid, rec) is None:
+                fid = self._written_for(sid, rec)
+                if fid is not None:
+                    claimed[sid] = fid
+        return claimed
+
+    def _sentinels(self, existing: Mapping[str, R]) -> dict[str, str]:
+        """Listed sentinel records: server id -> ``"current"`` or ``"legacy"``."""
+        found: dict[str, str] = {}
+        for sid, rec in existing.items():
+            which = self._sentinel_of(sid, rec)
+            if which is not None:
+                found[sid] = which
+        return found
 
     # -- the flow ----------------------------------------------------------------
 
@@ -169,12 +206,14 @@ class SeededStore(ABC, Generic[R]):
     ) -> SeedReport:
         """Write the corpus into the reserved namespace, verify it, time it to searchable."""
         plan = self._plan()
+        self._owned = OwnedIds.of(plan.namespace, memories)
         started = time.monotonic()
         retries_before = self._http.retries
         existing: Mapping[str, R] = await self.export_namespace() if plan.exports else {}
         adopted = await self._take_ownership(plan, existing)
+        await self._migrate(plan, existing)
         if plan.cleanup == "before":
-            await self._delete_seeded(existing, memories)
+            await self._delete_seeded(plan, existing)
         counts = (0, 0, 0)
         if plan.writes:
             # What the store would skip as a duplicate is not sent at all: against a
@@ -203,20 +242,25 @@ class SeededStore(ABC, Generic[R]):
         )
 
     async def cleanup(self, ids: Sequence[str]) -> int:
-        """Delete these fixture ids (mapped to server ids); only ids benchd seeded."""
+        """Delete benchd's records for these fixture ids, as listed in its namespace now.
+
+        The namespace is listed first: only a record that listing shows and
+        that benchd wrote is deleted, whatever ``ids`` holds.
+        """
         plan = self._plan()
-        if not plan.deletes:
+        if not (plan.deletes and plan.exports):
             return 0
-        targets = [self._server_ids.get(i, i) for i in ids]
-        deleted = 0
-
-        async def one(server_id: str) -> None:
-            nonlocal deleted
-            if await self._delete_one(server_id):
-                deleted += 1
-
-        await run_bounded(targets, one, limit=plan.delete_concurrency)
-        return deleted
+        wanted = set(ids)
+        listed = await self.export_namespace()
+        claimed = self._claimed(listed)
+        unlisted = [
+            self._owned.store_of[f]
+            for f in wanted - set(claimed.values())
+            if f in self._owned.store_of and self._owned.store_of[f] in self._fixture_ids
+        ]
+        if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
+            claimed.update(self._claimed(await self._read_back(unlisted[:READ_BACK_LIMIT])))
+        return await self._delete_ids(plan, [s for s, f in claimed.items() if f in wanted])
 
     async def aclose(self) -> None:
         """Release the connection pool."""
@@ -224,36 +268,77 @@ class SeededStore(ABC, Generic[R]):
 
     # -- steps of the flow -------------------------------------------------------
 
+    async def _delete_ids(self, plan: SeedPlan, server_ids: Sequence[str]) -> int:
+        """Delete these (already verified) server ids, ``delete_concurrency`` at a time."""
+        deleted = 0
+
+        async def one(server_id: str) -> None:
+            nonlocal deleted
+            if await self._delete_one(server_id):
+                deleted += 1
+            self._fixture_ids.pop(server_id, None)
+
+        await run_bounded(list(server_ids), one, limit=plan.delete_concurrency)
+        return deleted
+
     async def _take_ownership(self, plan: SeedPlan, existing: Mapping[str, R]) -> bool:
         """Check the namespace is benchd's (or adopted) and mark it; whether it was adopted."""
         if not (plan.exports and plan.writes):
             return False  # a store benchd cannot list and write is never marked
         adopted = self._check_ownership(plan, existing)
-        if not self._has_sentinel(existing):
+        if "current" not in self._sentinels(existing).values():
             await self._write_sentinel()
         return adopted
 
     def _check_ownership(self, plan: SeedPlan, existing: Mapping[str, R]) -> bool:
         """False for an empty or benchd-marked namespace, True if adopted, else an error."""
-        if not existing or self._has_sentinel(existing):
+        if not existing or self._sentinels(existing):
             return False
         if plan.adopt_namespace:
+            log.warning(
+                "namespace adopted",
+                namespace=plan.namespace,
+                foreign_records=len(existing) - len(self._claimed(existing)),
+                note="benchd writes beside these records and never deletes them",
+            )
             return True
         raise OwnershipError(
             f"{plan.namespace_label} {plan.namespace!r} at {self._base} already holds "
             f"{len(existing)} record(s) benchd did not write (no benchd sentinel); choose an "
-            "unused namespace, or set adopt_namespace = true (benchd once/run "
-            "--adopt-namespace) if it is yours"
+            "unused namespace, or set adopt_namespace = true on this probe (benchd once/run "
+            "--adopt-namespace NAME) if it is yours"
         )
 
-    async def _delete_seeded(
-        self, existing: Mapping[str, R], memories: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Delete earlier copies of the corpus so the import writes it afresh."""
-        ours = self._earlier_copies(existing, memories)
-        self._server_ids.clear()
+    async def _migrate(self, plan: SeedPlan, existing: Mapping[str, R]) -> None:
+        """Delete what an earlier benchd version wrote here: bare fixture ids, old sentinel.
+
+        Only where that version's sentinel is listed in this namespace (so the
+        namespace was benchd's), and only records listed there now; the old
+        sentinel goes last.
+        """
+        legacy = [s for s, w in self._sentinels(existing).items() if w == "legacy"]
+        if not legacy or not plan.deletes:
+            return
+        old = [
+            sid
+            for sid, rec in existing.items()
+            if sid not in legacy and self._legacy_for(sid, rec) is not None
+        ]
+        deleted = await self._delete_ids(plan, old)
+        await self._delete_ids(plan, legacy)
+        log.info(
+            "migrated records of an earlier benchd version",
+            namespace=plan.namespace,
+            deleted=deleted,
+            sentinel=legacy[0],
+        )
+
+    async def _delete_seeded(self, plan: SeedPlan, existing: Mapping[str, R]) -> None:
+        """Delete benchd's earlier copies of the corpus so the import writes it afresh."""
+        if plan.deletes:
+            await self._delete_ids(plan, list(self._claimed(existing)))
         self._fixture_ids.clear()
-        await self.cleanup(ours)
+        self._server_ids.clear()
 
     async def _import_all(
         self, plan: SeedPlan, memories: Sequence[Mapping[str, Any]], progress: Progress | None
@@ -277,21 +362,31 @@ class SeededStore(ABC, Generic[R]):
         return totals[0], totals[1], totals[2]
 
     async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is listed; learn the fixture id ↔ server id maps.
+        """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
 
-        A record the listing does not show is read back by id before it is
+        A record the listing does not show is read back by its id before it is
         called missing: a store's paging can skip records it holds.
         """
         listed = await self.export_namespace()
-        mapping, missing = self._map_ids(listed, memories)
+        found = self._learn(self._claimed(listed))
+        missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
         if missing:
-            unlisted = [self._server_id(fid) for fid in missing[:READ_BACK_LIMIT]]
-            found = await self._read_back(unlisted)
-            if found:
-                mapping, missing = self._map_ids({**listed, **found}, memories)
-        self._server_ids = mapping
-        self._fixture_ids = {sid: fid for fid, sid in mapping.items()}
+            wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
+            extra = await self._read_back(wanted)
+            if extra:
+                found = self._learn(self._claimed({**listed, **extra}))
+                missing = [f for f in missing if f not in found]
         return len(memories) - len(missing), tuple(missing)
+
+    def _learn(self, claimed: Mapping[str, str]) -> set[str]:
+        """Keep one server id per fixture id of the corpus; the fixture ids found."""
+        self._fixture_ids = {}
+        self._server_ids = {}
+        for sid, fid in claimed.items():
+            if fid in self._owned.fixture_ids and fid not in self._server_ids:
+                self._server_ids[fid] = sid
+                self._fixture_ids[sid] = fid
+        return set(self._server_ids)
 
     async def _time_to_searchable(
         self, probe: Mapping[str, Any], *, limit: int, timeout_s: float

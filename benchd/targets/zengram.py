@@ -5,8 +5,11 @@ the reserved ``client_id`` on every write and search, ``read_only=true`` so
 probing does not bump ``access_count``, ``format=index`` with either result
 shape accepted, imports in chunks of at most 500, 429 honoured with
 ``Retry-After``, 401 never retried, verification through paged ``/export``,
-and deletes restricted to ids benchd seeded in its namespace, which it marks
-with a sentinel record on first seed.
+and deletes restricted to benchd's own records as listed in its namespace
+(or read back with its ``client_id``), which it marks with a sentinel record
+on first seed. Ids are derived from the namespace
+(``benchd:<namespace>:<fixture id>``, see :mod:`benchd.targets.owned`),
+since the store's ids are global across ``client_id``s.
 
 The real server is slow to import (about 100 ms per 10 records) and its
 export cursor loses records that share a page-boundary millisecond, so: an
@@ -46,7 +49,14 @@ from benchd.targets.client import (
     raise_for_status,
     run_bounded,
 )
-from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest, sentinel_id
+from benchd.targets.owned import (
+    OWNER_KEY,
+    legacy_sentinel_id,
+    owner_mark,
+    sentinel_id,
+    sentinel_text,
+)
+from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest
 
 __all__ = ["KIND", "ZengramConfig", "ZengramTarget", "sentinel_id"]
 
@@ -104,7 +114,7 @@ class ZengramConfig:
     )
     verify: bool = True
     searchable_timeout_s: float = 30.0
-    keep_ids: bool = True  # false: the store assigns ids; map them back by content
+    keep_ids: bool = True  # false: the store assigns ids; benchd's mark maps them back
     adopt_namespace: bool = False
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -140,16 +150,18 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         request = self.build_search_request(query)
         what = f"GET {self._base}/memory/search"
         response = await self._http.request("GET", "/memory/search", params=request.url.params)
-        return self.parse_search_response(
+        ranked = self.parse_search_response(
             response.status_code, response.headers, response.content, what=what
         )
+        return ranked[: query.limit]
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:
         params: dict[str, str | int] = {
             "q": query.q,
-            "limit": min(query.limit, SEARCH_CAP),
+            # one more than asked: room for the sentinel, which is dropped, never scored
+            "limit": min(query.limit + 1, SEARCH_CAP),
             "client_id": self.config.namespace,
             "read_only": "true",
             "track_access": "false",
@@ -175,7 +187,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return self._ranked_ids(results, what)
 
     def _ranked_ids(self, results: list[Any], what: str) -> tuple[str, ...]:
-        sentinel = sentinel_id(self.config.namespace)
+        """Fixture ids in rank order; the sentinel dropped, a record not benchd's labelled."""
         ranked: list[str] = []
         for item in results:
             # index format and the zero-hit retry's full payloads both carry "id"
@@ -183,8 +195,8 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             if raw is None:
                 raise TargetProtocolError(f"{what}: a result has no 'id'")
             server_id = str(raw)
-            if server_id != sentinel:
-                ranked.append(self._fixture_ids.get(server_id, server_id))
+            if not self._is_sentinel_id(server_id):
+                ranked.append(self._label(server_id))
         return tuple(ranked)
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
@@ -203,13 +215,23 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         )
 
     def _prepare(self, memory: Mapping[str, Any]) -> dict[str, Any]:
+        """The import record: benchd's own id (or none) and mark, forced into the namespace."""
+        ns = self.config.namespace
+        fid = str(memory["id"])
         record = dict(memory)
-        record["client_id"] = self.config.namespace  # never the fixture's own
+        record["client_id"] = ns  # never the fixture's own
         record.pop("active", None)  # never seed inactive records
         if record.get("created_at") is None:
             record["created_at"] = self._fill_time()
-            self._sent_created[str(memory["id"])] = record["created_at"]
-        if not self.config.keep_ids:
+            self._sent_created[fid] = record["created_at"]
+        metadata = record.get("metadata")
+        record["metadata"] = {
+            **(metadata if isinstance(metadata, dict) else {}),
+            OWNER_KEY: owner_mark(ns, fid),
+        }
+        if self.config.keep_ids:
+            record["id"] = self._owned.store_of[fid]
+        else:
             record.pop("id", None)
         return record
 
@@ -252,23 +274,26 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             "key": "benchd-sentinel",
             "importance": "low",
             "client_id": ns,
-            "content": f"benchd sentinel: client_id {ns} is reserved for benchd's probe corpus",
+            "content": sentinel_text(ns),
+            "metadata": {OWNER_KEY: {"namespace": ns, "sentinel": "true"}},
         }
 
-    def _has_sentinel(self, existing: Mapping[str, Mapping[str, Any]]) -> bool:
-        return sentinel_id(self.config.namespace) in existing
+    def _sentinel_of(self, server_id: str, record: Mapping[str, Any]) -> str | None:
+        ns = self.config.namespace
+        if server_id == sentinel_id(ns):
+            return "current"
+        return "legacy" if server_id == legacy_sentinel_id(ns) else None
 
-    def _earlier_copies(
-        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
-    ) -> list[str]:
-        """Our earlier copies, soft-deleted so the import re-embeds them (explicit re-seed)."""
-        hashes = {digest(content_of(m)) for m in memories}
-        ids = {str(m["id"]) for m in memories}
-        return [
-            sid
-            for sid, rec in existing.items()
-            if sid in ids or (not self.config.keep_ids and digest(content_of(rec)) in hashes)
-        ]
+    def _written_for(self, server_id: str, record: Mapping[str, Any]) -> str | None:
+        """By benchd's id in this namespace, or (store-assigned ids) by benchd's mark."""
+        if self._owned.is_owned(server_id):
+            return self._owned.fixture_id(server_id) or server_id
+        metadata = record.get("metadata")
+        mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
+        if isinstance(mark, dict) and mark.get("namespace") == self.config.namespace:
+            fid = mark.get("fixture_id")
+            return str(fid) if fid is not None else server_id
+        return None
 
     def _unchanged(
         self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
@@ -279,7 +304,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         same: set[str] = set()
         for memory in memories:
             fid = str(memory["id"])
-            stored = existing.get(fid)
+            stored = existing.get(self._owned.store_of.get(fid, ""))
             if (
                 stored is not None
                 and content_of(stored) == content_of(memory)
@@ -420,22 +445,6 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
 
         await run_bounded(list(server_ids), one, limit=self.config.seed_concurrency)
         return found
-
-    def _map_ids(
-        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[str, str], list[str]]:
-        """Same id if listed, else the record with the same content."""
-        by_hash = {digest(content_of(r)): sid for sid, r in existing.items()}
-        mapping: dict[str, str] = {}
-        missing: list[str] = []
-        for memory in memories:
-            fid = str(memory["id"])
-            sid = fid if fid in existing else by_hash.get(digest(content_of(memory)))
-            if sid is None:
-                missing.append(fid)
-            elif sid != fid:
-                mapping[fid] = sid
-        return mapping, missing
 
     async def _searchable_after(
         self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]

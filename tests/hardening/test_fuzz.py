@@ -448,7 +448,6 @@ TARGETS = targets()
 
 async def drive(answers: Answers, cleanup: str) -> None:
     target = TARGETS[cleanup]
-    target._server_ids.clear()
     target._fixture_ids.clear()
     fake = httpx.AsyncClient(
         base_url="http://store.test", transport=httpx.MockTransport(answers.respond)

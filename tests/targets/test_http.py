@@ -36,6 +36,7 @@ from benchd.targets import build_target
 from benchd.targets.base import HttpSearch, SearchQuery
 from benchd.targets.http.records import sentinel_id
 from benchd.targets.http.target import HttpTarget
+from benchd.targets.owned import owned_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -48,6 +49,8 @@ MEMORIES = [
     {"id": "m-oncall", "type": "fact", "content": "The on-call rotation changes every Monday."},
     {"id": "m-backup", "type": "fact", "content": "Nightly backups are kept for 35 days."},
 ]
+
+OWN = {m["id"]: owned_id("benchd-eval", m["id"]) for m in MEMORIES}
 
 
 @pytest.fixture
@@ -127,7 +130,7 @@ async def test_seed_goes_in_batches_and_is_verified_through_export(
     assert steps == [(2, 5), (4, 5), (5, 5)]
     assert (report.imported, report.skipped, report.errors) == (5, 0, 0)
     assert (report.verified, report.missing) == (5, ())
-    expected = sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
+    expected = sorted([OWN[m["id"]] for m in MEMORIES] + [sentinel_id("benchd-eval")])
     assert await export_ids(store, "benchd-eval") == expected
 
 
@@ -148,7 +151,7 @@ async def test_export_pages_through_the_namespace(
     finally:
         await t.aclose()
     assert report.verified == 5
-    assert sorted(listed) == sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
+    assert sorted(listed) == sorted([OWN[m["id"]] for m in MEMORIES] + [sentinel_id("benchd-eval")])
 
 
 async def test_info_reads_the_model_label_from_the_health_endpoint(
@@ -375,7 +378,8 @@ def test_a_header_that_cannot_carry_the_query_is_refused(monkeypatch: pytest.Mon
 
 def test_integer_ids_and_nested_id_lists_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     t = offline(monkeypatch, ids="ids[0]")
-    assert t.parse_search_response(200, {}, b'{"ids": [["a", 7]]}') == ("a", "7")
+    # ids benchd did not write are labelled so they can never score as a fixture id
+    assert t.parse_search_response(200, {}, b'{"ids": [["a", 7]]}') == ("!a", "!7")
 
 
 def test_search_request_fills_placeholders_with_types(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ from benchd.errors import (
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
 from benchd.targets.base import SearchQuery
+from benchd.targets.owned import owned_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget, sentinel_id
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +78,7 @@ async def test_reseeding_an_unchanged_corpus_is_skipped_not_duplicated(store: An
         assert (again.imported, again.skipped) == (0, 3)
         records = await export_all(store.url, "benchd-eval")
         assert sorted(r["id"] for r in records) == sorted(
-            [m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")]
+            [owned_id("benchd-eval", m["id"]) for m in MEMORIES] + [sentinel_id("benchd-eval")]
         )
     finally:
         await t.aclose()
@@ -88,7 +89,8 @@ async def test_every_record_is_forced_into_the_namespace(store: Any) -> None:
     try:
         await t.seed([{**MEMORIES[0], "client_id": "someone-else"}])
         assert await export_all(store.url, "someone-else") == []
-        assert [r["id"] for r in await export_all(store.url, "benchd-ns")].count("m-port") == 1
+        listed = [r["id"] for r in await export_all(store.url, "benchd-ns")]
+        assert listed.count(owned_id("benchd-ns", "m-port")) == 1
     finally:
         await t.aclose()
 
@@ -180,14 +182,26 @@ async def test_searching_read_only_leaves_access_counts_alone(store: Any) -> Non
         await t.aclose()
 
 
-def test_parse_accepts_index_and_full_payload_shapes() -> None:
-    t = target("http://127.0.0.1:1")
+async def test_parse_accepts_index_and_full_payload_shapes(store: Any) -> None:
+    t = target(store.url)
+    try:
+        await t.seed([{"id": "a", "content": "alpha"}, {"id": "b", "content": "beta"}])
+    finally:
+        await t.aclose()
+    a, b = owned_id("benchd-eval", "a"), owned_id("benchd-eval", "b")
     body = {
-        "results": [{"id": "a", "effective_score": 1}, {"id": "b", "content": "full"}],
+        "results": [{"id": a, "effective_score": 1}, {"id": b, "content": "full"}],
         "retry": True,
         "expanded_query": "x",
     }
     assert t.parse_search_response(200, {}, json.dumps(body).encode()) == ("a", "b")
+
+
+def test_a_result_benchd_did_not_write_is_never_mapped_to_a_fixture_id() -> None:
+    t = target("http://127.0.0.1:1")
+    body = {"results": [{"id": "a"}, {"id": sentinel_id("benchd-eval")}, {"id": "!a"}]}
+    ranked = t.parse_search_response(200, {}, json.dumps(body).encode())
+    assert ranked == ("!a", "!!a")  # labelled foreign, the sentinel dropped
 
 
 @pytest.mark.parametrize(
@@ -206,7 +220,9 @@ async def test_cleanup_before_reimports_fresh_copies_each_cycle(store: Any) -> N
         second = await t.seed(MEMORIES)
         assert (first.imported, second.imported, second.skipped) == (3, 3, 0)
         ids = [r["id"] for r in await export_all(store.url, "benchd-eval")]
-        assert sorted(ids) == sorted([m["id"] for m in MEMORIES] + [sentinel_id("benchd-eval")])
+        assert sorted(ids) == sorted(
+            [owned_id("benchd-eval", m["id"]) for m in MEMORIES] + [sentinel_id("benchd-eval")]
+        )
     finally:
         await t.aclose()
 

@@ -20,6 +20,7 @@ from benchd.config.secrets import Secret
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
 from benchd.targets.base import SearchQuery
+from benchd.targets.owned import owned_id
 from benchd.targets.zengram import EXPORT_PAGE, ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -96,7 +97,8 @@ async def test_a_changed_corpus_that_times_out_is_not_taken_for_its_old_version(
         finally:
             await t.aclose()
     assert (report.imported, report.skipped, report.errors) == (40, 0, 0)
-    assert sorted(r["content"] for r in listed.values() if r["id"].startswith("v-")) == sorted(
+    own = owned_id("benchd-eval", "v-")
+    assert sorted(r["content"] for r in listed.values() if r["id"].startswith(own)) == sorted(
         m["content"] for m in new
     )
 
@@ -130,7 +132,8 @@ async def test_benchd_dated_records_never_share_a_millisecond_so_paging_loses_no
     finally:
         await t.aclose()
     assert (report.verified, report.missing) == (len(memories), ())
-    assert {m["id"] for m in memories} <= set(listed)  # the listing alone holds them all
+    ours = {owned_id("benchd-eval", m["id"]) for m in memories}
+    assert ours <= set(listed)  # the listing alone holds them all
     stamps = [r["created_at"] for r in listed.values()]
     assert len(set(stamps)) == len(stamps)
 
@@ -145,7 +148,7 @@ async def test_records_the_export_cursor_skips_are_read_back_not_called_missing(
         listed = await t.export_namespace()
     finally:
         await t.aclose()
-    skipped_by_cursor = {m["id"] for m in memories} - set(listed)
+    skipped_by_cursor = {owned_id("benchd-eval", m["id"]) for m in memories} - set(listed)
     assert len(skipped_by_cursor) == 4  # the store's paging really lost p-500 .. p-503
     assert (report.verified, report.missing) == (len(memories), ())
 

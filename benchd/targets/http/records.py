@@ -9,13 +9,14 @@ the configured path when an answer does not fit.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from benchd.errors import TargetProtocolError
 from benchd.targets.http.config import ExportTemplate
 from benchd.targets.http.templating import PathError, as_text, extract, parse_path
-from benchd.targets.seeding import content_of, digest, sentinel_id  # re-exported
+from benchd.targets.owned import OWNER_KEY, sentinel_id, sentinel_text
+from benchd.targets.seeding import content_of, digest  # re-exported
 
 __all__ = [
     "Listing",
@@ -24,7 +25,7 @@ __all__ = [
     "count_at",
     "digest",
     "ids_at",
-    "map_fixture_ids",
+    "legacy_sentinel_digest",
     "more_pages",
     "sentinel_id",
     "sentinel_memory",
@@ -41,8 +42,14 @@ def sentinel_memory(namespace: str) -> dict[str, Any]:
         "type": "fact",
         "key": "benchd-sentinel",
         "importance": "low",
-        "content": f"benchd sentinel: client_id {namespace} is reserved for benchd's probe corpus",
+        "content": sentinel_text(namespace),
+        "metadata": {OWNER_KEY: {"namespace": namespace, "sentinel": "true"}},
     }
+
+
+def legacy_sentinel_digest(namespace: str) -> str:
+    """The digest of the sentinel content earlier benchd versions wrote."""
+    return digest(f"benchd sentinel: client_id {namespace} is reserved for benchd's probe corpus")
 
 
 def _at(path: str, data: Any, what: str, role: str) -> Any:
@@ -95,30 +102,3 @@ def more_pages(export: ExportTemplate, data: Any, page: int, offset: int, what: 
         total = count_at(export.total, data, what)
         return offset < total
     return page >= export.page_size
-
-
-def map_fixture_ids(
-    listing: Listing, memories: Sequence[Mapping[str, Any]], skip: set[str]
-) -> tuple[dict[str, str], list[str]]:
-    """Match fixture ids to listed server ids: same id, else fixture-id column, else content.
-
-    One server id answers for at most one fixture id, and a server id that is
-    itself a fixture id is never claimed by another. Returns
-    ``({fixture id: server id} where they differ, missing fixture ids)``.
-    """
-    fids = [str(m["id"]) for m in memories]
-    claimed = {f for f in fids if f in listing} | skip
-    by_fid = {r["fid"]: s for s, r in listing.items() if "fid" in r and s not in claimed}
-    by_digest = {r["digest"]: s for s, r in listing.items() if "digest" in r and s not in claimed}
-    mapping: dict[str, str] = {}
-    missing: list[str] = []
-    for fid, memory in zip(fids, memories, strict=True):
-        if fid in listing:
-            continue
-        sid = by_fid.get(fid) or by_digest.get(digest(content_of(memory)))
-        if sid is None or sid in claimed:
-            missing.append(fid)
-            continue
-        claimed.add(sid)
-        mapping[fid] = sid
-    return mapping, missing

@@ -5,8 +5,11 @@ an export page and a delete look; this adapter renders those requests and
 reads their answers, and :class:`~benchd.targets.seeding.SeededStore` seeds
 the way it does for ``zengram``: bounded concurrent batches, paged export to
 verify the seed, prove ownership (a sentinel record written on the first
-seed) and map store-assigned ids back to fixture ids by content, deletes
-restricted to what benchd seeded, and errors that name the endpoint.
+seed), ids derived from the namespace (``{id}`` renders
+``benchd:<namespace>:<fixture id>``; a store that assigns its own ids must
+keep that one in a field the export reads as ``fixture_ids``), deletes
+restricted to benchd's records as listed in its namespace, and errors that
+name the endpoint.
 The search halves are sans-I/O (:class:`~benchd.targets.base.HttpSearch`),
 so the load engine sends searches over its own pool.
 """
@@ -26,18 +29,17 @@ from benchd.targets.base import SearchQuery
 from benchd.targets.client import decode_answer, decode_json, raise_for_status
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
-    Listing,
     column_at,
     content_of,
     count_at,
     digest,
     ids_at,
-    map_fixture_ids,
+    legacy_sentinel_digest,
     more_pages,
-    sentinel_id,
     sentinel_memory,
 )
 from benchd.targets.http.templating import MISSING, as_text, lookup, parse_path, render, render_text
+from benchd.targets.owned import legacy_sentinel_id, sentinel_id
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan
 
 __all__ = ["KIND", "HttpConfig", "HttpTarget"]
@@ -82,7 +84,12 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
         super().__init__(config, auth)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
-        self._sentinels = {sentinel_id(config.namespace)}  # server ids to hide from rankings
+        ns = config.namespace
+        self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # hidden from rankings
+        self._sentinel_marks = {
+            digest(content_of(sentinel_memory(ns))): "current",
+            legacy_sentinel_digest(ns): "legacy",
+        }
 
     def _what(self, template: Endpoint | None) -> str:
         assert template is not None
@@ -122,15 +129,16 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         ranked = self.parse_search_response(
             response.status_code, response.headers, response.content, what=self._search_what
         )
-        return ranked[: query.limit]
+        return ranked[: query.limit]  # the room left for the sentinel is cut off
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
     def _search_values(self, query: SearchQuery) -> dict[str, Any]:
         max_k = self.config.search.max_k
+        k = query.limit + 1  # room for the sentinel, which is dropped, never scored
         return {
             "q": query.q,
-            "k": min(query.limit, max_k) if max_k else query.limit,
+            "k": min(k, max_k) if max_k else k,
             "namespace": self.config.namespace,
             "reference_date": MISSING if query.reference_date is None else query.reference_date,
         }
@@ -156,7 +164,7 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             raise_for_status(httpx.Response(status, headers=ascii_headers, content=body), what)
         data = decode_answer(body, what)
         ids = ids_at(self.config.search.ids, data, what)
-        return tuple(self._fixture_ids.get(i, i) for i in ids if i not in self._sentinels)
+        return tuple(self._label(i) for i in ids if i not in self._sentinel_ids)
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
@@ -177,13 +185,16 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         )
 
     def _record(self, memory: Mapping[str, Any]) -> Any:
+        """One record as the templates render it, with benchd's own id for a fixture memory."""
         seed = self.config.seed
         assert seed is not None
+        fid = str(memory.get("id", ""))
+        sid = self._owned.store_of.get(fid, fid)  # the sentinel keeps its own id
         values = {
-            "id": str(memory.get("id", "")),
+            "id": sid,
             "content": content_of(memory),
             "namespace": self.config.namespace,
-            "memory": dict(memory),
+            "memory": {**memory, "id": sid},
         }
         record = render(seed.record, values)
         if seed.fields:
@@ -194,14 +205,32 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             record.update(render(seed.fields, values))
         return record
 
-    def _has_sentinel(self, existing: Listing) -> bool:
-        sentinel = sentinel_memory(self.config.namespace)
-        mark = digest(content_of(sentinel))
-        for sid, rec in existing.items():
-            if sentinel["id"] in (sid, rec.get("fid")) or rec.get("digest") == mark:
-                self._sentinels.add(sid)
-                return True
-        return False
+    def _sentinel_of(self, server_id: str, record: Mapping[str, str]) -> str | None:
+        """By id or fixture-id column, else by content; a store-assigned id is remembered."""
+        ns = self.config.namespace
+        which: str | None = None
+        for value in (server_id, record.get("fid")):
+            if value == sentinel_id(ns):
+                which = "current"
+            elif value == legacy_sentinel_id(ns):
+                which = which or "legacy"
+        which = which or self._sentinel_marks.get(record.get("digest", ""))
+        if which is not None:
+            self._sentinel_ids.add(server_id)
+        return which
+
+    def _written_for(self, server_id: str, record: Mapping[str, str]) -> str | None:
+        """By benchd's id, as the store's id or in the fixture-id column; never by content."""
+        for value in (server_id, record.get("fid")):
+            if value is not None and self._owned.is_owned(value):
+                return self._owned.fixture_id(value) or value
+        return None
+
+    def _legacy_for(self, server_id: str, record: Mapping[str, str]) -> str | None:
+        for value in (server_id, record.get("fid")):
+            if value is not None and value in self._owned.fixture_ids:
+                return value
+        return None
 
     async def _write_sentinel(self) -> None:
         counts = await self._import_batch([sentinel_memory(self.config.namespace)])
@@ -228,19 +257,6 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         if not seed.imported:
             counts[0] = len(batch) - counts[1] - counts[2]
         return counts[0], counts[1], counts[2]
-
-    def _earlier_copies(
-        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
-    ) -> list[str]:
-        """Earlier copies of the corpus (same id, or same content), never a sentinel."""
-        ids = {str(m["id"]) for m in memories}
-        digests = {digest(content_of(m)) for m in memories}
-        return [
-            sid
-            for sid, rec in existing.items()
-            if sid not in self._sentinels
-            and (sid in ids or rec.get("fid") in ids or rec.get("digest") in digests)
-        ]
 
     async def _delete_one(self, server_id: str) -> bool:
         delete = self.config.delete
@@ -282,13 +298,6 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             f"{what}: still more pages after export.max_pages = {export.max_pages}; "
             "check export.has_more / export.total, or raise max_pages"
         )
-
-    def _map_ids(
-        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[str, str], list[str]]:
-        """Map store-assigned ids back to fixture ids (same id, fixture-id column, content)."""
-        self._has_sentinel(existing)  # learn a store-assigned sentinel id
-        return map_fixture_ids(existing, memories, self._sentinels)
 
     async def _searchable_after(
         self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]

@@ -1,0 +1,142 @@
+"""The ids benchd writes, and how a store id is recognised as benchd's (DESIGN §2a).
+
+Ids in the stores benchd probes are global across namespaces: importing a
+fixture's own id ``m1`` would overwrite (and move) whatever record ``m1``
+another tenant holds. So a fixture id is only a *label*: the id benchd writes
+is derived from the namespace and the fixture id, ``benchd:<namespace>:<fixture
+id>``, shortened to a stable hash where it would be long
+(:func:`owned_id`). Rankings are mapped back through :class:`OwnedIds`; a
+result benchd did not write is never mapped to a fixture id (it scores as
+non-relevant, see :func:`foreign_label`).
+
+The sentinel that marks a namespace as benchd's has an id of its own,
+``benchd-sentinel:<namespace>``; earlier versions wrote
+``benchd-sentinel-<namespace>`` (:func:`legacy_sentinel_id`) and the
+fixture's ids unchanged, which :mod:`benchd.targets.seeding` migrates.
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "MAX_ID_CHARS",
+    "OWNER_KEY",
+    "OwnedIds",
+    "foreign_label",
+    "is_sentinel",
+    "legacy_sentinel_id",
+    "owned_id",
+    "owned_prefix",
+    "owner_mark",
+    "sentinel_id",
+    "sentinel_text",
+]
+
+MAX_ID_CHARS = 128
+"""Ids benchd writes are at most this long (stores cap ids; the reference store at 256)."""
+
+OWNER_KEY = "benchd_owner"
+"""The metadata key of benchd's mark on a record it wrote (namespace and fixture id)."""
+
+_HASHED_PREFIX_OVER = 64  # a namespace longer than this is hashed in the prefix
+
+
+def _hash(text: str, n: int = 32) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def owned_prefix(namespace: str) -> str:
+    """What every id benchd writes into ``namespace`` starts with."""
+    if len(namespace) > _HASHED_PREFIX_OVER:
+        return f"benchd:#{_hash(namespace, 24)}:"
+    return f"benchd:{namespace}:"
+
+
+def owned_id(namespace: str, fixture_id: str) -> str:
+    """The store id benchd writes for ``fixture_id`` in ``namespace``.
+
+    ``benchd:<namespace>:<fixture id>`` when that fits in :data:`MAX_ID_CHARS`,
+    else the prefix and ``#`` plus a sha256 of the fixture id: stable across
+    processes and versions, so a restart finds its own records again.
+    """
+    prefix = owned_prefix(namespace)
+    plain = prefix + fixture_id
+    if len(plain) <= MAX_ID_CHARS and not fixture_id.startswith("#"):
+        return plain
+    return f"{prefix}#{_hash(fixture_id)}"
+
+
+def sentinel_id(namespace: str) -> str:
+    """The id of the record that marks ``namespace`` as benchd's (and carries its lease)."""
+    if len(namespace) > _HASHED_PREFIX_OVER:
+        return f"benchd-sentinel:#{_hash(namespace, 24)}"
+    return f"benchd-sentinel:{namespace}"
+
+
+def sentinel_text(namespace: str) -> str:
+    """The sentinel's content (unlike the legacy sentinel's, so the store's dedup keeps both)."""
+    return (
+        f"benchd sentinel record: namespace {namespace} holds benchd's probe corpus, "
+        "written and deleted by benchd only"
+    )
+
+
+def legacy_sentinel_id(namespace: str) -> str:
+    """The sentinel id benchd wrote before ids were derived (migrated on first contact)."""
+    return f"benchd-sentinel-{namespace}"
+
+
+def is_sentinel(namespace: str, store_id: str) -> bool:
+    """Whether ``store_id`` is benchd's sentinel in ``namespace`` (current or legacy)."""
+    return store_id in (sentinel_id(namespace), legacy_sentinel_id(namespace))
+
+
+def owner_mark(namespace: str, fixture_id: str) -> dict[str, str]:
+    """The metadata benchd adds to a record so it is recognised where the store assigns ids."""
+    return {"namespace": namespace, "fixture_id": fixture_id}
+
+
+def foreign_label(store_id: str, fixture_ids: frozenset[str]) -> str:
+    """How a result benchd did not write appears in a ranking: ``!<store id>``.
+
+    Never equal to a fixture id (another ``!`` is added on a clash), so it
+    always scores as non-relevant.
+    """
+    label = "!" + store_id
+    while label in fixture_ids:
+        label = "!" + label
+    return label
+
+
+class OwnedIds:
+    """The fixture id ↔ owned id maps of one corpus in one namespace."""
+
+    def __init__(self, namespace: str, fixture_ids: Iterable[str]) -> None:
+        self.namespace = namespace
+        self.prefix = owned_prefix(namespace)
+        self.fixture_ids = frozenset(fixture_ids)
+        self.store_of: dict[str, str] = {f: owned_id(namespace, f) for f in self.fixture_ids}
+        self.fixture_of: dict[str, str] = {s: f for f, s in self.store_of.items()}
+
+    @classmethod
+    def of(cls, namespace: str, memories: Iterable[Mapping[str, Any]]) -> OwnedIds:
+        return cls(namespace, (str(m["id"]) for m in memories))
+
+    def is_owned(self, store_id: str) -> bool:
+        """Whether ``store_id`` has the form of an id benchd writes in this namespace."""
+        return store_id.startswith(self.prefix)
+
+    def fixture_id(self, store_id: str) -> str | None:
+        """The fixture id ``store_id`` was written for, if it is one of this corpus's."""
+        return self.fixture_of.get(store_id)
+
+    def label(self, store_id: str, extra: Mapping[str, str] | None = None) -> str:
+        """A ranked store id as scoring sees it: its fixture id, or a foreign label."""
+        fid = self.fixture_of.get(store_id)
+        if fid is None and extra is not None:
+            fid = extra.get(store_id)
+        return fid if fid is not None else foreign_label(store_id, self.fixture_ids)
