@@ -189,3 +189,25 @@ async def test_progress_hears_every_phase_the_seeding_counts_and_each_429_wait()
     }  # fmt: skip
     assert all(seconds == 1.0 for _, seconds, _ in progress.waits)
     assert result.outcome in ("success", "degraded"), result.error_message
+
+
+async def test_failed_queries_and_load_errors_make_the_cycle_degraded_not_successful() -> None:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        faults=("error_rate=0.5@search", "seed=11"),  # half the searches answer 500
+    )
+    load = LoadProfile(mode="closed", concurrency=2, requests=40, max_error_ratio=0.05)
+    async with running_refstore(config) as store:
+        result = await run(
+            probe_for(store.url, load=load, max_retries=0, verify=False, searchable_timeout_s=0)
+        )
+    assert result.outcome == "degraded", result.error_message
+    assert result.degraded_reasons == ("queries_failed", "load_errors")
+    assert result.load is not None and result.load.requests.get("http_5xx", 0) > 2
+    failed = [q for q in result.queries if q.error is not None]
+    assert failed and len(failed) < len(result.queries)
+    assert result.aggregate  # what was answered is still scored
+    assert not result.ok
