@@ -217,3 +217,29 @@ def test_an_out_of_range_profile_is_a_config_error_naming_the_field(
 ) -> None:
     with pytest.raises(ConfigError, match=f"load.{field}"):
         LoadProfile(**{field: value})  # type: ignore[arg-type]
+
+
+async def test_a_429_pauses_every_closed_loop_worker_for_its_retry_after(
+    target: LoopbackTarget,
+) -> None:
+    target.statuses = {1: 429}
+    target.retry_after = b"0.2"
+    profile = LoadProfile(mode="closed", concurrency=2, requests=8)
+    run = await _run(target, 4, profile)
+    limited = [i for i in range(len(run)) if run.outcome_of(i) != "ok"]
+    assert limited and not run.rate_limited  # 2 of 8: under the share bound
+    assert run.paused_s >= 0.2
+    for i in limited:
+        answered = run.end[i]
+        # nothing was sent between a 429's answer and the end of its Retry-After
+        assert not [j for j in range(len(run)) if answered < run.start[j] < answered + 0.2 - 1e-3]
+
+
+async def test_a_429_without_retry_after_stops_the_pass_marked_rate_limited(
+    target: LoopbackTarget,
+) -> None:
+    target.statuses = {2: 429}
+    target.retry_after = None  # the real store's lockout answer
+    run = await _run(target, 4, LoadProfile(mode="closed", concurrency=1, requests=20))
+    assert run.rate_limited
+    assert run.outcome_of(len(run) - 1) != "ok" and len(run) == 3  # q0, q1, then q2's 429
