@@ -210,7 +210,7 @@ class _Cycle:
     phases: dict[str, float] = field(default_factory=dict)
     current: str = "info"
     current_since: float = field(default_factory=time.perf_counter)
-    retries_before: int = 0
+    retries_before: int | None = None  # the target's count when seeding ended
     waited: float = 0.0  # seconds slept on 429 Retry-After (target retries, load pauses)
     info: TargetInfo | None = None
     seed: SeedReport | None = None
@@ -222,16 +222,20 @@ class _Cycle:
         self.current, self.current_since = name, time.perf_counter()
         enter_phase(self.progress, name)
         try:
-            return await work()
+            done = await work()
         except TargetError as exc:
             raise CycleFailure(name, exc) from None
         finally:
-            self.phases[name] = (
-                self.phases.get(name, 0.0) + time.perf_counter() - self.current_since
-            )
+            elapsed = time.perf_counter() - self.current_since
+            self.phases[name] = self.phases.get(name, 0.0) + elapsed
+        # Between phases, and after the last one, the cycle is scoring.
+        self.current, self.current_since = "score", time.perf_counter()
+        return done
 
     def retries(self) -> int:
         """Requests the target retried during this cycle, after seeding."""
+        if self.retries_before is None:
+            return 0  # still seeding: those retries are in the seed report
         now = self.target.retries if isinstance(self.target, CountsRetries) else 0
         return now - self.retries_before
 
@@ -251,8 +255,7 @@ class _Cycle:
 
     def timed_out(self) -> CycleResult:
         """The timeout result: which phase, for how long, how much of it waiting on 429s."""
-        in_phase = time.perf_counter() - self.current_since
-        self.phases[self.current] = self.phases.get(self.current, 0.0) + in_phase
+        in_phase = time.perf_counter() - self.current_since  # phase() has timed it already
         waited = self.waited
         message = (
             f"cycle did not finish within timeout_s={self.probe.timeout_s:g}: still in phase "
