@@ -13,6 +13,7 @@ code  meaning
 2     bad input: flag, config, fixture, qrels/run file
 3     the target is unreachable, refused the key, or broke its contract
 4     internal error (a bug: please report it)
+5     I/O error: writing an output, baseline or pid file failed (disk full, ...)
 130   interrupted (Ctrl-C)
 ====  =====================================================================
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +31,7 @@ from typing import Any
 import anyio
 
 from benchd import __version__
-from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError
+from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError, OutputError
 from benchd.logging import configure_logging
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -69,7 +71,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "fixture, /metrics on 127.0.0.1:9108) or 'benchd init' for a starter config. "
             "'benchd COMMAND --help' documents each command. Exit codes: 0 ok, 1 threshold "
             "breached, 2 bad input (flag, config, fixture, file), 3 target unreachable, "
-            "refused or failed, 4 internal error, 130 interrupted."
+            "refused or failed, 4 internal error, 5 I/O error (disk full, ...), 130 interrupted."
         ),
     )
     parser.add_argument("--version", action="version", version=f"benchd {__version__}")
@@ -100,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Logs go to stderr (stdout is for output that pipes); commands may raise the level.
     configure_logging("warning")
     try:
-        return _invoke(args)
+        code = _invoke(args)
+        sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
+        return code
     except BenchdError as exc:
         print(f"benchd: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -108,13 +112,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("benchd: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except OSError as exc:  # ENOSPC, EROFS, EIO...: what was being written, and why
+        _silence_stdout()
+        error = OutputError.from_os_error(exc)
+        print(f"benchd: error: {error}", file=sys.stderr)
+        return error.exit_code
     except Exception as exc:  # last-resort boundary: one line, no traceback
         print(
             f"benchd: internal error: {type(exc).__name__}: {exc} "
             "(this is a bug; rerun with BENCHD_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )
-        if __import__("os").environ.get("BENCHD_DEBUG"):
+        if os.environ.get("BENCHD_DEBUG"):
             raise
         return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's own flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout closed or not a real file
+        pass

@@ -32,6 +32,7 @@ from benchd.logging import get_logger
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
+from benchd.scoring.thresholds import evaluate_all
 from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
@@ -100,7 +101,7 @@ class Daemon:
                 [p.name for p in self.config.probes],
                 {p.name: p.interval_s for p in self.config.probes},
             )
-            self.book.config_reload(True, time.time())
+            self.book.config_loaded(time.time())
             runners = await self._prepare(self.config.probes)
             self._budget(self.config, runners)
             for runner in runners:
@@ -189,10 +190,11 @@ class Daemon:
 
     def _sink(self, result: CycleResult) -> None:
         """Record into the book (pull surfacers read it), then hand to each push surfacer."""
-        self.book.record(result)
+        running = self._probes.get(result.probe)
+        thresholds = running.probe.thresholds if running is not None else ()
+        self.book.record(result, evaluate_all(thresholds, result))
         for surfacer in self.surfacers:
             surfacer.write(result)
-        running = self._probes.get(result.probe)
         due = running.loop.schedule.next_due_at if running is not None else None
         if due is not None:
             log.info("next cycle", probe=result.probe, due_at=iso_time(due),

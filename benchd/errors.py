@@ -19,7 +19,8 @@ Every error a user can cause or meet carries a one-line, actionable message
     │   ├── TargetHTTPError                  unexpected status (.status; kind http_4xx|429|5xx)
     │   ├── TargetProtocolError              a 2xx whose body breaks the contract (kind "decode")
     │   └── OwnershipError                   namespace holds records benchd did not write
-    └── ThresholdBreached            exit 1  a --fail-under threshold was not met
+    ├── ThresholdBreached            exit 1  a --fail-under threshold was not met
+    └── OutputError                  exit 5  writing a file or stream failed (disk full, read-only)
 
 Each :class:`TargetError` has a ``kind`` — one of ``timeout``, ``connect``,
 ``auth``, ``http_4xx``, ``http_429``, ``http_5xx``, ``decode``, ``ownership`` —
@@ -28,12 +29,14 @@ the bounded label value used for error counters.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 
 __all__ = [
     "ERROR_KINDS",
     "EXIT_INPUT",
     "EXIT_INTERNAL",
+    "EXIT_IO",
     "EXIT_OK",
     "EXIT_TARGET",
     "EXIT_THRESHOLD",
@@ -41,6 +44,7 @@ __all__ = [
     "ConfigError",
     "FixtureError",
     "InputError",
+    "OutputError",
     "OwnershipError",
     "RunFileError",
     "TargetAuthError",
@@ -58,6 +62,7 @@ EXIT_THRESHOLD = 1
 EXIT_INPUT = 2
 EXIT_TARGET = 3
 EXIT_INTERNAL = 4
+EXIT_IO = 5
 
 ERROR_KINDS = (
     "timeout",
@@ -95,7 +100,20 @@ class UsageError(InputError):
 
 
 class ConfigError(InputError):
-    """A bad config file; the message names the file and the key path."""
+    """A bad config file; each problem names the file and the key path.
+
+    ``ConfigError(["a", "b"])`` carries several problems (``.problems``); its
+    message is the first with a count of the rest, so it stays one line.
+    """
+
+    def __init__(self, message: str | Sequence[str]) -> None:
+        self.problems = (message,) if isinstance(message, str) else tuple(message)
+        first = self.problems[0] if self.problems else "invalid config"
+        more = len(self.problems) - 1
+        if more > 0:
+            noun = "problem" if more == 1 else "problems"
+            first = f"{first} (and {more} more {noun}: benchd validate -c FILE lists them all)"
+        super().__init__(first)
 
 
 class RunFileError(InputError):
@@ -165,3 +183,26 @@ class ThresholdBreached(BenchdError):
     """A ``--fail-under`` threshold was not met."""
 
     exit_code = EXIT_THRESHOLD
+
+
+class OutputError(BenchdError):
+    """Writing an output, baseline or pid file (or stdout) failed: disk full, read-only, ..."""
+
+    exit_code = EXIT_IO
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, what: str | None = None) -> OutputError:
+        """One line: what was being written, the system's reason, and what to do."""
+        target = what or (f"writing {exc.filename}" if exc.filename else "writing standard output")
+        reason = exc.strerror or str(exc)
+        hint = _IO_HINTS.get(exc.errno or 0, "check the path and the device")
+        return cls(f"I/O error {target}: {reason}; {hint}")
+
+
+_IO_HINTS = {
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EDQUOT: "the disk quota is exhausted; free some space or write elsewhere",
+    errno.EROFS: "the file system is read-only; write elsewhere",
+    errno.EACCES: "permission denied; write where benchd may",
+    errno.EIO: "the device reported an error",
+}

@@ -1,11 +1,17 @@
-"""``benchd once``: run one cycle of every (or the named) probe and report it."""
+"""``benchd once``: run one cycle of every (or the named) probe and report it.
+
+Thresholds (``--fail-under``, ``--threshold`` and each probe's
+``[probe.thresholds]``) are parsed and checked against the probes before any
+cycle runs; a breach exits 1. ``--format`` picks the output: a table, the
+JSON document, JUnit XML for CI, or the serial pass's ranked lists as a TREC
+run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -13,18 +19,26 @@ from typing import Any
 
 from benchd import __version__
 from benchd.budget import plan_budgets
-from benchd.config.load import Config, load_config, with_adopted_namespaces
+from benchd.config.load import Config, ProbeConfig, load_config, with_adopted_namespaces
 from benchd.errors import EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
 from benchd.fixtures.model import load_fixture
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
+from benchd.scoring.thresholds import (
+    Threshold,
+    Verdict,
+    check_threshold,
+    evaluate_all,
+    parse_fail_under,
+    parse_threshold,
+)
 from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
 from benchd.targets.base import Progress
 
-__all__ = ["parse_threshold", "register"]
+__all__ = ["cli_thresholds", "register"]
 
-_THRESHOLD = re.compile(r"^([a-z_]+)(?:@(\d+))?=([0-9]*\.?[0-9]+)$")
+FORMATS = ("table", "json", "junit", "trec")
 
 
 def register(sub: Any) -> None:
@@ -33,12 +47,14 @@ def register(sub: Any) -> None:
         help="run one cycle of each probe and print the scores",
         description=(
             "Run one cycle of each probe (seed, verify, query serially and under load, score) "
-            "and print a table or JSON. With no --config, runs the embedded default: the "
-            "reference store in-process and the packaged smoke fixture. Exit codes: 0 ok, "
-            "1 a --fail-under threshold breached, 2 bad config/fixture/flags, "
-            "3 target unreachable, auth refused, cycle failed or timed out, or cycle "
-            "degraded (seed incomplete, queries failed, load errors, rate limited) "
-            "unless --allow-degraded."
+            "and print a table, JSON, JUnit XML or a TREC run. With no --config, runs the "
+            "embedded default: the reference store in-process and the packaged smoke fixture. "
+            "Thresholds (--fail-under, --threshold, [probe.thresholds]) are checked before "
+            "any cycle runs. Exit codes: 0 ok, 1 a threshold breached, 2 bad "
+            "config/fixture/flags/threshold, 3 target unreachable, auth refused, cycle failed "
+            "or timed out, or cycle degraded (seed incomplete, queries failed, load errors, "
+            "rate limited) unless --allow-degraded, 5 the output could not be written "
+            "(disk full)."
         ),
     )
     p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
@@ -50,13 +66,33 @@ def register(sub: Any) -> None:
         metavar="NAME",
         help="run only this probe (repeatable)",
     )
-    p.add_argument("--format", "-f", choices=("table", "json"), default="table")
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=FORMATS,
+        default="table",
+        help=(
+            "table (default); json (docs/json.md); junit: JUnit XML, one test case per probe "
+            "and threshold; trec: the serial pass's ranked lists as a TREC run (one probe)"
+        ),
+    )
     p.add_argument(
         "--fail-under",
         action="append",
         default=[],
-        metavar="METRIC@K=VALUE",
-        help="exit 1 if an aggregate is below VALUE, e.g. recall@10=0.8 (repeatable)",
+        metavar="[PASS:]METRIC@K=VALUE",
+        help="exit 1 if a mean is below VALUE, e.g. recall@10=0.8 or load:ndcg@10=0.7 (repeatable)",
+    )
+    p.add_argument(
+        "--threshold",
+        "-t",
+        action="append",
+        default=[],
+        metavar="[PASS:]MEASURE<BOUND",
+        help=(
+            "exit 1 unless the condition holds, e.g. p99<0.2 (seconds), load:error_ratio<0.01, "
+            "recall@10>=0.8; PASS is serial (default) or load (repeatable)"
+        ),
     )
     p.add_argument(
         "--allow-degraded",
@@ -71,22 +107,25 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_handle)
 
 
-def parse_threshold(text: str) -> tuple[str, float]:
-    """``recall@10=0.8`` -> ("recall@10", 0.8); a bad spec is a UsageError."""
-    m = _THRESHOLD.match(text.strip())
-    if m is None:
-        raise UsageError(
-            f"--fail-under {text!r}: expected METRIC@K=VALUE such as recall@10=0.8 or rr=0.5"
-        )
-    name, k, value = m.groups()
-    key = f"{name}@{k}" if k else name
-    return key, float(value)
+def cli_thresholds(fail_under: Sequence[str], conditions: Sequence[str]) -> list[Threshold]:
+    """Every threshold given on the command line, parsed and range-checked."""
+    return [*(parse_fail_under(t) for t in fail_under), *(parse_threshold(t) for t in conditions)]
+
+
+def check_cli_thresholds(config: Config, thresholds: Sequence[Threshold]) -> None:
+    """Fail before any cycle if a probe cannot measure a command-line threshold."""
+    for probe in config.probes:
+        for t in thresholds:
+            problem = check_threshold(t, ks=probe.k, load_mode=probe.load.mode)
+            if problem:
+                flag = "--fail-under" if t.op == ">=" and t.family == "quality" else "--threshold"
+                raise UsageError(f"{flag} {t.name}: probe {probe.name}: {problem}")
 
 
 def _select(config: Config, names: Sequence[str], adopt: bool) -> Config:
     probes = tuple(config.probe(n) for n in names) if names else config.probes
     if not probes:
-        raise UsageError(f"{config.path}: no [[probe]] tables; nothing to run")
+        raise UsageError(f"{config.path}: no [[probe]] tables; add one (benchd init shows how)")
     selected = dataclasses.replace(config, probes=probes)
     return with_adopted_namespaces(selected) if adopt else selected
 
@@ -125,35 +164,55 @@ async def run_probes(config: Config) -> list[CycleResult]:
     return results
 
 
-def _breaches(results: Sequence[CycleResult], thresholds: Sequence[tuple[str, float]]) -> list[str]:
-    out = []
-    for r in results:
-        for key, floor in thresholds:
-            value = r.aggregate.get(key)
-            if value is None:
-                raise UsageError(
-                    f"--fail-under {key}: no such aggregate for probe {r.probe} "
-                    f"(metrics: {', '.join(sorted(r.aggregate)) or 'none'})"
-                )
-            if value < floor:
-                out.append(f"probe {r.probe}: {key} = {value:.4f} is below {floor:g}")
-    return out
+def _verdicts(
+    probe: ProbeConfig, result: CycleResult, extra: Sequence[Threshold]
+) -> tuple[Verdict, ...]:
+    """The probe's own thresholds, then the command line's (one verdict per distinct name)."""
+    unique = {t.name: t for t in (*probe.thresholds, *extra)}
+    return evaluate_all(tuple(unique.values()), result)
+
+
+def _print_json(pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> None:
+    probes = []
+    for result, verdicts in pairs:
+        doc = result_to_json(result)
+        doc["thresholds"] = [
+            {"name": v.threshold.name, "value": v.value, "breached": v.breached} for v in verdicts
+        ]
+        probes.append(doc)
+    document = {"schema": 1, "benchd_version": __version__, "probes": probes}
+    print(json.dumps(document, indent=2, sort_keys=False))
+
+
+def _output(fmt: str, pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> None:
+    results = [r for r, _ in pairs]
+    if fmt == "json":
+        _print_json(pairs)
+    elif fmt == "junit":
+        from benchd.surfacers.junit import render_junit
+
+        print(render_junit(pairs))
+    elif fmt == "trec":
+        from benchd.surfacers.trec_run import render_trec_run
+
+        sys.stdout.write(render_trec_run(results[0]))
+    else:
+        print(render_many(results))
 
 
 async def _handle(args: argparse.Namespace) -> int:
-    thresholds = [parse_threshold(t) for t in args.fail_under]
+    extra = cli_thresholds(args.fail_under, args.threshold)
     async with _config(args.config) as config:
         config = _select(config, args.probe, args.adopt_namespace)
+        check_cli_thresholds(config, extra)
+        if args.format == "trec" and len(config.probes) != 1:
+            names = ", ".join(p.name for p in config.probes)
+            raise UsageError(
+                f"--format trec writes one run; name one probe with --probe (probes: {names})"
+            )
         results = await run_probes(config)
-    if args.format == "json":
-        doc = {
-            "schema": 1,
-            "benchd_version": __version__,
-            "probes": [result_to_json(r) for r in results],
-        }
-        print(json.dumps(doc, indent=2, sort_keys=False))
-    else:
-        print(render_many(results))
+    pairs = [(r, _verdicts(p, r, extra)) for p, r in zip(config.probes, results, strict=True)]
+    _output(args.format, pairs)
     failed = [r for r in results if r.outcome in ("failed", "timeout")]
     degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:
@@ -164,7 +223,7 @@ async def _handle(args: argparse.Namespace) -> int:
         print(f"benchd: probe {r.probe} degraded: {reasons}{note}", file=sys.stderr)
     if failed or (degraded and not args.allow_degraded):
         return EXIT_TARGET
-    breaches = [] if failed else _breaches(results, thresholds)
-    for line in breaches:
-        print(f"benchd: threshold breached: {line}", file=sys.stderr)
+    breaches = [(r.probe, v) for r, verdicts in pairs for v in verdicts if v.breached]
+    for probe, v in breaches:
+        print(f"benchd: threshold breached: probe {probe}: {v.describe()}", file=sys.stderr)
     return EXIT_THRESHOLD if breaches else EXIT_OK

@@ -142,14 +142,21 @@ def config_from_args(args: argparse.Namespace) -> RefStoreConfig:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Serve until SIGINT or SIGTERM, then shut down gracefully."""
+    """Serve until SIGINT or SIGTERM, then shut down gracefully.
+
+    SIGHUP is ignored with a log line: the store has no config file to reload,
+    and a ``kill -HUP`` meant for a benchd daemon must not take it down.
+    """
     config = config_from_args(args)
     configure_logging(args.log_level)
     log = get_logger("benchd.refstore")
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with running_refstore(config) as store:
             print(store.url, flush=True)
             async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("refstore ignores SIGHUP", reason="nothing to reload")
+                    continue
                 log.info("refstore stopping", signal=signal.Signals(signum).name)
                 break
     return 0

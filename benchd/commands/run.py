@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from benchd.config.load import load_config, parse_listen, with_adopted_namespaces
-from benchd.errors import EXIT_OK
+from benchd.errors import EXIT_OK, OutputError
 from benchd.logging import configure_logging
 
-__all__ = ["register"]
+__all__ = ["LISTEN_ENV", "pid_file", "register", "resolve_listen"]
+
+LISTEN_ENV = "BENCHD_LISTEN"
 
 
 def register(sub: Any) -> None:
@@ -20,8 +27,9 @@ def register(sub: Any) -> None:
             "Run every probe on its own interval and serve / (landing page), /metrics, "
             "/healthz, /readyz, /api/status and POST /-/reload. With no --config, runs the "
             "embedded default: the reference store in-process on loopback, probed with the "
-            "packaged smoke fixture. SIGHUP reloads the config; SIGTERM/SIGINT stop cleanly "
-            "(exit 0). Exit codes: 0 stopped cleanly, 2 bad config/fixture/flags."
+            "packaged smoke fixture. SIGHUP or POST /-/reload reloads the config; "
+            "SIGTERM/SIGINT stop cleanly (exit 0). Exit codes: 0 stopped cleanly, "
+            "2 bad config/fixture/flags, 5 the pid file could not be written."
         ),
     )
     p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
@@ -29,7 +37,15 @@ def register(sub: Any) -> None:
         "--listen",
         "-l",
         metavar="HOST:PORT",
-        help="override [server] listen (default 127.0.0.1:9108)",
+        help=(
+            f"override [server] listen (default: ${LISTEN_ENV} if set, else [server] listen, "
+            "else 127.0.0.1:9108)"
+        ),
+    )
+    p.add_argument(
+        "--pid-file",
+        metavar="FILE",
+        help="write the daemon's process id here (for kill -HUP $(cat FILE)); removed on exit",
     )
     p.add_argument(
         "--adopt-namespace",
@@ -45,28 +61,68 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_handle)
 
 
+def resolve_listen(flag: str | None) -> str | None:
+    """The listen address from ``--listen``, else ``$BENCHD_LISTEN``, else None (the config's)."""
+    if flag:
+        parse_listen(flag)
+        return flag
+    from_env = os.environ.get(LISTEN_ENV, "").strip()
+    if from_env:
+        parse_listen(from_env, f"environment variable {LISTEN_ENV}")
+        return from_env
+    return None
+
+
+@contextlib.contextmanager
+def pid_file(path: str | None) -> Iterator[None]:
+    """Write this process's id to ``path`` for the daemon's lifetime (nothing if None).
+
+    A file that cannot be written is an :class:`OutputError` (exit 5). On exit
+    the file is removed only if it is a regular file that still holds our pid.
+    """
+    if not path:
+        yield
+        return
+    target = Path(path)
+    pid = str(os.getpid())
+    try:
+        with target.open("w", encoding="ascii") as handle:
+            handle.write(pid + "\n")
+    except OSError as exc:
+        raise OutputError.from_os_error(exc, f"writing the pid file {target}") from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if target.is_file() and target.read_text(encoding="ascii").strip() == pid:
+                target.unlink()
+
+
 async def _handle(args: argparse.Namespace) -> int:
     from benchd.daemon import Daemon
 
-    if args.listen:
-        parse_listen(args.listen)
+    listen = resolve_listen(args.listen)
     json_logs = None if args.log_format == "auto" else args.log_format == "json"
-    if args.config:
-        config = load_config(args.config)
-        if args.adopt_namespace:
-            config = with_adopted_namespaces(config)
-        configure_logging(config.server.log_level, json=json_logs)
-        daemon = Daemon(
-            config,
-            config_path=args.config,
-            listen=args.listen,
-            adopt_namespaces=args.adopt_namespace,
-        )
-        await daemon.run()
-        return EXIT_OK
-    from benchd.commands.embedded import embedded_default
+    config = load_config(args.config) if args.config else None
+    # Until the daemon's own handler is installed a SIGHUP would kill the process
+    # (its default action); a reload before start-up has nothing to reload anyway.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with pid_file(args.pid_file):
+        if config is not None:
+            if args.adopt_namespace:
+                config = with_adopted_namespaces(config)
+            configure_logging(config.server.log_level, json=json_logs)
+            daemon = Daemon(
+                config,
+                config_path=args.config,
+                listen=listen,
+                adopt_namespaces=args.adopt_namespace,
+            )
+            await daemon.run()
+            return EXIT_OK
+        from benchd.commands.embedded import embedded_default
 
-    configure_logging("info", json=json_logs)
-    async with embedded_default() as config:
-        await Daemon(config, listen=args.listen).run()
+        configure_logging("info", json=json_logs)
+        async with embedded_default() as embedded:
+            await Daemon(embedded, listen=listen).run()
     return EXIT_OK

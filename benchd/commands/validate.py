@@ -1,12 +1,15 @@
-"""``benchd validate [--config FILE] FIXTURE...``: check fixtures and report every problem.
+"""``benchd validate [-c FILE] [--check-secrets] FIXTURE...``: report every problem.
 
 Each problem is printed on its own line (``FILE: JSON-PATH: what is wrong; how to
-fix``); each valid file gets a one-line summary. Warnings (``FILE: JSON-PATH:
-warning: ...``, e.g. date words in a query that no date anchors) are printed
-too but never fail a file. The exit code is 2 when any file has a problem, 0
-otherwise. A directory stands for the fixture files in it.
-``--config`` loads a config (a bad one is a ConfigError, exit 2) and checks
-every fixture its probes name.
+fix``, or ``FILE: key.path: ...`` for the config); each valid file gets a one-line
+summary. Warnings (``FILE: JSON-PATH: warning: ...``, e.g. date words in a
+query that no date anchors, or a config whose probes overrun an API key's
+budget) are printed too but never fail a file. The exit code is 2 when any
+file has a problem, 0 otherwise. A
+directory stands for the fixture files in it. ``--config`` checks the config
+(every problem, not just the first) and every fixture its probes name. API
+keys are not needed: how each key is named is checked, not whether it is set,
+unless ``--check-secrets`` asks for that too (as ``benchd run`` will).
 
 ``validate_paths`` is the reusable core.
 """
@@ -35,16 +38,23 @@ def register(sub: Any) -> None:
         "validate",
         help="check fixture files and report every problem",
         description=(
-            "Check fixture files (JSON or JSON Lines) and print every problem, one per "
-            "line, as FILE: JSON-PATH: what is wrong; how to fix. Exit 2 if any file "
+            "Check a config and fixture files (JSON or JSON Lines) and print every problem, "
+            "one per line, as FILE: PATH: what is wrong; how to fix. Exit 2 if any file "
             "has a problem, 0 if all are valid. A directory means the .json/.jsonl "
-            "files in it."
+            "files in it. API keys need not be set unless --check-secrets is given: a "
+            "config that validates without it can still fail to start for a missing key."
         ),
     )
     p.add_argument(
         "--config",
+        "-c",
         metavar="FILE",
-        help="also check this config and every fixture its probes name",
+        help="also check this config (every problem) and every fixture its probes name",
+    )
+    p.add_argument(
+        "--check-secrets",
+        action="store_true",
+        help="also require every API key to be present (api_key_env set, api_key_file readable)",
     )
     p.add_argument(
         "--format",
@@ -108,28 +118,34 @@ def _as_json(check: FixtureCheck) -> dict[str, Any]:
     }
 
 
-def config_fixtures(path: str | Path) -> tuple[list[Path], str]:
+def config_fixtures(
+    path: str | Path, *, check_secrets: bool = False
+) -> tuple[list[Path], str]:
     """The distinct fixtures a config's probes name, and the config's ok line.
 
-    Raises :class:`~benchd.errors.ConfigError` if the config itself is bad.
+    Raises :class:`~benchd.errors.ConfigError` (with every problem) if the config is bad.
     """
     from benchd.config.load import load_config  # the config stack only when asked for
 
-    config = load_config(path)
+    config = load_config(path, secrets=check_secrets)
     fixtures = list(dict.fromkeys(probe.fixture for probe in config.probes))
     count = len(config.probes)
     return fixtures, f"{config.path}: ok ({count} probe{'' if count == 1 else 's'})"
 
 
-def budget_warnings(path: str | Path, checks: Iterable[FixtureCheck]) -> list[str]:
+def budget_warnings(
+    path: str | Path, checks: Iterable[FixtureCheck], *, check_secrets: bool = False
+) -> list[str]:
     """What the config's probes cost each API key's budget, where it does not fit.
 
     Probes whose fixture has problems are left out (their size is unknown).
+    Without ``check_secrets`` the keys are not read: probes at one store are
+    taken to share one key.
     """
     from benchd.budget import plan_budgets
     from benchd.config.load import load_config
 
-    config = load_config(path)
+    config = load_config(path, secrets=check_secrets)
     by_path = {str(c.path): c for c in checks if c.ok}
     sizes = {
         p.name: (by_path[str(p.fixture)].memories, by_path[str(p.fixture)].queries)
@@ -139,35 +155,60 @@ def budget_warnings(path: str | Path, checks: Iterable[FixtureCheck]) -> list[st
     return [f"warning: {w}" for w in plan_budgets(config, sizes).warnings]
 
 
+def _config_check(args: argparse.Namespace) -> tuple[list[Path], list[str], str]:
+    """The config's fixtures, its problems (every one) and its ok line."""
+    from benchd.errors import ConfigError
+
+    try:
+        fixtures, ok_line = config_fixtures(args.config, check_secrets=args.check_secrets)
+    except ConfigError as exc:
+        return [], list(exc.problems), ""
+    return fixtures, [], ok_line
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the results for ``args.fixtures`` (and ``--config``); 2 if any problem, else 0."""
     paths: list[str | Path] = list(args.fixtures)
+    config_problems: list[str] = []
     if args.config is not None:
-        fixtures, config_ok = config_fixtures(args.config)
+        fixtures, config_problems, config_ok = _config_check(args)
         paths = [*fixtures, *paths]
         if args.format == "text":
-            print(config_ok)
+            print("\n".join(config_problems) or config_ok)
     elif not paths:
         raise UsageError(
             "validate: name at least one FIXTURE or --config FILE (see benchd validate --help)"
         )
     checks = check_paths(paths)
-    if args.config is not None:
-        for line in budget_warnings(args.config, checks):
+    if args.config is not None and not config_problems:
+        for line in budget_warnings(args.config, checks, check_secrets=args.check_secrets):
             print(line, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.format == "json":
-        print(json.dumps([_as_json(c) for c in checks], indent=2, ensure_ascii=False))
+        entries = [_as_json(c) for c in checks]
+        if args.config is not None:
+            entries.insert(0, _config_json(args.config, config_problems))
+        print(json.dumps(entries, indent=2, ensure_ascii=False))
     else:
         for check in checks:
             for warning in check.warnings:
                 print(warning)
             print("\n".join(check.problems) if check.problems else check.summary())
     failed = [c for c in checks if not c.ok]
-    if not failed:
+    files = len(checks) + (args.config is not None)
+    bad_files = len(failed) + bool(config_problems)
+    if not bad_files:
         return EXIT_OK
-    count = sum(len(c.problems) for c in failed)
+    count = sum(len(c.problems) for c in failed) + len(config_problems)
     print(
-        f"benchd validate: {count} problem(s) in {len(failed)} of {len(checks)} file(s)",
+        f"benchd validate: {_plural(count, 'problem')} in {bad_files} of {_plural(files, 'file')}",
         file=sys.stderr,
     )
     return EXIT_INPUT
+
+
+def _config_json(path: str, problems: list[str]) -> dict[str, Any]:
+    return {"path": str(path), "kind": "config", "ok": not problems, "problems": problems}

@@ -14,9 +14,10 @@ import dataclasses
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from benchd.budget import BudgetSettings
 from benchd.config.schema import check, decode, join_key
@@ -25,6 +26,12 @@ from benchd.config.web import WebConfig, read_web_config
 from benchd.drift.settings import DriftSettings
 from benchd.errors import ConfigError
 from benchd.load import LoadProfile
+from benchd.scoring.thresholds import (
+    Threshold,
+    ThresholdSettings,
+    check_threshold,
+    threshold_problem,
+)
 from benchd.targets import TARGET_KINDS
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9108"
+_T = TypeVar("_T")
 _LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -109,6 +117,7 @@ class _ProbeTable:
     load: LoadProfile = field(default_factory=LoadProfile)
     drift: DriftSettings = field(default_factory=DriftSettings)
     budget: BudgetSettings = field(default_factory=BudgetSettings)
+    thresholds: ThresholdSettings = field(default_factory=ThresholdSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +135,7 @@ class ProbeConfig:
     load: LoadProfile = field(default_factory=LoadProfile)
     drift: DriftSettings = field(default_factory=DriftSettings)
     budget: BudgetSettings = field(default_factory=BudgetSettings)  # its API key's
+    thresholds: tuple[Threshold, ...] = ()  # [probe.thresholds]: CI gate and breach gauge
 
     @property
     def max_k(self) -> int:
@@ -155,8 +165,14 @@ class Config:
         raise ConfigError(f"{self.path}: no probe named {name!r} (probes: {known})")
 
 
-def load_config(path: str | Path) -> Config:
-    """Read, interpolate, decode and validate a config file."""
+def load_config(path: str | Path, *, secrets: bool = True) -> Config:
+    """Read, interpolate, decode and validate a config file.
+
+    ``secrets=False`` checks everything but the presence of each API key (the
+    variable set, the file readable): what ``benchd validate`` does without
+    ``--check-secrets``, so a config can be checked in CI without its keys.
+    A ConfigError carries every problem found (``.problems``), one line each.
+    """
     file = str(path)
     try:
         raw = Path(path).read_bytes()
@@ -168,26 +184,54 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{file}: not UTF-8 text; is this a TOML config?") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}") from None
-    return parse_config(data, file=file, base=Path(path).resolve().parent)
+    return parse_config(data, file=file, base=Path(path).resolve().parent, secrets=secrets)
 
 
-def parse_config(data: dict[str, Any], *, file: str, base: Path) -> Config:
+def parse_config(
+    data: dict[str, Any], *, file: str, base: Path, secrets: bool = True
+) -> Config:
     """Decode an already-parsed TOML document (``base`` anchors relative paths)."""
-    data = _interpolate(data, file, "")
-    table = decode(_ConfigTable, data, file=file, path="")
-    probes = tuple(
-        _probe(raw, file=file, path=f"probe[{i}]", base=base) for i, raw in enumerate(table.probe)
-    )
+    problems: list[str] = []
+    data = _interpolate(data, file, "", problems)
+    table = _collect(problems, lambda: decode(_ConfigTable, data, file=file, path=""))
+    if table is None:  # still check every probe table that can be read
+        raw_probes = data.get("probe")
+        tables = raw_probes if isinstance(raw_probes, list) else []
+        table = _ConfigTable(probe=tuple(p for p in tables if isinstance(p, dict)))
+    probes: list[ProbeConfig] = []
+    for i, raw in enumerate(table.probe):
+        try:
+            probes.append(_probe(raw, file=file, path=f"probe[{i}]", base=base, secrets=secrets))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if not table.probe:
+        problems.append(
+            f"{file}: no [[probe]] tables: benchd has nothing to run; add one "
+            "(benchd init writes an annotated starter config)"
+        )
     names = [p.name for p in probes]
-    for name in {n for n in names if names.count(n) > 1}:
-        raise ConfigError(f"{file}: probe name {name!r} is used twice; probe names must be unique")
-    parse_listen(table.server.listen, f"{file}: server.listen")
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{file}: probe name {name!r} is used twice; probe names must be unique")
+    _collect(problems, lambda: parse_listen(table.server.listen, f"{file}: server.listen"))
+    if problems:
+        raise ConfigError(problems)
     server, web = table.server, None
     if server.web_config:
         web_path = str(_resolve(server.web_config, base))
         server = dataclasses.replace(server, web_config=web_path)
-        web = read_web_config(web_path, load_tls=True)
-    return Config(path=file, server=server, probes=probes, web=web)
+        web = _collect(problems, lambda: read_web_config(web_path, load_tls=True))
+        if problems:
+            raise ConfigError(problems)
+    return Config(path=file, server=server, probes=tuple(probes), web=web)
+
+
+def _collect(problems: list[str], step: Callable[[], _T]) -> _T | None:
+    """``step()``, or None with its ConfigError's problems appended to ``problems``."""
+    try:
+        return step()
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        return None
 
 
 def with_adopted_namespaces(config: Config) -> Config:
@@ -210,12 +254,26 @@ def with_adopted_namespaces(config: Config) -> Config:
     return dataclasses.replace(config, probes=probes)
 
 
-def _probe(raw: Any, *, file: str, path: str, base: Path) -> ProbeConfig:
-    table = decode(_ProbeTable, raw, file=file, path=path)
-    target = _target(table.target, file=file, path=f"{path}.target")
+def _probe(raw: Any, *, file: str, path: str, base: Path, secrets: bool) -> ProbeConfig:
+    problems: list[str] = []
+    table = _collect(problems, lambda: decode(_ProbeTable, raw, file=file, path=path))
+    raw_target = raw.get("target") if isinstance(raw, dict) else None
+    target = None
+    if isinstance(raw_target, dict):  # checked even when another key of the probe is bad
+        target = _collect(
+            problems,
+            lambda: _target(raw_target, file=file, path=f"{path}.target", secrets=secrets),
+        )
+    if table is None or target is None:
+        raise ConfigError(problems)
     jitter = table.interval_s * 0.1 if table.jitter_s is None else table.jitter_s
     if not 0 <= jitter < table.interval_s:
-        raise ConfigError(f"{file}: {path}.jitter_s: must be >= 0 and below interval_s")
+        problems.append(f"{file}: {path}.jitter_s: must be >= 0 and below interval_s")
+    thresholds = _collect(
+        problems, lambda: _thresholds(table, file=file, path=f"{path}.thresholds")
+    )
+    if problems or thresholds is None:
+        raise ConfigError(problems)
     return ProbeConfig(
         name=table.name,
         fixture=_resolve(table.fixture, base),
@@ -228,10 +286,25 @@ def _probe(raw: Any, *, file: str, path: str, base: Path) -> ProbeConfig:
         load=table.load,
         drift=table.drift,
         budget=table.budget,
+        thresholds=thresholds,
     )
 
 
-def _target(raw: dict[str, Any], *, file: str, path: str) -> TargetConfig:
+def _thresholds(table: _ProbeTable, *, file: str, path: str) -> tuple[Threshold, ...]:
+    """``[probe.thresholds]`` checked against the probe's own k and load mode."""
+    out = table.thresholds.thresholds()
+    ks = sorted(set(table.k))
+    problems = []
+    for t in out:
+        problem = threshold_problem(t) or check_threshold(t, ks=ks, load_mode=table.load.mode)
+        if problem:
+            problems.append(f"{file}: {join_key(f'{path}.{t.pass_}', t.measure)}: {problem}")
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) -> TargetConfig:
     kinds = ", ".join(sorted(TARGET_KINDS))
     kind_name = raw.get("kind")
     if not isinstance(kind_name, str):
@@ -241,11 +314,13 @@ def _target(raw: dict[str, Any], *, file: str, path: str) -> TargetConfig:
         raise ConfigError(f"{file}: {path}.kind: unknown kind {kind_name!r}; one of {kinds}")
     rest = {k: v for k, v in raw.items() if k != "kind"}
     settings = decode(kind.config_type, rest, file=file, path=path)
-    secret = read_secret(
-        env=getattr(settings, "api_key_env", None),
-        file=getattr(settings, "api_key_file", None),
-        where=f"{file}: {path}",
-    )
+    env = getattr(settings, "api_key_env", None)
+    key_file = getattr(settings, "api_key_file", None)
+    if not secrets:  # validate without --check-secrets: how the key is named, not its value
+        if env and key_file:
+            raise ConfigError(f"{file}: {path}: set api_key_env or api_key_file, not both")
+        return TargetConfig(kind=kind_name, settings=settings, secret=None)
+    secret = read_secret(env=env, file=key_file, where=f"{file}: {path}")
     return TargetConfig(kind=kind_name, settings=settings, secret=secret)
 
 
@@ -258,15 +333,18 @@ def _resolve(value: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def _interpolate(value: Any, file: str, path: str) -> Any:
+def _interpolate(value: Any, file: str, path: str, problems: list[str]) -> Any:
+    """``value`` with ``${VAR}`` expanded; each unusable string is a line in ``problems``."""
     if isinstance(value, str):
         if "\x00" in value:  # no path, URL or name may hold one; open() would raise ValueError
-            raise ConfigError(f"{file}: {path}: contains a NUL character (\\u0000); remove it")
-        return _VAR.sub(lambda m: _env(m, file, path), value)
+            problems.append(f"{file}: {path}: contains a NUL character (\\u0000); remove it")
+            return value
+        expanded = _collect(problems, lambda: _VAR.sub(lambda m: _env(m, file, path), value))
+        return value if expanded is None else expanded
     if isinstance(value, dict):
-        return {k: _interpolate(v, file, join_key(path, k)) for k, v in value.items()}
+        return {k: _interpolate(v, file, join_key(path, k), problems) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interpolate(v, file, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_interpolate(v, file, f"{path}[{i}]", problems) for i, v in enumerate(value)]
     return value
 
 

@@ -49,36 +49,50 @@ def describe(tp: Any) -> str:
 
 
 def decode(cls: type[T], data: Any, *, file: str, path: str) -> T:
-    """Build ``cls`` from a TOML table, or raise ConfigError naming ``file: path``."""
+    """Build ``cls`` from a TOML table, or raise ConfigError naming ``file: path``.
+
+    Every problem of the table (each unknown key, missing key and bad value,
+    nested tables included) is collected, so one ConfigError lists them all.
+    """
     if not isinstance(data, Mapping):
         raise ConfigError(f"{file}: {path or 'top level'}: expected a table, got {_tname(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        where = _join(path, unknown[0])
-        raise ConfigError(
-            f"{file}: {where}: unknown key; known keys here: {', '.join(sorted(fields))}"
-        )
+    known = ", ".join(sorted(fields))
+    problems = [
+        f"{file}: {_join(path, key)}: unknown key; known keys here: {known}"
+        for key in sorted(set(data) - set(fields))
+    ]
     kwargs: dict[str, Any] = {}
     for name, field in fields.items():
-        where = _join(path, name)
-        if name not in data:
-            if (
-                field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING
-            ):
-                raise ConfigError(f"{file}: {where}: required key is missing")
+        try:
+            found, value = _field(field, hints[name], data, file=file, path=_join(path, name))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
             continue
-        value = _convert(hints[name], data[name], file=file, path=where)
-        checker = field.metadata.get("check")
-        if checker is not None and (problem := checker(value)):
-            raise ConfigError(f"{file}: {where}: {problem}")
-        kwargs[name] = value
+        if found:
+            kwargs[name] = value
+    if problems:
+        raise ConfigError(problems)
     try:
         return cls(**kwargs)
     except (ConfigError, ValueError) as exc:  # a dataclass's own cross-field checks
         raise ConfigError(f"{file}: {path or 'top level'}: {exc}") from None
+
+
+def _field(
+    field: dataclasses.Field[Any], tp: Any, data: Mapping[str, Any], *, file: str, path: str
+) -> tuple[bool, Any]:
+    """(present, value) of one field; a missing required key or bad value raises."""
+    if field.name not in data:
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{file}: {path}: required key is missing")
+        return False, None
+    value = _convert(tp, data[field.name], file=file, path=path)
+    checker = field.metadata.get("check")
+    if checker is not None and (problem := checker(value)):
+        raise ConfigError(f"{file}: {path}: {problem}")
+    return True, value
 
 
 def _convert(tp: Any, value: Any, *, file: str, path: str) -> Any:

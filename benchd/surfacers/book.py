@@ -17,12 +17,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
 
 from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
+from benchd.scoring.thresholds import Verdict
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -138,6 +139,7 @@ class ProbeState:
     request_retries: int  # search/cleanup requests retried
     errors: Mapping[str, int]  # error kind -> count
     latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
+    thresholds: tuple[Verdict, ...] = ()  # the latest cycle against [probe.thresholds]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +198,8 @@ class ResultBook:
             for name in [n for n in self._states if n not in probes]:
                 del self._states[name]
 
-    def record(self, result: CycleResult) -> None:
-        """Fold one finished cycle into the book.
+    def record(self, result: CycleResult, thresholds: Sequence[Verdict] = ()) -> None:
+        """Fold one finished cycle (and its threshold verdicts) into the book.
 
         A result for a probe that a reload has removed is dropped, so a cycle
         finishing just after the reload cannot bring its series back.
@@ -209,9 +211,19 @@ class ResultBook:
             self._states[result.probe] = _accumulate(
                 previous, result, history=self._history, buckets=self._buckets
             )
+            if thresholds:
+                state = self._states[result.probe]
+                self._states[result.probe] = replace(state, thresholds=tuple(thresholds))
+
+    def config_loaded(self, at: float) -> None:
+        """Note the start-up load: successful, timestamped, but not counted as a reload."""
+        with self._lock:
+            self._reload_ok = True
+            self._reload_error = None
+            self._reload_at = at
 
     def config_reload(self, success: bool, at: float, error: str | None = None) -> None:
-        """Note the outcome of a config reload (the initial load counts as a success)."""
+        """Note the outcome of a config reload (SIGHUP or POST /-/reload), and count it."""
         with self._lock:
             self._reload_ok = success
             self._reload_error = None if success else (error or "reload failed")
@@ -246,8 +258,14 @@ class ResultBook:
             return self._probes is not None
 
     def ready(self) -> bool:
-        """True once probes are configured and every one has completed a cycle."""
-        return self.configured() and not self.snapshot().pending
+        """True once the config is loaded and the probes are declared.
+
+        Readiness means "this process is up and can be scraped", not "the
+        store is healthy": a Kubernetes readiness probe that failed with the
+        store would take benchd out of the scrape exactly when its metrics
+        matter. A failing probe shows in ``benchd_up`` and ``/api/status``.
+        """
+        return self.configured()
 
 
 def _accumulate(

@@ -33,7 +33,7 @@ from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, Latency
 from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
 from benchd.surfacers.status import mask_credentials
 
-__all__ = ["BookCollector", "build_registry", "split_metric_key"]
+__all__ = ["UNCUT_K", "BookCollector", "build_registry", "split_metric_key"]
 
 _PERCENTILES = (("50", "p50"), ("90", "p90"), ("95", "p95"), ("99", "p99"), ("100", "max"))
 _QUALITY = ["probe", "target", "corpus"]
@@ -73,10 +73,17 @@ _CHANGE_FIELDS = (
 )
 
 
+UNCUT_K = "all"  # the k label of measures with no cut-off (rr, ap, r_precision)
+
+
 def split_metric_key(key: str) -> tuple[str, str]:
-    """``"recall@10"`` -> ``("recall", "10")``; an uncut ``"rr"`` -> ``("rr", "")``."""
+    """``"recall@10"`` -> ``("recall", "10")``; an uncut ``"rr"`` -> ``("rr", "all")``.
+
+    An uncut measure covers the whole ranked list the store returned, so its
+    ``k`` label is ``all`` rather than an empty value (docs/metrics.md).
+    """
     name, _, k = key.partition("@")
-    return name, k
+    return name, k or UNCUT_K
 
 
 class BookCollector(Collector):
@@ -98,6 +105,7 @@ class BookCollector(Collector):
         yield from _latency(states)
         yield from _requests(states)
         yield from _drift(states)
+        yield _thresholds(states)
 
 
 def build_registry(book: ResultBook, *, extra: Iterable[Collector] = ()) -> CollectorRegistry:
@@ -197,7 +205,9 @@ def _config(snap: BookSnapshot) -> Iterator[Metric]:
     )
     at.add_metric([], snap.reload_success_at)
     reloads = _counter(
-        "benchd_config_reloads_total", "Configuration reload attempts by outcome.", ["outcome"]
+        "benchd_config_reloads_total",
+        "Configuration reloads (SIGHUP or POST /-/reload; not the start-up load) by outcome.",
+        ["outcome"],
     )
     for outcome in ("success", "failure"):
         reloads.add_metric([outcome], snap.reloads.get(outcome, 0))
@@ -469,3 +479,15 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
     yield from families.values()
     yield from change.values()
     yield from (regressed, stale, samples, measured)
+
+
+def _thresholds(states: list[ProbeState]) -> Metric:
+    breached = _gauge(
+        "benchd_threshold_breached",
+        "Last cycle: 1 if a [probe.thresholds] condition did not hold (or was not measured).",
+        ["probe", "threshold"],
+    )
+    for s in states:
+        for verdict in s.thresholds:
+            breached.add_metric([s.name, verdict.threshold.name], float(verdict.breached))
+    return breached

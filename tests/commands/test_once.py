@@ -90,14 +90,14 @@ def test_fail_under_breach_exits_1(store: RefStoreThread, tmp_path: Path) -> Non
         "once",
         "--config",
         str(config_file(tmp_path, store.url)),
-        "--fail-under",
-        "recall@10=1.01",
+        "--threshold",
+        "p99<1e-9",
         "--format",
         "json",
         env={"ONCE_KEY": KEY},
     )
     assert proc.returncode == 1
-    assert "recall@10" in proc.stderr and "below" in proc.stderr
+    assert "threshold breached: probe smoke: serial:p99<1e-09: p99 = " in proc.stderr
 
 
 def test_bad_fail_under_spec_exits_2_in_one_line(tmp_path: Path) -> None:
