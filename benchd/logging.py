@@ -1,6 +1,10 @@
 """structlog configuration and benchd's own processors.
 
 JSON lines when stderr is not a terminal, a readable console when it is.
+A console line reads ``TIME [level] EVENT probe=NAME key=value ...``: the
+event and the probe lead, the other keys keep the order they were logged
+in, and unix times (``*_at`` keys) are shown as UTC date-times. JSON lines
+keep every value as logged (epoch floats included).
 Secrets registered with :func:`register_secret` are replaced by ``***`` in
 every event value before rendering, wherever they appear.
 """
@@ -10,11 +14,18 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import MutableMapping
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger", "redact_secrets", "register_secret"]
+__all__ = [
+    "configure_logging",
+    "console_order",
+    "get_logger",
+    "redact_secrets",
+    "register_secret",
+]
 
 _SECRETS: set[str] = set()
 _MASK = "***"
@@ -55,22 +66,53 @@ def _stderr_logger(*args: Any) -> structlog.PrintLogger:
     return structlog.PrintLogger(file=sys.stderr)
 
 
+_LEAD = ("timestamp", "level", "event", "probe")
+
+
+def console_order(
+    logger: Any, method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor (console only): time, level, event, probe first; readable times."""
+    ordered: dict[str, Any] = {k: event_dict[k] for k in _LEAD if k in event_dict}
+    for key, value in event_dict.items():
+        if key in ordered:
+            continue
+        ordered[key] = _readable_time(value) if key.endswith("_at") else value
+    return ordered
+
+
+def _readable_time(value: Any) -> Any:
+    """A unix time as ``2026-12-01T10:23:45.123Z``; anything else unchanged."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e11:
+        return value
+    stamp = datetime.fromtimestamp(value, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
 def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
     """Configure structlog once for the process; ``json=None`` picks by terminal."""
     as_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
+    tail: list[Any] = (
+        [
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            redact_secrets,
+            structlog.processors.JSONRenderer(),
+        ]
         if as_json
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else [
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=True),
+            structlog.processors.format_exc_info,
+            redact_secrets,
+            console_order,
+            structlog.dev.ConsoleRenderer(colors=False, sort_keys=False),
+        ]
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            redact_secrets,
-            renderer,
+            *tail,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]

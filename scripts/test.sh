@@ -11,9 +11,22 @@ if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
         echo "scripts/test.sh: installing Debian's prometheus package (promtool)" >&2
         apt-get update -qq
+        # The package would start a system prometheus on :9090; the tests run their
+        # own. Keep it from starting at all (policy-rc.d exit 101 = "action forbidden",
+        # honoured by invoke-rc.d and deb-systemd-invoke) instead of stopping
+        # whatever Prometheus happens to run on this machine afterwards.
+        policy=/usr/sbin/policy-rc.d
+        saved=""
+        if [ -e "$policy" ]; then saved="$(mktemp)"; cp -p "$policy" "$saved"; fi
+        restore_policy() {
+            if [ -n "$saved" ]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+        }
+        trap restore_policy EXIT
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-        # the package starts a system prometheus on :9090; the tests run their own.
-        (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || pkill -x prometheus || true) >/dev/null 2>&1
+        restore_policy
+        trap - EXIT
     else
         echo "scripts/test.sh: promtool not found; run 'sudo apt-get install prometheus' (promtool tests will fail)" >&2
     fi

@@ -198,6 +198,8 @@ def parse_config(
         raw_probes = data.get("probe")
         tables = raw_probes if isinstance(raw_probes, list) else []
         table = _ConfigTable(probe=tuple(p for p in tables if isinstance(p, dict)))
+    server_listen = table.server.listen
+    _collect(problems, lambda: parse_listen(server_listen, f"{file}: server.listen"))
     probes: list[ProbeConfig] = []
     for i, raw in enumerate(table.probe):
         try:
@@ -212,7 +214,6 @@ def parse_config(
     names = [p.name for p in probes]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{file}: probe name {name!r} is used twice; probe names must be unique")
-    _collect(problems, lambda: parse_listen(table.server.listen, f"{file}: server.listen"))
     if problems:
         raise ConfigError(problems)
     server, web = table.server, None

@@ -58,7 +58,7 @@ import tomli_w
 
 from benchd import __version__
 from benchd.drift.stats import rbo
-from benchd.errors import ConfigError, InputError
+from benchd.errors import ConfigError, InputError, OutputError
 from benchd.result import CycleResult
 
 __all__ = [
@@ -317,16 +317,30 @@ def _to_toml(baseline: Baseline) -> dict[str, Any]:
 
 
 def write_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
-    """Write ``baseline`` to ``path`` atomically (a reader never sees half a file)."""
+    """Write ``baseline`` to ``path`` atomically (a reader never sees half a file).
+
+    A path that exists and is not a regular file (``/dev/stdout``, a FIFO) is
+    written in place, never replaced. A failed write is an
+    :class:`~benchd.errors.OutputError` (exit 5).
+    """
     target = Path(path)
     data = tomli_w.dumps(_to_toml(baseline)).encode()
+    tmp: str | None = None
     try:
+        if target.exists() and not target.is_file():
+            with target.open("wb") as handle:
+                handle.write(data)
+            return
         fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
-        raise InputError(f"{target}: cannot write the baseline: {exc.strerror or exc}") from exc
+        raise OutputError.from_os_error(exc, f"writing the baseline {target}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def save_baseline(

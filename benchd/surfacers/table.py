@@ -60,17 +60,25 @@ def _query_rows(result: CycleResult) -> list[str]:
 
 
 def _aggregate_block(result: CycleResult) -> list[str]:
-    lines = ["  " + f"{'metric':<12}" + "".join(f"{'@' + str(k):>16}" for k in result.ks)]
+    """Mean and CI of each measure at each k, in columns that never run together."""
+    rows: list[list[str]] = []
     for m in _AGG_METRICS:
         cells = []
         for k in result.ks:
             key = f"{m}@{k}"
-            value = result.aggregate.get(key)
             lo, hi = result.ci.get(key, (None, None))
             ci = f"[{lo:.2f},{hi:.2f}]" if lo is not None and hi is not None else ""
-            cells.append(f"{_fmt(value)} {ci:>10}")
-        lines.append(f"  {m:<12}" + "".join(f"{c:>16}" for c in cells))
-    return lines
+            cells.append(f"{_fmt(result.aggregate.get(key))} {ci}".rstrip())
+        rows.append(cells)
+    heads = [f"@{k}" for k in result.ks]
+    widths = [max(len(heads[i]), *(len(r[i]) for r in rows)) for i in range(len(heads))]
+    name_width = max(len("metric"), *(len(m) for m in _AGG_METRICS))
+
+    def line(name: str, cells: list[str]) -> str:
+        body = "  ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True))
+        return f"  {name:<{name_width}}  {body}".rstrip()
+
+    return [line("metric", heads)] + [line(m, r) for m, r in zip(_AGG_METRICS, rows, strict=True)]
 
 
 def _header(result: CycleResult) -> list[str]:

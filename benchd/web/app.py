@@ -1,15 +1,6 @@
 """benchd's own HTTP endpoints: an ASGI app over the result book, served by uvicorn.
 
-==============================  =================================================
-``/``                           status page: per-probe state, readings, charts
-``/metrics``                    Prometheus text format, or OpenMetrics when asked
-``/healthz``                    200 while the process lives (never behind auth)
-``/readyz``                     200 once every probe has completed a cycle
-``/api/status``                 JSON: state, last result and history per probe
-``POST /api/probes/{name}/run`` start a cycle now: 202, 409, 429 or 404
-``POST /-/reload``              re-read and apply the config: 200 or 500
-==============================  =================================================
-
+==============================  ==========================================
 Optional authentication (basic or bearer, from an exporter-toolkit style
 ``web_config`` file) guards every route but ``/healthz``; without it the
 ``POST`` routes answer only loopback clients. Responses that take real work
@@ -173,13 +164,10 @@ class _Endpoints:
         return PlainTextResponse("OK\n")
 
     async def readyz(self, request: Request) -> Response:
+        # Ready = up with its config loaded; a failing probe must stay scraped (docs/endpoints.md).
         if self.book.ready():
             return JSONResponse({"status": "ready"})
-        if not self.book.configured():
-            reason = "probes are not loaded yet"
-        else:
-            pending = ", ".join(self.book.snapshot().pending)
-            reason = f"waiting for the first cycle of: {pending}"
+        reason = "the configuration is not loaded yet"
         return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
 
     async def status(self, request: Request) -> Response:

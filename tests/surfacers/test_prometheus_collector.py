@@ -243,7 +243,7 @@ def test_drift_outcome_of_the_drift_tracker_becomes_drift_gauges() -> None:
     assert value(series, "benchd_drift_p_value", **recall) == metric.p_value
     assert value(series, "benchd_drift_p_value_queries", **recall) == metric.p_value_queries
     assert value(series, "benchd_drift_detected", **recall) == 1
-    assert value(series, "benchd_drift_detected", probe="alpha", metric="rr", k="") == 0
+    assert value(series, "benchd_drift_detected", probe="alpha", metric="rr", k="all") == 0
     assert value(series, "benchd_drift_regressed_queries", probe="alpha") == 2
     assert value(series, "benchd_drift_baseline_stale", probe="alpha") == 0
     assert value(series, "benchd_drift_reference_samples", probe="alpha") == 5
