@@ -6,7 +6,7 @@ import re
 
 from cycles import make_result
 
-from benchd.report import render_cycle
+from benchd.surfacers.table import render_cycle
 
 
 def _block(text: str) -> list[str]:
