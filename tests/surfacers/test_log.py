@@ -64,12 +64,12 @@ def test_the_daemon_records_into_the_book_then_hands_each_result_to_every_surfac
     tmp_path: Path,
 ) -> None:
     """The push surfacers see results in order, after the book (pull surfacers) has them."""
-    from benchd.config.load import parse_config
+    from benchd.config.load import Config, ServerConfig
     from benchd.daemon import Daemon
     from benchd.surfacers.base import Surfacer
 
     seen: list[tuple[str, int, bool]] = []
-    daemon = Daemon(parse_config({}, file="benchd.toml", base=tmp_path))
+    daemon = Daemon(Config(path=str(tmp_path / "benchd.toml"), server=ServerConfig(), probes=()))
 
     class Recorder:
         def write(self, result: CycleResult) -> None:
