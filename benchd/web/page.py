@@ -30,7 +30,7 @@ OUTCOME_COLORS = {
 SERIES_COLORS = ("#0969da", "#bf3989", "#1b7c83", "#953800", "#6639ba", "#116329")
 LATENCY_COLORS = {"p99": "#fb8f44", "p50": "#54aeff"}
 _MEASURES = ("hit", "recall", "precision", "mrr", "ndcg", "map")
-_W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 380, 150, 44, 10, 22, 20
+_W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 380, 170, 44, 10, 22, 36
 _BAR_H = _H - _PAD_T - _PAD_B - 20
 
 _STYLE = """
@@ -135,8 +135,14 @@ def _p99(last: Mapping[str, Any]) -> str:
     latency = last.get("latency") or {}
     for key, label in (("corrected", "corrected, load pass"), ("service", "service")):
         summary = latency.get(key)
-        if summary and summary.get("count"):
+        if not summary or not summary.get("count"):
+            continue
+        if isinstance(summary.get("p99"), int | float):
             return f"{_ms(summary['p99'])} ({label}, {summary['count']} requests)"
+        why = (summary.get("withheld") or {}).get("p99", "too few samples")
+        p50 = summary.get("p50")
+        median = f"; p50 {_ms(p50)}" if isinstance(p50, int | float) else ""
+        return f"n/a ({label}: {why}{median})"
     return "no samples"
 
 
@@ -228,13 +234,17 @@ def _series(values: Sequence[float | None], top: float, color: str, name: str, k
 
 
 def _legend(names: Iterable[tuple[str, str]]) -> str:
-    out, x = [], _PAD_L + 150
+    """A row of swatches under the plot (wrapping to a second row when long)."""
+    out, x, y = [], _PAD_L, _H - 20
     for name, color in names:
+        width = 14 + 7 * len(name) + 10
+        if x + width > _W and x > _PAD_L:
+            x, y = _PAD_L, y + 13
         out.append(
-            f'<rect x="{x}" y="6" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 13}" y="15">{_e(name)}</text>'
+            f'<rect x="{x}" y="{y}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 13}" y="{y + 9}">{_e(name)}</text>'
         )
-        x += 14 + 7 * len(name) + 8
+        x += width
     return "".join(out)
 
 

@@ -192,3 +192,21 @@ def test_reload_applies_a_changed_web_config_and_a_missing_one_fails(tmp_path: P
         assert benchd.get("/metrics").status_code == 401  # the old auth still holds
         assert benchd.get("/metrics", auth=bob).status_code == 401
         assert benchd.stop() == 0
+
+
+def test_listening_beyond_loopback_without_auth_warns_at_start(tmp_path: Path) -> None:
+    config = tmp_path / "benchd.toml"
+    config.write_text(
+        '[[probe]]\nname = "idle"\nfixture = "packaged:smoke"\ninterval_s = 3600\n'
+        '[probe.target]\nkind = "zengram"\nurl = "http://127.0.0.1:9"\n'
+        'api_key_env = "AUTH_TEST_KEY"\n'
+    )
+    args = ["--config", str(config), "--listen", "0.0.0.0:0"]
+    with BenchdProcess(args, env={"AUTH_TEST_KEY": "k"}) as benchd:
+        warning = benchd.wait_for(lambda e: "beyond loopback" in str(e.get("event")), timeout=30)
+        assert warning["level"] == "warning" and "web_config" in warning["hint"]
+        assert benchd.stop() == 0
+    with BenchdProcess(["--config", str(config)], env={"AUTH_TEST_KEY": "k"}) as benchd:
+        benchd.wait_for(lambda e: e.get("event") == "started")
+        assert benchd.stop() == 0
+        assert not [e for e in benchd.events if "beyond loopback" in str(e.get("event"))]
