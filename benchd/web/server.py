@@ -15,9 +15,11 @@ missing at the protocol level:
 * **connection cap**: beyond ``max_connections`` open connections a new one
   gets ``503`` and is closed at once;
 * **out of file descriptors**: asyncio reports each failed ``accept()`` to the
-  loop's exception handler with a traceback; :class:`_AcceptErrorLog` turns
-  those into one log line a minute (with a count) while accepting resumes by
-  itself once descriptors are free again.
+  loop's exception handler with a traceback (up to ``backlog`` of them per
+  wake-up, and schedules as many retries); :class:`_AcceptErrorLog` turns
+  those into one log line a minute (with a count), silences retries that
+  fire after the server closed, and accepting resumes by itself once
+  descriptors are free again.
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ class _AcceptErrorLog:
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
+        callback = getattr(context.get("handle"), "_callback", None)
+        if getattr(callback, "__name__", "") == "_start_serving" and self._stats.accept_errors:
+            # asyncio retries accept() a second after each failure; a retry that
+            # fires after the server closed its socket fails on fd -1: nothing to say.
+            return
         if (
             isinstance(exc, OSError)
             and exc.errno in _FD_ERRNOS
@@ -174,7 +181,8 @@ class _AcceptErrorLog:
             loop.default_exception_handler(context)
 
     def restore(self) -> None:
-        if self._loop.get_exception_handler() is self:
+        """Put the previous handler back, unless accept() retries may still be pending."""
+        if self._loop.get_exception_handler() is self and not self._stats.accept_errors:
             self._loop.set_exception_handler(self._previous)
 
 
@@ -261,6 +269,9 @@ async def serve_web(
         lifespan="off",
         log_config=None,
         access_log=False,
+        # also how many accept() calls asyncio makes per wake-up (and, when
+        # descriptors run out, how many failures per second): keep it near the cap
+        backlog=max(128, min(2048, limits.max_connections)),
         timeout_keep_alive=max(1, math.ceil(limits.idle_timeout_s)),
         timeout_graceful_shutdown=max(1, math.ceil(grace_s)),
     )
