@@ -2,4 +2,7 @@
 
 from benchd.cli import main
 
-raise SystemExit(main())
+# Guarded: the decode worker process loads the parent's main module (as
+# ``__mp_main__``, the way multiprocessing does) and must not run the CLI.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,7 +20,6 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-import httpx
 
 from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
@@ -39,9 +38,14 @@ from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_cis
-from benchd.targets.base import CountsRetries, HttpSearch, Progress, SearchQuery, Target
-from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES
-from benchd.targets.transport import make_http_fire
+from benchd.targets.base import (
+    CountsRetries,
+    Progress,
+    SearchQuery,
+    SendsLoad,
+    Target,
+    service_timer,
+)
 
 __all__ = [
     "RATE_LIMITED_KINDS",
@@ -56,7 +60,7 @@ __all__ = [
 # A whole cycle stops on these: every further request would fail the same way.
 _FATAL = (TargetAuthError, TargetUnreachable)
 
-RATE_LIMITED_KINDS = frozenset({"http_429", "rate_limited"})
+RATE_LIMITED_KINDS = frozenset({"rate_limited"})
 """Request outcomes that mean "the store's rate limit said no": counted apart, not errors."""
 
 T = TypeVar("T")
@@ -88,18 +92,22 @@ def _search_query(query: LabeledQuery, probe: ProbeConfig, fixture: Fixture) -> 
 
 
 async def _serial_pass(target: Target, probe: ProbeConfig, fixture: Fixture) -> list[SerialAnswer]:
-    """One request at a time, in fixture order: the exact ranking baseline."""
+    """One request at a time, in fixture order: the exact ranking baseline.
+
+    A latency is the answering attempt's service time: backoff and
+    ``Retry-After`` waits before a retry are counted apart, never timed.
+    """
     answers: list[SerialAnswer] = []
     for query in fixture.queries:
-        started = time.perf_counter()
         try:
-            ranked = await target.search(_search_query(query, probe, fixture))
+            with service_timer() as timer:
+                ranked = await target.search(_search_query(query, probe, fixture))
         except _FATAL as exc:
             raise CycleFailure("serial", exc) from None
         except TargetError as exc:
             answers.append(SerialAnswer(None, error=exc.kind))
             continue
-        answers.append(SerialAnswer(ranked, time.perf_counter() - started))
+        answers.append(SerialAnswer(ranked, timer.service_s()))
     return answers
 
 
@@ -172,27 +180,15 @@ def load_quality(
 async def load_pass(
     target: Target, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
 ) -> LoadRun:
-    """The raw load pass, paced as ``profile`` says, over the engine's own pool for HTTP."""
+    """The raw load pass, paced as ``profile`` says, over the target's own sender if it has one."""
     n = len(fixture.queries)
-    if not isinstance(target, HttpSearch):
+    if not isinstance(target, SendsLoad):
         return await run_load(make_fire(target, probe, fixture), n, profile)
     queries = [_search_query(q, probe, fixture) for q in fixture.queries]
-    http: HttpSearch = target
-
-    def build(i: int) -> httpx.Request:
-        return http.build_search_request(queries[i % n])
-
-    def parse(i: int, status: int, headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
-        return http.parse_search_response(status, headers, body)
-
-    cap = getattr(probe.target.settings, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
-    async with make_http_fire(
-        build,
-        parse,
-        concurrency=profile.concurrency,
-        timeout_s=profile.request_timeout_s,
-        max_response_bytes=cap,
-    ) as fire:
+    sender = target.load_sender(
+        queries, concurrency=profile.concurrency, timeout_s=profile.request_timeout_s
+    )
+    async with sender as fire:
         return await run_load(fire, n, profile)
 
 
@@ -211,6 +207,7 @@ class _Cycle:
     current: str = "info"
     current_since: float = field(default_factory=time.perf_counter)
     retries_before: int | None = None  # the target's count when seeding ended
+    waited_before: float | None = None  # the target's retry_wait_s when seeding ended
     waited: float = 0.0  # seconds slept on 429 Retry-After (target retries, load pauses)
     info: TargetInfo | None = None
     seed: SeedReport | None = None
@@ -244,6 +241,13 @@ class _Cycle:
         self.waited += seconds
         if isinstance(self.progress, CycleProgress):
             self.progress.waiting(seconds, reason)
+
+    def retry_wait_s(self) -> float:
+        """Seconds the target waited before its retries this cycle (backoff, Retry-After)."""
+        if self.waited_before is None:
+            return 0.0  # still seeding: those waits belong to the seed
+        now = self.target.retry_wait_s if isinstance(self.target, CountsRetries) else 0.0
+        return now - self.waited_before
 
     def failed(self, failure: CycleFailure) -> CycleResult:
         return self._result(
@@ -290,6 +294,7 @@ class _Cycle:
             seed=self.seed,
             errors=dict(errors),
             retries=self.retries(),
+            retry_wait_s=self.retry_wait_s(),
             error_kind=error_kind,
             error_message=error_message,
             fixture_hash=fixture.content_hash,
@@ -330,6 +335,7 @@ async def _run(state: _Cycle) -> None:
         "seed", lambda: target.seed(fixture.memories, progress=state.progress)
     )
     state.retries_before = target.retries if isinstance(target, CountsRetries) else 0
+    state.waited_before = target.retry_wait_s if isinstance(target, CountsRetries) else 0.0
     state.answers = await state.phase("serial", lambda: _serial_pass(target, probe, fixture))
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
@@ -407,6 +413,7 @@ def _assemble(state: _Cycle) -> CycleResult:
         load=state.load,
         errors=dict(errors),
         retries=state.retries(),
+        retry_wait_s=state.retry_wait_s(),
         error_kind=next(iter(errors), None) if all_failed else None,
         error_message="every query failed" if all_failed else None,
         degraded_reasons=reasons,

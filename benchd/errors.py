@@ -16,15 +16,19 @@ Every error a user can cause or meet carries a one-line, actionable message
     │   ├── TargetUnreachable                connection refused / DNS / TLS
     │   ├── TargetAuthError                  401 / 403: key refused (never retried)
     │   ├── TargetTimeout                    no answer in time
-    │   ├── TargetHTTPError                  unexpected status (.status; kind http_4xx|429|5xx)
+    │   ├── TargetHTTPError                  unexpected status (.status; kind http_4xx|http_5xx)
+    │   │   ├── TargetRateLimited                429 (.retry_after_s; kind "rate_limited")
+    │   │   └── TargetRedirect                   3xx, never followed (kind "redirect")
     │   ├── TargetProtocolError              a 2xx whose body breaks the contract (kind "decode")
     │   └── OwnershipError                   namespace holds records benchd did not write
     ├── ThresholdBreached            exit 1  a --fail-under threshold was not met
     └── OutputError                  exit 5  writing a file or stream failed (disk full, read-only)
 
 Each :class:`TargetError` has a ``kind`` — one of ``timeout``, ``connect``,
-``auth``, ``http_4xx``, ``http_429``, ``http_5xx``, ``decode``, ``ownership`` —
-the bounded label value used for error counters.
+``auth``, ``redirect``, ``http_4xx``, ``rate_limited``, ``http_5xx``, ``decode``,
+``ownership`` — the bounded label value used for error counters. Which
+answer becomes which error is decided in one place,
+:func:`benchd.targets.client.status_error`.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ __all__ = [
     "TargetError",
     "TargetHTTPError",
     "TargetProtocolError",
+    "TargetRateLimited",
+    "TargetRedirect",
     "TargetTimeout",
     "TargetUnreachable",
     "ThresholdBreached",
@@ -68,8 +74,9 @@ ERROR_KINDS = (
     "timeout",
     "connect",
     "auth",
+    "redirect",
     "http_4xx",
-    "http_429",
+    "rate_limited",
     "http_5xx",
     "decode",
     "ownership",
@@ -160,11 +167,30 @@ class TargetHTTPError(TargetError):
 
     @property
     def kind(self) -> str:  # type: ignore[override]
-        if self.status == 429:
-            return "http_429"
-        if self.status >= 500:
-            return "http_5xx"
-        return "http_4xx"
+        return "http_5xx" if self.status >= 500 else "http_4xx"
+
+
+class TargetRateLimited(TargetHTTPError):
+    """HTTP 429: the store's rate limit. ``retry_after_s`` is its ``Retry-After``, if any.
+
+    Without ``Retry-After`` (``None``) the real store means an auth lockout:
+    never retried.
+    """
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message, 429, retry_after_s)
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return "rate_limited"
+
+
+class TargetRedirect(TargetHTTPError):
+    """A 3xx answer. Never followed: the API key must not go to another address."""
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return "redirect"
 
 
 class TargetProtocolError(TargetError):

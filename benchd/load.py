@@ -68,8 +68,7 @@ OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
 
 _OUTCOME_CODE = {name: code for code, name in enumerate(OUTCOMES)}
 _TIMEOUT = _OUTCOME_CODE["timeout"]
-# A 429: "rate_limited" once errors.py has that kind, "http_429" until then.
-_LIMITED = _OUTCOME_CODE.get("rate_limited", _OUTCOME_CODE.get("http_429", 0))
+_LIMITED = _OUTCOME_CODE["rate_limited"]  # a 429
 # The 429 share is judged over at least this many sends, so that the first
 # couple of 429s of a pass do not stop it on their own.
 _SHARE_FLOOR = 20

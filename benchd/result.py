@@ -185,6 +185,7 @@ class CycleResult:
     load: LoadResult | None = None
     errors: Mapping[str, int] = field(default_factory=dict)  # error kind -> count
     retries: int = 0  # search/cleanup requests retried after seeding (seed.retries has those)
+    retry_wait_s: float = 0.0  # seconds waited before those retries (never in a latency)
     error_kind: str | None = None
     error_message: str | None = None
     degraded_reasons: tuple[str, ...] = ()  # from DEGRADED_REASONS, when outcome is degraded

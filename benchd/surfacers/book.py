@@ -137,6 +137,7 @@ class ProbeState:
     seed_records: Mapping[str, int]  # imported / skipped / errors
     seed_retries: int
     request_retries: int  # search/cleanup requests retried
+    request_retry_wait_s: float  # seconds waited before those retries
     errors: Mapping[str, int]  # error kind -> count
     latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
     thresholds: tuple[Verdict, ...] = ()  # the latest cycle against [probe.thresholds]
@@ -300,6 +301,7 @@ def _accumulate(
         seed_records=_add(base.seed_records, seed_counts),
         seed_retries=base.seed_retries + (seed.retries if seed else 0),
         request_retries=base.request_retries + result.retries,
+        request_retry_wait_s=base.request_retry_wait_s + result.retry_wait_s,
         errors=_add(base.errors, result.errors),
         latency=_add_samples(base.latency, _latency_samples(result), buckets),
     )
@@ -325,6 +327,7 @@ def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
         seed_records=dict.fromkeys(("imported", "skipped", "errors"), 0),
         seed_retries=0,
         request_retries=0,
+        request_retry_wait_s=0.0,
         errors={},
         latency={("serial", "service"): empty},
     )

@@ -405,6 +405,11 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
         "Search and cleanup requests retried (429 with Retry-After, 5xx, connection errors).",
         ["probe"],
     )
+    waited = _counter(
+        "benchd_request_retry_wait_seconds_total",
+        "Seconds waited before those retries (backoff and Retry-After); never in a latency.",
+        ["probe"],
+    )
     errors = _counter(
         "benchd_errors_total", "Errors met during cycles, by kind.", ["probe", "kind"]
     )
@@ -424,6 +429,7 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
         late.add_metric([s.name], s.late)
         dropped.add_metric([s.name], s.dropped)
         retried.add_metric([s.name], s.request_retries)
+        waited.add_metric([s.name], s.request_retry_wait_s)
         for kind, count in sorted(s.errors.items()):
             errors.add_metric([s.name, kind], count)
         load = s.latest.load
@@ -431,7 +437,7 @@ def _requests(states: list[ProbeState]) -> Iterator[Metric]:
             achieved.add_metric([s.name], load.achieved_rate)
             if load.target_rate is not None:
                 target.add_metric([s.name], load.target_rate)
-    yield from (total, late, dropped, retried, errors, achieved, target)
+    yield from (total, late, dropped, retried, waited, errors, achieved, target)
 
 
 def _drift(states: list[ProbeState]) -> Iterator[Metric]:

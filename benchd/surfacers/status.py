@@ -87,6 +87,7 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "load": _load(result.load) if result.load is not None else None,
         "errors": dict(result.errors),
         "retries": result.retries,
+        "retry_wait_s": result.retry_wait_s,
         "error": _error(result),
         "drift": result.drift.as_json() if result.drift is not None else None,
     }

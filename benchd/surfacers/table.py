@@ -142,6 +142,11 @@ def render_cycle(result: CycleResult) -> str:
         lines += _load_lines(result)
     if result.errors:
         lines.append("errors: " + " ".join(f"{k}={v}" for k, v in sorted(result.errors.items())))
+    if result.retries:
+        lines.append(
+            f"retries: {result.retries} request(s), {result.retry_wait_s:.2f}s waited "
+            "(not in any latency)"
+        )
     return "\n".join(lines)
 
 

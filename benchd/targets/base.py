@@ -1,21 +1,38 @@
-"""The one small protocol every store adapter implements.
+"""The one small protocol every store adapter implements, and its optional parts.
 
 Adapters know HTTP (or in-process) details; nothing else does. Each method
 translates transport failures and bad payloads into :mod:`benchd.errors`
-``TargetError`` subclasses, so callers see a bounded ``kind``.
+``TargetError`` subclasses, so callers see a bounded ``kind``. Generic code
+(the cycle, the load engine) asks a target for more only through the
+optional protocols here: :class:`SendsLoad` (its own sender for the load
+pass) and :class:`CountsRetries`; and it times a call with
+:func:`service_timer`, which the target's client fills in with the
+answering attempt's service time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-import httpx
-
+from benchd.load import Fire
 from benchd.result import SeedReport, TargetInfo
 
-__all__ = ["CountsRetries", "HttpSearch", "Progress", "SearchQuery", "Target"]
+__all__ = [
+    "CountsRetries",
+    "Progress",
+    "SearchQuery",
+    "SendsLoad",
+    "ServiceTimer",
+    "Target",
+    "note_service_time",
+    "service_timer",
+]
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
@@ -58,24 +75,61 @@ class Target(Protocol):
 
 
 @runtime_checkable
-class HttpSearch(Protocol):
-    """Optional sans-I/O halves of ``search`` for HTTP targets.
+class SendsLoad(Protocol):
+    """Optional: a target with its own sender for the load pass.
 
-    A target that offers them lets the load engine own the connections (one
-    fast pool sized to the load) while the adapter still decides what a
-    request looks like and what an answer means.
+    ``load_sender(queries, ...)`` opens a :data:`~benchd.load.Fire` whose
+    ``fire(i)`` searches ``queries[i % len(queries)]``, over connections it
+    owns (for HTTP targets, one fast pool sized to the load). Without it the
+    load engine calls :meth:`Target.search`.
     """
 
-    def build_search_request(self, query: SearchQuery) -> httpx.Request: ...
-
-    def parse_search_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = ...
-    ) -> tuple[str, ...]: ...
+    def load_sender(
+        self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
+    ) -> AbstractAsyncContextManager[Fire]: ...
 
 
 @runtime_checkable
 class CountsRetries(Protocol):
-    """Optional: a target that retries requests says how many it has retried so far."""
+    """Optional: a target that retries requests says how many, and how long it waited."""
 
     @property
     def retries(self) -> int: ...
+
+    @property
+    def retry_wait_s(self) -> float: ...
+
+
+@dataclass(slots=True)
+class ServiceTimer:
+    """The service time of one call: its answering attempt's, when the target noted one."""
+
+    started: float = field(default_factory=time.perf_counter)
+    answered_s: float | None = None  # noted by the target's client
+
+    def service_s(self) -> float:
+        """The answering attempt's service time, else the whole call's (no retries then)."""
+        if self.answered_s is not None:
+            return self.answered_s
+        return time.perf_counter() - self.started
+
+
+_TIMER: ContextVar[ServiceTimer | None] = ContextVar("benchd_service_timer", default=None)
+
+
+@contextlib.contextmanager
+def service_timer() -> Iterator[ServiceTimer]:
+    """Time the call made inside the block; backoff and ``Retry-After`` waits are excluded."""
+    timer = ServiceTimer()
+    token = _TIMER.set(timer)
+    try:
+        yield timer
+    finally:
+        _TIMER.reset(token)
+
+
+def note_service_time(seconds: float) -> None:
+    """Called by a target's client when an attempt is answered (the last one counts)."""
+    timer = _TIMER.get()
+    if timer is not None:
+        timer.answered_s = seconds

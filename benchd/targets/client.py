@@ -1,21 +1,39 @@
-"""Shared HTTP plumbing for adapters: error translation and bounded retries.
+"""benchd's one HTTP client module: the error map, ``Retry-After``, bounded reads, retries.
 
-This is the one place where httpx exceptions and unexpected statuses become
-:mod:`benchd.errors`. Retries are bounded and counted: 429 waits for
-``Retry-After`` (capped), 5xx and connection errors back off with full
-jitter, 401/403 are never retried (the real store locks an IP out after ten
-failed authentications). Every answer is read under a size cap and every
-attempt under a total deadline, so an oversized or dribbled body is a
-classified error (``decode`` / ``timeout``), never unbounded memory or a hang.
+Every HTTP answer any target kind gets — through :class:`RetryingClient`
+(adapters) or :mod:`benchd.targets.transport` (the load pass's sender) — is
+judged here, by :func:`status_error`, with one ``Retry-After`` parser::
+
+    2xx                                -> an answer (read under the size cap)
+    3xx, never followed                -> TargetRedirect      (kind "redirect")
+    401 / 403, never retried           -> TargetAuthError     (kind "auth")
+    429 (.retry_after_s)               -> TargetRateLimited   (kind "rate_limited")
+    any other status >= 400            -> TargetHTTPError     (kind "http_4xx" | "http_5xx")
+    declared or read body past the cap -> TargetProtocolError (kind "decode")
+    refused / reset / DNS / TLS        -> TargetUnreachable   (kind "connect")
+    no complete answer by the deadline -> TargetTimeout       (kind "timeout")
+
+Redirects are never followed, so the API key never reaches the address a
+store redirects to. Retries are bounded and counted, with the seconds spent
+waiting: 429 waits for ``Retry-After`` (capped), 5xx and connection errors
+back off with full jitter, 401/403 and a 429 without ``Retry-After`` are never
+retried (the real store locks an IP out after ten failed authentications).
+Each attempt is under one deadline, body included, and the answering
+attempt's service time is noted (:func:`benchd.targets.base.note_service_time`)
+so a latency never includes benchd's own waits.
 """
 
 from __future__ import annotations
 
-import json
+import email.utils
+import math
 import random
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any, NamedTuple, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -25,31 +43,160 @@ from benchd.errors import (
     TargetError,
     TargetHTTPError,
     TargetProtocolError,
+    TargetRateLimited,
+    TargetRedirect,
     TargetTimeout,
     TargetUnreachable,
 )
 from benchd.progress import report_wait
+from benchd.targets.answers import loads
+from benchd.targets.base import note_service_time
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "RETRY_AFTER_CEILING_S",
+    "Answer",
     "ClientSettings",
     "Clients",
     "RetryPolicy",
     "RetryingClient",
-    "decode_answer",
-    "decode_json",
+    "declared_too_large",
     "http_url_problem",
     "open_clients",
     "positive_problem",
-    "raise_for_status",
     "retry_after_s",
     "run_bounded",
+    "status_error",
+    "too_large",
 ]
 
 T = TypeVar("T")
 
-DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
-_DROPPED_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+"""Largest answer read (declared or received, once inflated); see docs/failure-modes.md."""
+
+RETRY_AFTER_CEILING_S = 3600.0
+"""A ``Retry-After`` beyond an hour (or NaN, or infinite) is read as an hour."""
+
+_DETAIL_BYTES = 64 * 1024  # error bodies larger than this are not searched for a message
+
+
+class Answer(NamedTuple):
+    """A store's answer: status, headers (lower-case names) and the (inflated) body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+# -- the error map -----------------------------------------------------------------
+
+
+def retry_after_s(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delay seconds (decimals too) or an HTTP date.
+
+    Negative delays and past dates are 0; NaN, infinite and huge delays are
+    :data:`RETRY_AFTER_CEILING_S` (a store that says "wait" is never retried
+    at once). A value that is neither a number nor a date is None, as if absent.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        until = _seconds_until(text, time.time() if now is None else now)
+        if until is None:
+            return None
+        seconds = until
+    if math.isnan(seconds) or seconds > RETRY_AFTER_CEILING_S:
+        return RETRY_AFTER_CEILING_S
+    return max(0.0, seconds)
+
+
+def _seconds_until(text: str, now: float) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are UTC
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() - now
+
+
+def status_error(
+    status: int, headers: Mapping[str, str], body: bytes, where: str
+) -> TargetError | None:
+    """The error a non-2xx answer is (None for 2xx); ``headers`` have lower-case names.
+
+    ``where`` is ``"METHOD url-without-query"``. Auth errors never quote the
+    body: a store may echo the key it refused.
+    """
+    if 200 <= status < 300:
+        return None
+    if 300 <= status < 400:
+        return TargetRedirect(
+            f"{where}: HTTP {status} redirect{_location(headers.get('location'))}; benchd never "
+            "follows redirects (the API key would go with it): set url to the address "
+            "that answers",
+            status,
+        )
+    if status in (401, 403):
+        return TargetAuthError(
+            f"{where}: HTTP {status}: the store refused the API key; check the key in "
+            "the configured environment variable or file"
+        )
+    detail = _error_detail(body)
+    if status == 429:
+        retry = retry_after_s(headers.get("retry-after"))
+        hint = f", Retry-After {retry:g} s" if retry is not None else ", no Retry-After"
+        return TargetRateLimited(f"{where}: HTTP 429 rate limited{hint}{detail}", retry)
+    return TargetHTTPError(f"{where}: HTTP {status}{detail}", status)
+
+
+def _location(raw: str | None) -> str:
+    """Where a redirect points, as scheme://host:port only (no path, query or userinfo)."""
+    if not raw:
+        return ""
+    try:
+        parts = urlsplit(raw.strip())
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return " to an unreadable Location"
+    if not host:
+        return " to another path on the same server"
+    return f" to {parts.scheme or 'http'}://{host}" + (f":{port}" if port else "")
+
+
+def _error_detail(body: bytes) -> str:
+    """`` ({"error": ...})`` from a small JSON error body, cut to 200 characters."""
+    if not body or len(body) > _DETAIL_BYTES:
+        return ""
+    try:
+        data = loads(body, "")
+    except TargetProtocolError:
+        return ""
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        text = data["error"][:200].replace("\n", " ").replace("\r", " ")
+        return f" ({text})"  # redact: the guard helper masks secrets in store text
+    return ""
+
+
+def too_large(where: str, size: str, limit: int) -> TargetProtocolError:
+    return TargetProtocolError(
+        f"{where}: answer of {size} exceeds max_response_bytes = {limit}; "
+        "raise max_response_bytes in [probe.target] if the store really answers this much"
+    )
+
+
+def declared_too_large(headers: Mapping[str, str], limit: int, where: str) -> None:
+    """Refuse, before reading, an answer whose ``Content-Length`` is over ``limit``."""
+    declared = headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(where, f"{declared} bytes (declared)", limit)
+
+
+# -- the retrying client adapters use ----------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,59 +205,6 @@ class RetryPolicy:
     backoff_s: float = 0.25
     max_backoff_s: float = 5.0
     max_retry_after_s: float = 30.0
-
-
-def retry_after_s(response: httpx.Response) -> float | None:
-    """Seconds from a numeric ``Retry-After`` header, if any."""
-    raw = response.headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        return None
-
-
-def raise_for_status(response: httpx.Response, what: str) -> None:
-    """Translate a non-2xx answer into a TargetError naming ``what`` (an endpoint)."""
-    status = response.status_code
-    if status < 300:
-        return
-    detail = _error_detail(response)
-    if status in (401, 403):
-        raise TargetAuthError(
-            f"{what}: HTTP {status} {detail}: the store refused the API key; "
-            "check the key in the configured environment variable or file"
-        )
-    raise TargetHTTPError(f"{what}: HTTP {status} {detail}", status, retry_after_s(response))
-
-
-def decode_json(response: httpx.Response, what: str) -> Any:
-    try:
-        return json.loads(response.content)
-    except (ValueError, UnicodeDecodeError):
-        raise TargetProtocolError(
-            f"{what}: HTTP {response.status_code} with a body that is not JSON "
-            f"({len(response.content)} bytes)"
-        ) from None
-
-
-def decode_answer(body: bytes, what: str) -> Any:
-    """A 2xx answer's raw body as JSON (the load engine's searches come as bytes)."""
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        body = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError):
-        return ""
-    if isinstance(body, dict) and isinstance(body.get("error"), str):
-        return f"({body['error'][:200]})"
-    return ""
 
 
 class RetryingClient:
@@ -128,11 +222,12 @@ class RetryingClient:
         self._client = client
         self._policy = policy
         self._base = base
-        self._max_bytes = max_response_bytes
+        self.max_bytes = max_response_bytes
         self._deadline_s = deadline_s  # whole attempt, body included (httpx's is per read)
         self.retries = 0  # counted, never hidden
+        self.retry_wait_s = 0.0  # seconds slept before retries (backoff and Retry-After)
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def request(self, method: str, path: str, **kwargs: Any) -> Answer:
         return await self.request_allowing(method, path, allow=(), **kwargs)
 
     async def request_allowing(
@@ -144,7 +239,7 @@ class RetryingClient:
         deadline_s: float | None = None,
         retry_timeouts: bool = True,
         **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> Answer:
         """Like :meth:`request`, but statuses in ``allow`` are answers, not errors.
 
         ``deadline_s`` replaces the client's timeout for this request (a slow
@@ -152,14 +247,17 @@ class RetryingClient:
         a timeout at once, for a write the caller must read back before it
         sends it again.
         """
-        what = f"{method} {self._base}{path}"
+        where = f"{method} {self._base}{path}"
         attempt = 0
         while True:
             try:
-                response = await self._send(method, path, what, deadline_s, **kwargs)
-                if response.status_code not in allow:
-                    raise_for_status(response, what)
-                return response
+                started = time.perf_counter()
+                answer = await self._send(method, path, where, deadline_s, **kwargs)
+                error = None if answer.status in allow else status_error(*answer, where)
+                if error is None:
+                    note_service_time(time.perf_counter() - started)
+                    return answer
+                raise error
             except TargetError as exc:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None or (isinstance(exc, TargetTimeout) and not retry_timeouts):
@@ -168,43 +266,44 @@ class RetryingClient:
                     report_wait(delay, "429 Retry-After")  # the cycle's progress line shows it
             attempt += 1
             self.retries += 1
+            self.retry_wait_s += delay
             await anyio.sleep(delay)
 
     async def _send(
-        self, method: str, path: str, what: str, deadline_s: float | None, **kwargs: Any
-    ) -> httpx.Response:
+        self, method: str, path: str, where: str, deadline_s: float | None, **kwargs: Any
+    ) -> Answer:
         if deadline_s is not None:
             kwargs["timeout"] = deadline_s
         request = self._client.build_request(method, path, **kwargs)
         try:
             with anyio.fail_after(deadline_s if deadline_s is not None else self._deadline_s):
-                response = await self._client.send(request, stream=True)
+                response = await self._client.send(request, stream=True, follow_redirects=False)
                 try:
-                    body = await _read_bounded(response, self._max_bytes, what)
+                    headers = {k.lower(): v for k, v in response.headers.items()}
+                    body = await _read_bounded(response, headers, self.max_bytes, where)
                 finally:
                     await response.aclose()
         except (httpx.TimeoutException, TimeoutError):
-            raise TargetTimeout(f"{what}: no complete answer within the timeout") from None
+            raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
         except httpx.DecodingError:
-            raise TargetProtocolError(f"{what}: the body's content-encoding is corrupt") from None
+            raise TargetProtocolError(f"{where}: the body's content-encoding is corrupt") from None
         except httpx.TransportError as exc:
             raise TargetUnreachable(
-                f"{what}: cannot connect ({type(exc).__name__}); is the store running "
+                f"{where}: cannot connect ({type(exc).__name__}); is the store running "
                 "and is the url right?"
             ) from None
-        headers = [(k, v) for k, v in response.headers.multi_items() if k not in _DROPPED_HEADERS]
-        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+        return Answer(response.status_code, headers, body)
 
     def _retry_delay(self, exc: TargetError, attempt: int) -> float | None:
         policy = self._policy
-        if attempt >= policy.max_retries or isinstance(exc, TargetAuthError):
+        if attempt >= policy.max_retries or isinstance(exc, TargetAuthError | TargetRedirect):
             return None
+        if isinstance(exc, TargetRateLimited):
+            # without Retry-After a 429 is the store's auth lockout: do not hammer it.
+            if exc.retry_after_s is None:
+                return None
+            return min(exc.retry_after_s, policy.max_retry_after_s)
         if isinstance(exc, TargetHTTPError):
-            if exc.status == 429:
-                # without Retry-After a 429 is the store's auth lockout: do not hammer it.
-                if exc.retry_after_s is None:
-                    return None
-                return min(exc.retry_after_s, policy.max_retry_after_s)
             if exc.status < 500:
                 return None
         elif not isinstance(exc, TargetUnreachable | TargetTimeout):
@@ -213,26 +312,19 @@ class RetryingClient:
         return random.uniform(0.0, ceiling)  # full jitter
 
 
-async def _read_bounded(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The (decoded) body, or TargetProtocolError as soon as it exceeds ``limit`` bytes."""
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_large(what, f"{declared} bytes", limit)
+async def _read_bounded(
+    response: httpx.Response, headers: Mapping[str, str], limit: int, where: str
+) -> bytes:
+    """The (inflated) body, refused before reading if declared too large, else cut at ``limit``."""
+    declared_too_large(headers, limit, where)  # (an encoded body only grows when inflated)
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > limit:
-            raise _too_large(what, f"more than {limit} bytes", limit)
+            raise too_large(where, f"more than {limit} bytes", limit)
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _too_large(what: str, size: str, limit: int) -> TargetProtocolError:
-    return TargetProtocolError(
-        f"{what}: answer of {size} exceeds max_response_bytes = {limit}; "
-        "raise max_response_bytes in [probe.target] if the store really answers this much"
-    )
 
 
 async def run_bounded(
@@ -293,11 +385,25 @@ class Clients(NamedTuple):
     http: RetryingClient  # the same pool, with retries and error translation
 
 
-def open_clients(settings: ClientSettings, auth: dict[str, str]) -> Clients:
-    """Connect as a target config says; ``auth`` headers go last (they win)."""
+def open_clients(
+    settings: ClientSettings,
+    auth: dict[str, str],
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Clients:
+    """Connect as a target config says; ``auth`` headers go last (they win).
+
+    ``transport`` replaces the network (tests shape one precise answer with
+    :class:`httpx.MockTransport`).
+    """
     headers = {"accept": "application/json", "user-agent": "benchd", **settings.headers, **auth}
     base = settings.url.rstrip("/")
-    client = httpx.AsyncClient(base_url=base, headers=headers, timeout=settings.timeout_s)
+    client = httpx.AsyncClient(
+        base_url=base,
+        headers=headers,
+        timeout=settings.timeout_s,
+        follow_redirects=False,
+        transport=transport,
+    )
     policy = RetryPolicy(
         settings.max_retries, settings.backoff_s, max_retry_after_s=settings.max_retry_after_s
     )

@@ -260,7 +260,7 @@ class RetrieverTarget:
 
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         ranked = await self._run("search", self.retriever.search, query.q, query.limit)
-        ids = _ids(ranked, self.config.factory)[: query.limit]
+        ids = _ids(ranked, query.limit, self.config.factory)
         return ids if self.private else tuple(self._owned.label(i) for i in ids)
 
     async def cleanup(self, ids: Sequence[str]) -> int:
@@ -270,7 +270,9 @@ class RetrieverTarget:
         if not self.private:
             ids = [self._owned.store_of[i] for i in ids if i in self._owned.store_of]
         deleted = await self._run("delete", delete, list(ids))
-        return deleted if isinstance(deleted, int) and not isinstance(deleted, bool) else 0
+        if isinstance(deleted, bool) or not isinstance(deleted, int):
+            return 0
+        return min(max(deleted, 0), len(ids))  # a count: never negative, never over the ask
 
     async def aclose(self) -> None:
         close = getattr(self.retriever, "close", None)
@@ -278,12 +280,14 @@ class RetrieverTarget:
             await self._run("close", close)
 
 
-def _ids(ranked: Any, factory: str) -> tuple[str, ...]:
+def _ids(ranked: Any, limit: int, factory: str) -> tuple[str, ...]:
+    """The first ``limit`` ids (a longer answer is cut before it is checked)."""
     if isinstance(ranked, str | bytes) or not isinstance(ranked, Sequence):
         raise TargetProtocolError(
             f"python target {factory}: search() returned {type(ranked).__name__}, "
             "expected a list of ids"
         )
+    ranked = ranked[: max(0, limit)]
     for item in ranked:
         if isinstance(item, bool) or not isinstance(item, str | int):
             raise TargetProtocolError(

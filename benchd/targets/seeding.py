@@ -25,18 +25,23 @@ import hashlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 import anyio
+import httpx
 
 from benchd.errors import OwnershipError
+from benchd.load import Fire
 from benchd.logging import get_logger
 from benchd.progress import enter_phase
 from benchd.result import SeedReport
+from benchd.targets.answers import listing_limit
 from benchd.targets.base import Progress, SearchQuery
-from benchd.targets.client import ClientSettings, open_clients, run_bounded
+from benchd.targets.client import Answer, ClientSettings, open_clients, run_bounded
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
+from benchd.targets.transport import search_fire
 
 __all__ = ["Counts", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
 
@@ -87,11 +92,17 @@ class SeededStore(ABC, Generic[R]):
     assigns ids, the server id -> fixture id map learned from the listing.
     """
 
-    def __init__(self, settings: ClientSettings, auth: dict[str, str]) -> None:
-        self._base, self._client, self._http = open_clients(settings, auth)
+    def __init__(
+        self,
+        settings: ClientSettings,
+        auth: dict[str, str],
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._base, self._client, self._http = open_clients(settings, auth, transport)
         self._owned = OwnedIds(self._plan().namespace, ())
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
         self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse
+        self._listing_limit = listing_limit(0)  # most records a listing may hold
 
     # -- hooks: the store-specific parts -------------------------------------------
 
@@ -165,6 +176,16 @@ class SeededStore(ABC, Generic[R]):
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         """Fixture ids in the store's rank order."""
 
+    @abstractmethod
+    def build_search_request(self, query: SearchQuery) -> httpx.Request:
+        """The search request for ``query`` (sans-I/O: the load pass sends it)."""
+
+    @abstractmethod
+    async def parse_search_response(
+        self, answer: Answer, query: SearchQuery, *, what: str = ""
+    ) -> tuple[str, ...]:
+        """Fixture ids from a 2xx search answer, at most ``query.limit``."""
+
     # -- ownership, shared by the hooks ----------------------------------------------
 
     def _label(self, server_id: str) -> str:
@@ -201,6 +222,23 @@ class SeededStore(ABC, Generic[R]):
         """Requests retried so far (429 with Retry-After, 5xx, connection errors)."""
         return self._http.retries
 
+    @property
+    def retry_wait_s(self) -> float:
+        """Seconds waited before those retries (backoff and ``Retry-After``)."""
+        return self._http.retry_wait_s
+
+    def load_sender(
+        self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
+    ) -> AbstractAsyncContextManager[Fire]:
+        """The load pass's sender: the engine's own pool, this adapter's requests and parsing."""
+        return search_fire(
+            self,
+            queries,
+            concurrency=concurrency,
+            timeout_s=timeout_s,
+            max_response_bytes=self._http.max_bytes,
+        )
+
     async def seed(
         self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
     ) -> SeedReport:
@@ -209,6 +247,7 @@ class SeededStore(ABC, Generic[R]):
         self._owned = OwnedIds.of(plan.namespace, memories)
         started = time.monotonic()
         retries_before = self._http.retries
+        self._listing_limit = listing_limit(len(memories))
         existing: Mapping[str, R] = await self.export_namespace() if plan.exports else {}
         adopted = await self._take_ownership(plan, existing)
         await self._migrate(plan, existing)

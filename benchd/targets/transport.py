@@ -14,55 +14,70 @@ JSON parsing it costs ~45 µs of CPU per request where aiohttp costs ~100
 no HEAD, redirects, cookies or proxies — and runs on asyncio, benchd's event
 loop. httpx stays the request-building API.
 
-Failures are translated here, once, into benchd errors::
+Failures are translated with the adapters' error map
+(:func:`benchd.targets.client.status_error`: one map, one ``Retry-After``
+parser); what only a raw sender meets is mapped here::
 
     connection refused / reset / DNS / TLS   -> TargetUnreachable   (kind "connect")
     no answer within timeout_s               -> TargetTimeout       (kind "timeout")
-    401 / 403                                -> TargetAuthError     (kind "auth")
-    any other status >= 400                  -> TargetHTTPError     (http_4xx|http_429|http_5xx)
     malformed HTTP, or parse() rejects body  -> TargetProtocolError (kind "decode")
-    a body (decoded) past max_response_bytes -> TargetProtocolError (kind "decode")
+    declared or read body past the cap       -> TargetProtocolError (kind "decode")
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
+import inspect
 import ssl
-import time
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import httptools
 import httpx
 
-from benchd.errors import (
-    TargetAuthError,
-    TargetError,
-    TargetHTTPError,
-    TargetProtocolError,
-    TargetTimeout,
-    TargetUnreachable,
-)
+from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
 from benchd.load import Fire
-from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES
+from benchd.targets.answers import warm_decoder
+from benchd.targets.base import SearchQuery
+from benchd.targets.client import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Answer,
+    status_error,
+    too_large,
+)
 
-__all__ = ["Answer", "Build", "Parse", "RequestSpec", "make_http_fire", "retry_after_s"]
+__all__ = ["Answer", "Build", "HttpSearch", "Parse", "RequestSpec", "make_http_fire", "search_fire"]
 
 Build = Callable[[int], httpx.Request]
 """Query index -> the search request (a pure function of the index: it is cached)."""
 
-Parse = Callable[[int, int, Mapping[str, str], bytes], tuple[str, ...]]
-"""(query index, status, headers with lower-case names, body) -> ranked ids.
+Parse = Callable[
+    [int, int, Mapping[str, str], bytes], tuple[str, ...] | Awaitable[tuple[str, ...]]
+]
+"""(query index, status, headers with lower-case names, body) -> ranked ids (or a coroutine).
 
-Raise ValueError (or KeyError, TypeError, IndexError) on a body that breaks
-the contract; it becomes a TargetProtocolError."""
+Only 2xx answers reach it. Raise ValueError (or KeyError, TypeError,
+IndexError) on a body that breaks the contract; it becomes a
+TargetProtocolError."""
 
-Answer = tuple[int, Mapping[str, str], bytes]
-"""(status, headers with lower-case names, decoded body)."""
+
+@runtime_checkable
+class HttpSearch(Protocol):
+    """The sans-I/O halves of an HTTP target's ``search``, for :func:`search_fire`.
+
+    The target decides what a request looks like and what an answer means;
+    the sender owns the connections.
+    """
+
+    def build_search_request(self, query: SearchQuery) -> httpx.Request: ...
+
+    async def parse_search_response(
+        self, answer: Answer, query: SearchQuery, *, what: str = ...
+    ) -> tuple[str, ...]: ...
 
 # The sender asks for identity bodies; it still inflates gzip/deflate if sent.
 _DROPPED_HEADERS = frozenset({b"accept-encoding", b"connection"})
@@ -122,6 +137,7 @@ class _Connection(asyncio.Protocol):
         if self._headers_done and self._delimited_by_close():
             self._complete()
         self._fail(ConnectionError("the store closed the connection before answering"))
+        self._body = []  # never keep a dead connection's buffers alive
 
     def _delimited_by_close(self) -> bool:
         chunked = "chunked" in self._headers.get("transfer-encoding", "").lower()
@@ -142,8 +158,14 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        declared = self._headers.get("content-length", "").strip()
+        if declared.isdigit() and int(declared) > self._max_bytes:  # refused before reading
+            self._fail(_TooLarge(f"{declared} bytes (declared)"))
+            self.close()
 
     def on_body(self, body: bytes) -> None:
+        if not self.open:  # refused or failed: keep nothing more
+            return
         self._size += len(body)
         if self._size > self._max_bytes:
             self._fail(_TooLarge(f"more than {self._max_bytes} bytes"))
@@ -163,9 +185,11 @@ class _Connection(asyncio.Protocol):
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             status = self._parser.get_status_code()
-            waiter.set_result((status, self._headers, b"".join(self._body)))
+            waiter.set_result(Answer(status, self._headers, b"".join(self._body)))
+        self._body = []
 
     def _fail(self, exc: BaseException) -> None:
+        self._body = []
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
@@ -246,20 +270,6 @@ class _Pool:
             self.idle.pop().close()
 
 
-def retry_after_s(value: str | None) -> float | None:
-    """Parse a ``Retry-After`` header (delay seconds or an HTTP date) into seconds."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
     """Send one request; return its answer or raise a benchd error."""
     try:
@@ -269,18 +279,12 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
     except httptools.HttpParserError as exc:
         raise TargetProtocolError(f"{spec.where}: malformed HTTP response ({exc})") from None
     except _TooLarge as exc:
-        raise _too_large(spec, str(exc), pool.max_bytes) from None
+        raise too_large(spec.where, str(exc), pool.max_bytes) from None
     except ssl.SSLError as exc:
         raise TargetUnreachable(f"{spec.where}: TLS failed ({exc.reason})") from None
     except OSError as exc:  # ConnectionError, refused, DNS (socket.gaierror)
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise TargetUnreachable(f"{spec.where}: cannot connect ({reason})") from None
-
-
-def _too_large(spec: RequestSpec, size: str, limit: int) -> TargetProtocolError:
-    return TargetProtocolError(
-        f"{spec.where}: answer of {size} exceeds max_response_bytes = {limit}"
-    )
 
 
 def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: bytes, limit: int) -> bytes:
@@ -295,28 +299,20 @@ def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: bytes, limit: 
     except zlib.error as exc:
         raise TargetProtocolError(f"{spec.where}: corrupt {coding} body ({exc})") from None
     if len(out) > limit:
-        raise _too_large(spec, f"more than {limit} bytes once inflated", limit)
+        raise too_large(spec.where, f"more than {limit} bytes once inflated", limit)
     return out
 
 
-def _status_error(spec: RequestSpec, status: int, headers: Mapping[str, str]) -> TargetError:
-    if status in (401, 403):
-        return TargetAuthError(
-            f"{spec.where}: the store refused the API key (HTTP {status}); check the key"
-        )
-    retry = retry_after_s(headers.get("retry-after"))
-    hint = f", retry after {retry:.0f} s" if retry is not None else ""
-    return TargetHTTPError(f"{spec.where}: HTTP {status}{hint}", status, retry)
-
-
-def _interpret(
+async def _interpret(
     parse: Parse, spec: RequestSpec, query: int, answer: Answer, limit: int
 ) -> tuple[str, ...]:
     status, headers, body = answer
-    if status >= 400:
-        raise _status_error(spec, status, headers)
+    error = status_error(status, headers, body, spec.where)
+    if error is not None:
+        raise error
     try:
-        return parse(query, status, headers, _decoded(spec, headers, body, limit))
+        ranked = parse(query, status, headers, _decoded(spec, headers, body, limit))
+        return await ranked if inspect.isawaitable(ranked) else ranked
     except TargetError:
         raise
     except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -338,9 +334,12 @@ async def make_http_fire(
     Up to ``concurrency`` keep-alive connections per origin are kept; all are
     closed when the block exits. ``timeout_s`` bounds connecting and, again,
     waiting for the answer. Requests are built once per query index and
-    replayed, so ``build`` must depend on the index only. Statuses >= 400
-    raise before ``parse`` is called. A body past ``max_response_bytes`` (also
-    once inflated) is a decode error and its connection is dropped. Asyncio only.
+    replayed, so ``build`` must depend on the index only. A non-2xx status
+    raises (one error map) before ``parse`` is called; redirects are never
+    followed. A body declared or read past ``max_response_bytes`` (also once
+    inflated) is a decode error and its connection is dropped. The decode
+    worker is started first, so no timed request waits for it
+    to spawn (before the first send, outside the measured window). Asyncio only.
     """
     specs: dict[int, RequestSpec] = {}
     pools: dict[tuple[str, str, int], _Pool] = {}
@@ -354,10 +353,39 @@ async def make_http_fire(
         if pool is None:
             pool = pools[spec.origin] = _Pool(spec.origin, concurrency, context, max_response_bytes)
         answer = await _send(pool, spec, timeout_s)
-        return _interpret(parse, spec, query, answer, max_response_bytes)
+        return await _interpret(parse, spec, query, answer, max_response_bytes)
 
+    await warm_decoder()
     try:
         yield fire
     finally:
         for pool in pools.values():
             pool.close()
+
+
+def search_fire(
+    target: HttpSearch,
+    queries: Sequence[SearchQuery],
+    *,
+    concurrency: int,
+    timeout_s: float,
+    max_response_bytes: int,
+) -> AbstractAsyncContextManager[Fire]:
+    """:func:`make_http_fire` for an HTTP target's searches: ``fire(i)`` asks ``queries[i % n]``."""
+    n = len(queries)
+
+    def build(i: int) -> httpx.Request:
+        return target.build_search_request(queries[i % n])
+
+    async def parse(
+        i: int, status: int, headers: Mapping[str, str], body: bytes
+    ) -> tuple[str, ...]:
+        return await target.parse_search_response(Answer(status, headers, body), queries[i % n])
+
+    return make_http_fire(
+        build,
+        parse,
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        max_response_bytes=max_response_bytes,
+    )

@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -39,14 +40,13 @@ from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
+from benchd.targets.answers import count, decode, first_ids
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    decode_answer,
-    decode_json,
+    Answer,
     http_url_problem,
     positive_problem,
-    raise_for_status,
     run_bounded,
 )
 from benchd.targets.owned import (
@@ -124,10 +124,16 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
 
     kind = KIND
 
-    def __init__(self, config: ZengramConfig, secret: Secret | None) -> None:
+    def __init__(
+        self,
+        config: ZengramConfig,
+        secret: Secret | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        super().__init__(config, auth)
+        super().__init__(config, auth, transport)
         self._last_fill_ms = 0
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
         self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id
@@ -137,23 +143,16 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
 
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
-        response = await self._http.request("GET", "/health")
-        body = decode_json(response, f"GET {self._base}/health")
-        model = self.config.model
-        version = ""
-        if isinstance(body, dict):
-            model = model or str(body.get("model") or body.get("embedding_model") or "")
-            version = str(body.get("version") or "")
-        return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
+        answer = await self._http.request("GET", "/health")
+        model, version = await decode(answer.body, f"GET {self._base}/health", _health_labels)
+        return TargetInfo(
+            kind=KIND, endpoint=self._base, model=self.config.model or model, version=version
+        )
 
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         request = self.build_search_request(query)
-        what = f"GET {self._base}/memory/search"
-        response = await self._http.request("GET", "/memory/search", params=request.url.params)
-        ranked = self.parse_search_response(
-            response.status_code, response.headers, response.content, what=what
-        )
-        return ranked[: query.limit]
+        answer = await self._http.request("GET", "/memory/search", params=request.url.params)
+        return await self.parse_search_response(answer, query)
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
@@ -172,32 +171,18 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             params["reference_date"] = reference
         return self._client.build_request("GET", "/memory/search", params=params)
 
-    def parse_search_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = "search"
+    async def parse_search_response(
+        self, answer: Answer, query: SearchQuery, *, what: str = ""
     ) -> tuple[str, ...]:
-        if status >= 300:
-            # Only Retry-After matters here; a header that is not ASCII must not crash the parse.
-            retry = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-            kept = {} if retry is None else {b"retry-after": retry.encode("utf-8", "replace")}
-            raise_for_status(httpx.Response(status, headers=kept, content=body), what)
-        data = decode_answer(body, what)
-        results = data.get("results") if isinstance(data, dict) else None
-        if not isinstance(results, list):
-            raise TargetProtocolError(f"{what}: answer has no 'results' array")
-        return self._ranked_ids(results, what)
+        """A 2xx search answer's fixture ids, at most the limit asked for, sentinel removed."""
+        what = what or f"GET {self._base}/memory/search"
+        sent = min(query.limit + 1, SEARCH_CAP)  # what was asked (room for the sentinel)
+        ids = await decode(answer.body, what, partial(_search_ids, sent, what))
+        return self._ranked_ids(ids)[: query.limit]  # the room left for the sentinel is cut off
 
-    def _ranked_ids(self, results: list[Any], what: str) -> tuple[str, ...]:
+    def _ranked_ids(self, ids: Sequence[str]) -> tuple[str, ...]:
         """Fixture ids in rank order; the sentinel dropped, a record not benchd's labelled."""
-        ranked: list[str] = []
-        for item in results:
-            # index format and the zero-hit retry's full payloads both carry "id"
-            raw = item.get("id") if isinstance(item, dict) else None
-            if raw is None:
-                raise TargetProtocolError(f"{what}: a result has no 'id'")
-            server_id = str(raw)
-            if not self._is_sentinel_id(server_id):
-                ranked.append(self._label(server_id))
-        return tuple(ranked)
+        return tuple(self._label(i) for i in ids if not self._is_sentinel_id(i))
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
@@ -314,8 +299,8 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return frozenset(same)
 
     async def _delete_one(self, server_id: str) -> bool:
-        response = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
-        return response.status_code != 404
+        answer = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
+        return answer.status != 404
 
     async def _write_sentinel(self) -> None:
         imported, skipped, _ = await self._import_batch([self._sentinel_record()])
@@ -378,7 +363,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     async def _post_import(self, batch: Sequence[Any]) -> Counts:
         what = f"POST {self._base}/export/import"
         c = self.config
-        response = await self._http.request_allowing(
+        answer = await self._http.request_allowing(
             "POST",
             "/export/import",
             allow=(),
@@ -386,32 +371,30 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             deadline_s=c.timeout_s + c.import_timeout_per_record_s * len(batch),
             retry_timeouts=False,
         )
-        body = decode_json(response, what)
-        try:
-            return int(body["imported"]), int(body["skipped"]), int(body["errors"])
-        except (KeyError, TypeError, ValueError):
-            raise TargetProtocolError(
-                f"{what}: answer lacks integer imported/skipped/errors counts"
-            ) from None
+        return await decode(answer.body, what, partial(_import_counts, len(batch), what))
 
     async def export_namespace(self) -> dict[str, dict[str, Any]]:
-        """Every active record in the namespace, by server id (paged ``GET /export``)."""
+        """Every active record in the namespace, by server id (paged ``GET /export``).
+
+        Bounded: each page is cut to the page size asked for, and the listing
+        stops with a ``decode`` error past ``listing_limit`` records (so past
+        that many pages) or when a page brings nothing new.
+        """
         what = f"GET {self._base}/export"
         records: dict[str, dict[str, Any]] = {}
         seen: set[str] = set()
         offset = 0
-        while True:
+        most = self._listing_limit
+        for _ in range(most // EXPORT_PAGE + 2):
             params = {"client_id": self.config.namespace, "limit": EXPORT_PAGE, "offset": offset}
-            body = decode_json(await self._http.request("GET", "/export", params=params), what)
-            page = body.get("memories") if isinstance(body, dict) else None
-            if not isinstance(page, list):
-                raise TargetProtocolError(f"{what}: answer has no 'memories' array")
-            ids = [str(r["id"]) for r in page if isinstance(r, dict) and "id" in r]
+            answer = await self._http.request("GET", "/export", params=params)
+            page, more = await decode(answer.body, what, partial(_export_page, EXPORT_PAGE, what))
+            ids = [str(r["id"]) for r in page]
             for rec in page:
-                if isinstance(rec, dict) and "id" in rec and rec.get("active", True) is not False:
+                if rec.get("active", True) is not False:
                     records[str(rec["id"])] = rec
             offset += len(page)
-            if not page or not body.get("has_more"):
+            if not page or not more:
                 self._listed = records
                 return records
             if seen.issuperset(ids):  # a store that pages forever must not hang the cycle
@@ -420,6 +403,12 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
                     "holds no record not seen before; the store's paging is broken"
                 )
             seen.update(ids)
+            if len(seen) > most:
+                break
+        raise TargetProtocolError(
+            f"{what}: the namespace lists more than {most} records; benchd's namespace "
+            "holds only its corpus: check the store's paging (has_more) or the namespace"
+        )
 
     async def _read_back(self, server_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``GET /memory/{id}`` with the namespace, for records the listing did not show.
@@ -433,14 +422,14 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         ns = self.config.namespace
 
         async def one(server_id: str) -> None:
-            response = await self._http.request_allowing(
+            answer = await self._http.request_allowing(
                 "GET", f"/memory/{server_id}", allow=(404,), params={"client_id": ns}
             )
-            if response.status_code == 404:
+            if answer.status == 404:
                 return
-            body = decode_json(response, what)
-            mine = isinstance(body, dict) and body.get("client_id", ns) == ns
-            if mine and body.get("active", True) is not False:
+            body = await decode(answer.body, what, _record)
+            mine = body is not None and body.get("client_id", ns) == ns
+            if body is not None and mine and body.get("active", True) is not False:
                 found[server_id] = body
 
         await run_bounded(list(server_ids), one, limit=self.config.seed_concurrency)
@@ -484,3 +473,54 @@ def _keys(listed: Mapping[str, Mapping[str, Any]]) -> set[str]:
         content = "#" + digest(content_of(record))
         held.update((server_id + content, content))
     return held
+
+
+# -- answer reducers: module-level, so large answers are reduced in the decode worker --
+
+
+def _label(value: Any) -> str:
+    return str(value)[:200] if isinstance(value, str | int | float) else ""
+
+
+def _health_labels(data: Any) -> tuple[str, str]:
+    """(model, version) from ``/health``; an answer that is not an object has neither."""
+    if not isinstance(data, dict):
+        return "", ""
+    model = _label(data.get("model")) or _label(data.get("embedding_model"))
+    return model, _label(data.get("version"))
+
+
+def _search_ids(limit: int, what: str, data: Any) -> list[str]:
+    """Server ids of the first ``limit`` results (index format or full payloads)."""
+    results = data.get("results") if isinstance(data, dict) else None
+    return first_ids(results, limit, what)
+
+
+def _import_counts(sent: int, what: str, data: Any) -> Counts:
+    """(imported, skipped, errors): non-negative integers adding up to at most ``sent``."""
+    if not isinstance(data, dict):
+        raise TargetProtocolError(f"{what}: answer lacks integer imported/skipped/errors counts")
+    try:
+        counts = tuple(count(data[k], k, sent, what) for k in ("imported", "skipped", "errors"))
+    except KeyError as exc:
+        raise TargetProtocolError(f"{what}: answer lacks the {exc} count") from None
+    if sum(counts) > sent:
+        raise TargetProtocolError(
+            f"{what}: counts imported/skipped/errors = {counts} add up to more than "
+            f"the {sent} record(s) sent"
+        )
+    return counts[0], counts[1], counts[2]
+
+
+def _export_page(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]], bool]:
+    """(records with an id, at most ``size`` of them; has_more) from one ``/export`` page."""
+    page = data.get("memories") if isinstance(data, dict) else None
+    if not isinstance(page, list):
+        raise TargetProtocolError(f"{what}: answer has no 'memories' array")
+    records = [r for r in page[:size] if isinstance(r, dict) and _label(r.get("id"))]
+    return records, bool(data.get("has_more")) and len(page) > 0
+
+
+def _record(data: Any) -> dict[str, Any] | None:
+    """One record read back by id (``GET /memory/{id}``), or None if the answer is not one."""
+    return data if isinstance(data, dict) and _label(data.get("id")) else None

@@ -25,6 +25,7 @@ import anyio
 import httpx
 import pytest
 import tomli_w
+from answer_support import parse_answer
 from drill_support import write_tiny_fixture
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -366,7 +367,7 @@ def test_any_search_answer_parses_or_fails_with_one_line(
     status: int, head: Any, body: bytes
 ) -> None:
     with clean_rejection():
-        ranked = TARGET.parse_search_response(status, head, body, what="GET /memory/search")
+        ranked = parse_answer(TARGET, status, head, body)
         assert all(isinstance(i, str) for i in ranked)
 
 
@@ -566,11 +567,11 @@ def test_a_config_key_with_a_newline_is_quoted_in_the_one_line_error() -> None:
     assert 'server.listen."a\\nb": ${BENCHD_FUZZ_UNSET} is not set' in str(caught.value)
 
 
-def test_a_redirect_with_a_non_ascii_retry_after_is_an_http_error() -> None:
+def test_a_redirect_with_a_non_ascii_retry_after_is_a_redirect_error() -> None:
     with pytest.raises(BenchdError) as caught:
-        TARGET.parse_search_response(301, {"Retry-After": "\udc80"}, b"{}", what="GET /s")
+        parse_answer(TARGET, 301, {"Retry-After": "\udc80"}, b"{}", what="GET /s")
     assert_one_line(caught.value)
-    assert caught.value.kind == "http_4xx"  # type: ignore[attr-defined]
+    assert caught.value.kind == "redirect"  # type: ignore[attr-defined]
 
 
 def test_an_export_that_pages_forever_is_a_decode_error_not_a_hang() -> None:

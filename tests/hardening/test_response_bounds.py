@@ -13,13 +13,12 @@ import time
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.refstore.server import serve_app
 from benchd.targets.base import SearchQuery
-from benchd.targets.transport import make_http_fire
+from benchd.targets.transport import search_fire
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -83,8 +82,8 @@ async def test_a_dribbled_body_is_cut_off_by_the_request_deadline() -> None:
             await target.aclose()
 
 
-async def test_the_default_cap_is_32_mib() -> None:
-    assert ZengramConfig(url="http://127.0.0.1:1").max_response_bytes == 32 * 1024 * 1024
+async def test_the_default_cap_is_8_mib() -> None:
+    assert ZengramConfig(url="http://127.0.0.1:1").max_response_bytes == 8 * 1024 * 1024
 
 
 BOMB = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB inflated, ~64 KiB on the wire
@@ -100,16 +99,13 @@ async def gzip_bomb(scope: dict[str, Any], receive: Any, send: Any) -> None:
 async def test_the_load_pass_sender_bounds_bodies_too(app: Any) -> None:
     async with serve_app(app) as url:
         target = ZengramTarget(ZengramConfig(url=url), None)
-
-        def build(i: int) -> httpx.Request:
-            return target.build_search_request(SearchQuery(q="anything", limit=5))
-
-        def parse(i: int, status: int, headers: Any, body: bytes) -> tuple[str, ...]:
-            return target.parse_search_response(status, headers, body)
-
         try:
-            async with make_http_fire(
-                build, parse, concurrency=1, timeout_s=10, max_response_bytes=1 << 20
+            async with search_fire(
+                target,
+                [SearchQuery(q="anything", limit=5)],
+                concurrency=1,
+                timeout_s=10,
+                max_response_bytes=1 << 20,
             ) as fire:
                 with pytest.raises(TargetProtocolError, match="max_response_bytes = 1048576"):
                     await fire(0)

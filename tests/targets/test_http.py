@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from answer_support import parse_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mem0_standin import Mem0Standin
@@ -33,7 +34,7 @@ from benchd.load import LoadProfile
 from benchd.refstore.server import RunningRefStore, running_refstore, serve_app
 from benchd.refstore.testing import make_config
 from benchd.targets import build_target
-from benchd.targets.base import HttpSearch, SearchQuery
+from benchd.targets.base import SearchQuery, SendsLoad
 from benchd.targets.http.records import sentinel_id
 from benchd.targets.http.target import HttpTarget
 from benchd.targets.owned import owned_id
@@ -246,7 +247,7 @@ async def test_a_cycle_under_load_uses_the_engines_pool_and_scores_like_serial(
     )
     fixture = load_fixture(probe.fixture)
     target = build_target("http", settings, target_config.secret)
-    assert isinstance(target, HttpSearch)
+    assert isinstance(target, SendsLoad)
     try:
         result = await run_cycle(probe, fixture, target)
     finally:
@@ -347,16 +348,16 @@ def test_id_path_errors_name_the_path_and_the_endpoint(
 ) -> None:
     t = offline(monkeypatch)
     with pytest.raises(TargetProtocolError, match=problem) as err:
-        t.parse_search_response(200, {}, json.dumps(body).encode())
+        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t._search_what)
     assert str(err.value).startswith("GET http://127.0.0.1:8084/memory/search: ")
 
 
 def test_non_json_and_error_statuses_are_classified(monkeypatch: pytest.MonkeyPatch) -> None:
     t = offline(monkeypatch)
     with pytest.raises(TargetProtocolError, match="not JSON"):
-        t.parse_search_response(200, {}, b"<html>")
+        parse_answer(t, 200, {}, b"<html>")
     with pytest.raises(TargetHTTPError) as err:
-        t.parse_search_response(503, {}, b'{"error": "degraded"}')
+        parse_answer(t, 503, {}, b'{"error": "degraded"}')
     assert err.value.kind == "http_5xx"
 
 
@@ -365,8 +366,8 @@ def test_an_error_status_with_odd_headers_is_still_classified(
 ) -> None:
     t = offline(monkeypatch)
     with pytest.raises(TargetHTTPError) as err:
-        t.parse_search_response(429, {"retry-after": "\x80", "x-ok": "1"}, b"{}")
-    assert err.value.kind == "http_429"
+        parse_answer(t, 429, {"retry-after": "\x80", "x-ok": "1"}, b"{}")
+    assert err.value.kind == "rate_limited"
 
 
 def test_a_header_that_cannot_carry_the_query_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -379,7 +380,7 @@ def test_a_header_that_cannot_carry_the_query_is_refused(monkeypatch: pytest.Mon
 def test_integer_ids_and_nested_id_lists_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     t = offline(monkeypatch, ids="ids[0]")
     # ids benchd did not write are labelled so they can never score as a fixture id
-    assert t.parse_search_response(200, {}, b'{"ids": [["a", 7]]}') == ("!a", "!7")
+    assert parse_answer(t, 200, {}, b'{"ids": [["a", 7]]}') == ("!a", "!7")
 
 
 def test_search_request_fills_placeholders_with_types(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -521,7 +522,7 @@ def _parsing_target(ids: str) -> HttpTarget:
 def test_any_search_answer_gives_ids_or_one_target_error(path: str, body: Any, status: int) -> None:
     target = _parsing_target(path)
     try:
-        ranked = target.parse_search_response(status, {}, json.dumps(body).encode())
+        ranked = parse_answer(target, status, {}, json.dumps(body).encode())
     except TargetError as exc:
         assert "\n" not in str(exc)
     else:

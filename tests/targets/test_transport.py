@@ -21,7 +21,8 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.load import LoadProfile, run_load
-from benchd.targets.transport import RequestSpec, make_http_fire, retry_after_s
+from benchd.targets.client import retry_after_s
+from benchd.targets.transport import RequestSpec, make_http_fire
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +75,7 @@ async def test_fire_returns_the_parsed_ids_and_builds_each_request_once(
 
 
 @pytest.mark.parametrize(
-    ("status", "kind"), [(404, "http_4xx"), (429, "http_429"), (503, "http_5xx")]
+    ("status", "kind"), [(404, "http_4xx"), (429, "rate_limited"), (503, "http_5xx")]
 )
 async def test_an_error_status_becomes_a_target_http_error_of_its_kind(
     target: LoopbackTarget, status: int, kind: str

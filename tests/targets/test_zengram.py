@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from answer_support import parse_answer
 
 from benchd.config.secrets import Secret
 from benchd.errors import (
@@ -194,7 +195,7 @@ async def test_parse_accepts_index_and_full_payload_shapes(store: Any) -> None:
         "retry": True,
         "expanded_query": "x",
     }
-    assert t.parse_search_response(200, {}, json.dumps(body).encode()) == ("a", "b")
+    assert parse_answer(t, 200, {}, json.dumps(body).encode()) == ("a", "b")
 
 
 def test_a_result_benchd_did_not_write_is_never_mapped_to_a_fixture_id() -> None:
@@ -210,7 +211,7 @@ def test_a_result_benchd_did_not_write_is_never_mapped_to_a_fixture_id() -> None
 def test_malformed_search_answers_are_decode_errors(body: bytes) -> None:
     t = target("http://127.0.0.1:1")
     with pytest.raises(TargetProtocolError):
-        t.parse_search_response(200, {}, body)
+        parse_answer(t, 200, {}, body)
 
 
 async def test_cleanup_before_reimports_fresh_copies_each_cycle(store: Any) -> None:
@@ -243,6 +244,6 @@ async def test_an_unchanged_corpus_costs_no_writes_on_reseed() -> None:
             changed = [{**MEMORIES[0], "content": "The staging database moved to port 6543."}]
             with pytest.raises(TargetHTTPError) as err:  # a changed record is written
                 await t.seed(changed + MEMORIES[1:])
-            assert err.value.kind == "http_429"
+            assert err.value.kind == "rate_limited"
         finally:
             await t.aclose()

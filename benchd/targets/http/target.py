@@ -17,6 +17,7 @@ so the load engine sends searches over its own pool.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -25,20 +26,21 @@ import httpx
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
+from benchd.targets.answers import decode
 from benchd.targets.base import SearchQuery
-from benchd.targets.client import decode_answer, decode_json, raise_for_status
+from benchd.targets.client import Answer
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
-    column_at,
+    batch_counts,
     content_of,
-    count_at,
     digest,
-    ids_at,
+    export_page,
+    health_labels,
     legacy_sentinel_digest,
-    more_pages,
+    search_ids,
     sentinel_memory,
 )
-from benchd.targets.http.templating import MISSING, as_text, lookup, parse_path, render, render_text
+from benchd.targets.http.templating import MISSING, as_text, render, render_text
 from benchd.targets.owned import legacy_sentinel_id, sentinel_id
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan
 
@@ -79,10 +81,16 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
 
     kind = KIND
 
-    def __init__(self, config: HttpConfig, secret: Secret | None) -> None:
+    def __init__(
+        self,
+        config: HttpConfig,
+        secret: Secret | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = config
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
-        super().__init__(config, auth)
+        super().__init__(config, auth, transport)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         ns = config.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # hidden from rankings
@@ -97,7 +105,7 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
 
     async def _call(
         self, template: Endpoint, values: Mapping[str, Any], *, allow: tuple[int, ...] = ()
-    ) -> httpx.Response:
+    ) -> Answer:
         """Send one templated request through the retrying client (errors name the endpoint)."""
         body = render(template.body, values)
         return await self._http.request_allowing(
@@ -116,20 +124,15 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         model, version = self.config.model, ""
         health = self.config.health
         if health is not None:
-            response = await self._call(health, {"namespace": self.config.namespace})
-            data = decode_json(response, self._what(health))
-            if health.model and not model:
-                model = as_text(lookup(parse_path(health.model), data))
-            if health.version:
-                version = as_text(lookup(parse_path(health.version), data))
+            answer = await self._call(health, {"namespace": self.config.namespace})
+            what = self._what(health)
+            found, version = await decode(answer.body, what, partial(health_labels, health, what))
+            model = model or found
         return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
 
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
-        response = await self._call(self.config.search, self._search_values(query))
-        ranked = self.parse_search_response(
-            response.status_code, response.headers, response.content, what=self._search_what
-        )
-        return ranked[: query.limit]  # the room left for the sentinel is cut off
+        answer = await self._call(self.config.search, self._search_values(query))
+        return await self.parse_search_response(answer, query)
 
     # -- sans-I/O search halves, used by the load engine -----------------------
 
@@ -155,16 +158,16 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             json=None if body is MISSING or body is None else body,
         )
 
-    def parse_search_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, *, what: str = ""
+    async def parse_search_response(
+        self, answer: Answer, query: SearchQuery, *, what: str = ""
     ) -> tuple[str, ...]:
+        """A 2xx search answer's fixture ids: at most the limit asked for, sentinels removed."""
         what = what or self._search_what
-        if status >= 300:
-            ascii_headers = {k: v for k, v in headers.items() if k.isascii() and v.isascii()}
-            raise_for_status(httpx.Response(status, headers=ascii_headers, content=body), what)
-        data = decode_answer(body, what)
-        ids = ids_at(self.config.search.ids, data, what)
-        return tuple(self._label(i) for i in ids if i not in self._sentinel_ids)
+        sent = self._search_values(query)["k"]  # what was asked (room for the sentinel)
+        reduce = partial(search_ids, self.config.search.ids, sent, what)
+        ids = await decode(answer.body, what, reduce)
+        ranked = tuple(self._label(i) for i in ids if i not in self._sentinel_ids)
+        return ranked[: query.limit]  # the room left for the sentinel is cut off
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
@@ -245,30 +248,27 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         seed = self.config.seed
         assert seed is not None
         values = {"records": [self._record(m) for m in batch], "namespace": self.config.namespace}
-        response = await self._call(seed, values)
-        paths = (seed.imported, seed.skipped, seed.errors)
-        if not any(paths):
+        answer = await self._call(seed, values)
+        if not any((seed.imported, seed.skipped, seed.errors)):
             return len(batch), 0, 0
-        data = decode_json(response, self._what(seed))
-        counts = [0, 0, 0]
-        for i, path in enumerate(paths):
-            if path:
-                counts[i] = count_at(path, data, self._what(seed))
-        if not seed.imported:
-            counts[0] = len(batch) - counts[1] - counts[2]
-        return counts[0], counts[1], counts[2]
+        what = self._what(seed)
+        return await decode(answer.body, what, partial(batch_counts, seed, len(batch), what))
 
     async def _delete_one(self, server_id: str) -> bool:
         delete = self.config.delete
         assert delete is not None
         values = {"id": server_id, "namespace": self.config.namespace}
-        response = await self._call(delete, values, allow=delete.gone)
-        return response.status_code not in delete.gone
+        answer = await self._call(delete, values, allow=delete.gone)
+        return answer.status not in delete.gone
 
     # -- export, verification ------------------------------------------------------
 
     async def export_namespace(self) -> dict[str, dict[str, str]]:
-        """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known."""
+        """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known.
+
+        Bounded in pages (``export.max_pages``) and in records (the listing
+        limit); each page is cut to ``page_size`` records.
+        """
         export = self.config.export
         assert export is not None
         what = self._what(export)
@@ -281,18 +281,19 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
                 "limit": export.page_size,
                 "page": page,
             }
-            data = decode_json(await self._call(export, values), what)
-            ids = ids_at(export.ids, data, what)
-            fids = column_at(export.fixture_ids, data, len(ids), what)
-            texts = column_at(export.contents, data, len(ids), what)
-            for sid, fid, text in zip(ids, fids, texts, strict=True):
-                rec = records[sid] = {}
-                if fid is not None:
-                    rec["fid"] = fid
-                if text is not None:
-                    rec["digest"] = digest(text)
-            offset += len(ids)
-            if not export.paged or not more_pages(export, data, len(ids), offset, what):
+            answer = await self._call(export, values)
+            listed, n, more = await decode(
+                answer.body, what, partial(export_page, export, offset, what)
+            )
+            records.update(listed)
+            offset += n
+            if len(records) > self._listing_limit:
+                raise TargetProtocolError(
+                    f"{what}: the namespace lists more than {self._listing_limit} records; "
+                    "benchd's namespace holds only its corpus: check export.has_more / "
+                    "export.total, or the namespace"
+                )
+            if not more:
                 return records
         raise TargetProtocolError(
             f"{what}: still more pages after export.max_pages = {export.max_pages}; "

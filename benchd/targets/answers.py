@@ -1,0 +1,204 @@
+"""Reading a store's answer: one bounded way for every target kind and both passes.
+
+An answer passes four bounds before an adapter sees it:
+
+- **size** — the HTTP layer (:mod:`benchd.targets.client` for adapters,
+  :mod:`benchd.targets.transport` for the load pass) refuses an answer whose
+  declared ``Content-Length`` exceeds ``max_response_bytes`` before reading
+  it, and stops reading at that many bytes;
+- **depth** — JSON nested deeper than :data:`MAX_DEPTH` is a ``decode``
+  error (CPython's parser raises ``RecursionError`` near 1,000 levels, and
+  any recursive walk of a deep value would too);
+- **time** — ``json.loads`` holds the interpreter for its whole run: 40–150 ms
+  per MiB of small values on a busy 2-core box, and a thread does not help.
+  So an answer over :data:`INLINE_DECODE_BYTES` (32 KiB: a few ms at worst,
+  and a 100-result index-format search answer is ~28 KiB) is decoded in one
+  worker process, which hands back only what the adapter needs (``reduce``:
+  ids cut to the limit, counts, listed records). Another probe's scheduled
+  sends then never wait behind a large decode;
+- **shape** — counts must be non-negative integers no larger than what was
+  sent (:func:`count`), ranked ids are cut to the requested limit
+  (:func:`first_ids`), and a listing stops at :func:`listing_limit` records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_process
+from anyio import BrokenWorkerProcess
+from anyio.lowlevel import RunVar
+
+from benchd.errors import TargetProtocolError
+
+__all__ = [
+    "INLINE_DECODE_BYTES",
+    "MAX_DEPTH",
+    "MIN_LISTING_RECORDS",
+    "count",
+    "decode",
+    "first_ids",
+    "listing_limit",
+    "loads",
+    "reduced",
+    "warm_decoder",
+]
+
+T = TypeVar("T")
+
+MAX_DEPTH = 64
+"""Deepest JSON nesting accepted (a store's answers nest 3-5 levels)."""
+
+INLINE_DECODE_BYTES = 32 * 1024
+"""Answers up to this size are decoded on the event loop; larger ones in the worker."""
+
+MIN_LISTING_RECORDS = 50_000
+"""A namespace listing may hold at least this many records (see :func:`listing_limit`)."""
+
+# One decode worker per event loop: large decodes queue for it, so at most one
+# large answer is held decoded at a time (a bound on memory as well as on CPU).
+_WORKER: RunVar[anyio.CapacityLimiter] = RunVar("benchd_decode_worker")
+
+
+def _worker_limiter() -> anyio.CapacityLimiter:
+    try:
+        return _WORKER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(1)
+        _WORKER.set(limiter)
+        return limiter
+
+
+def loads(body: bytes, what: str) -> Any:
+    """``body`` as JSON, or :class:`TargetProtocolError` (kind ``decode``) naming ``what``."""
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise _too_deep(what) from None
+    except (ValueError, UnicodeDecodeError):
+        raise TargetProtocolError(f"{what}: answer is not JSON ({len(body)} bytes)") from None
+    if not _shallow(value):
+        raise _too_deep(what)
+    return value
+
+
+def _too_deep(what: str) -> TargetProtocolError:
+    return TargetProtocolError(f"{what}: answer nests JSON deeper than {MAX_DEPTH} levels")
+
+
+def _shallow(value: Any) -> bool:
+    """Whether no container in ``value`` is nested deeper than :data:`MAX_DEPTH`.
+
+    Level by level, never recursive: ~0.1 s per million containers.
+    """
+    level: list[Any] = [value] if isinstance(value, dict | list) else []
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return True
+        below: list[Any] = []
+        add = below.append
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    add(child)
+        level = below
+    return not level
+
+
+def reduced(body: bytes, what: str, reduce: Callable[[Any], T] | None) -> T:
+    """Decode ``body`` and apply ``reduce`` to it; any surprise in ``reduce`` is ``decode``."""
+    value = loads(body, what)
+    if reduce is None:
+        return value  # type: ignore[no-any-return]
+    try:
+        return reduce(value)
+    except TargetProtocolError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
+        detail = str(exc)[:200].replace("\n", " ")
+        raise TargetProtocolError(
+            f"{what}: unexpected answer ({type(exc).__name__}: {detail})"
+        ) from None
+
+
+async def decode(body: bytes, what: str, reduce: Callable[[Any], T] | None = None) -> T:
+    """Decode a store's answer and reduce it, in the decode worker when it is large.
+
+    ``reduce`` turns the decoded JSON into what the adapter keeps; for an
+    answer over :data:`INLINE_DECODE_BYTES` it runs in the worker process, so
+    it must be picklable (a module-level function or a ``functools.partial``
+    of one) and should return something small.
+    """
+    if len(body) <= INLINE_DECODE_BYTES:
+        return reduced(body, what, reduce)
+    try:
+        result: T = await anyio.to_process.run_sync(
+            reduced, body, what, reduce, cancellable=True, limiter=_worker_limiter()
+        )
+    except BrokenWorkerProcess:
+        raise TargetProtocolError(
+            f"{what}: the decode worker stopped while reading a {len(body)}-byte answer "
+            "(out of memory?); lower max_response_bytes"
+        ) from None
+    return result
+
+
+def _ready() -> bool:
+    return True
+
+
+async def warm_decoder() -> None:
+    """Start the decode worker ahead of need, so no timed request waits for it to spawn.
+
+    A worker that cannot start is not an error here: the decode that needs it says so.
+    """
+    with contextlib.suppress(BrokenWorkerProcess, OSError):
+        await anyio.to_process.run_sync(_ready, cancellable=True, limiter=_worker_limiter())
+
+
+def first_ids(items: Any, limit: int, what: str, field: str = "id") -> list[str]:
+    """The ``field`` of each of the first ``limit`` result objects, as strings.
+
+    An answer longer than the limit is cut (what was asked is what is scored);
+    a result without an id is a ``decode`` error.
+    """
+    if not isinstance(items, list):
+        raise TargetProtocolError(f"{what}: answer has no 'results' array")
+    ids: list[str] = []
+    for item in items[: max(0, limit)]:
+        raw = item.get(field) if isinstance(item, dict) else None
+        if raw is None or isinstance(raw, bool | dict | list):
+            raise TargetProtocolError(f"{what}: a result has no usable {field!r}")
+        ids.append(str(raw))
+    return ids
+
+
+def count(value: Any, name: str, most: int, what: str) -> int:
+    """A count from an answer: a non-negative integer at most ``most`` (what was sent)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TargetProtocolError(f"{what}: {name} is {_show(value)}, expected an integer count")
+    if not 0 <= value <= most:
+        raise TargetProtocolError(
+            f"{what}: {name} = {_show(value)} is impossible for a request of {most}"
+        )
+    return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def listing_limit(corpus: int) -> int:
+    """Most records a namespace listing may hold before it is a ``decode`` error.
+
+    The namespace is benchd's own: it holds the corpus and a sentinel. Twice
+    the corpus (earlier copies before a cleanup) and never below
+    :data:`MIN_LISTING_RECORDS` leaves room for an adopted namespace, while a
+    store that pages forever stops within a bounded number of records.
+    """
+    return max(MIN_LISTING_RECORDS, 2 * corpus + 1)

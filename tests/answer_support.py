@@ -1,0 +1,37 @@
+"""Test plumbing: judge a (status, headers, body) answer the way benchd's HTTP layer does.
+
+The error map (:func:`~benchd.targets.client.status_error`) runs first,
+then the target's async search parser on a 2xx, as both passes do.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from benchd.targets.base import SearchQuery
+from benchd.targets.client import Answer, status_error
+
+
+def parse_answer(
+    target: Any,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    limit: int = 100,
+    what: str = "GET /memory/search",
+) -> tuple[str, ...]:
+    """Ranked ids from one answer, or the TargetError benchd raises for it."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    error = status_error(status, lower, body, what)
+    if error is not None:
+        raise error
+    parse = functools.partial(
+        target.parse_search_response, Answer(status, lower, body), SearchQuery("q", limit)
+    )
+    ranked: tuple[str, ...] = anyio.run(parse)
+    return ranked
