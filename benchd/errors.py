@@ -167,6 +167,8 @@ class TargetHTTPError(TargetError):
 
     @property
     def kind(self) -> str:  # type: ignore[override]
+        if self.status == 429:  # the error map raises TargetRateLimited; same kind either way
+            return "rate_limited"
         return "http_5xx" if self.status >= 500 else "http_4xx"
 
 

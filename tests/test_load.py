@@ -120,10 +120,10 @@ async def test_errors_are_classified_and_kept_out_of_latency(target: LoopbackTar
     target.garbage = {4}
     target.retry_after = b"0"  # a 429 pauses the pass for its Retry-After: none here
     run = await _run(target, 6, LoadProfile(mode="serial"))
-    assert run.counts() == {"ok": 2, "http_5xx": 1, "http_429": 1, "http_4xx": 1, "decode": 1}
+    assert run.counts() == {"ok": 2, "http_5xx": 1, "rate_limited": 1, "http_4xx": 1, "decode": 1}
     assert [run.outcome_of(i) for i in range(6)][1:5] == [
         "http_5xx",
-        "http_429",
+        "rate_limited",
         "http_4xx",
         "decode",
     ]

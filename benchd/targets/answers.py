@@ -15,7 +15,9 @@ An answer passes four bounds before an adapter sees it:
   and a 100-result index-format search answer is ~28 KiB) is decoded in one
   worker process, which hands back only what the adapter needs (``reduce``:
   ids cut to the limit, counts, listed records). Another probe's scheduled
-  sends then never wait behind a large decode;
+  sends then never wait behind a large decode. The worker starts at the
+  first large answer (in a cycle that is the serial pass, which times only
+  the HTTP attempt, so the load pass finds it running) and stays while used;
 - **shape** — counts must be non-negative integers no larger than what was
   sent (:func:`count`), ranked ids are cut to the requested limit
   (:func:`first_ids`), and a listing stops at :func:`listing_limit` records.
@@ -23,7 +25,6 @@ An answer passes four bounds before an adapter sees it:
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -45,7 +46,6 @@ __all__ = [
     "listing_limit",
     "loads",
     "reduced",
-    "warm_decoder",
 ]
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ MAX_DEPTH = 64
 INLINE_DECODE_BYTES = 32 * 1024
 """Answers up to this size are decoded on the event loop; larger ones in the worker."""
 
-MIN_LISTING_RECORDS = 50_000
+MIN_LISTING_RECORDS = 20_000
 """A namespace listing may hold at least this many records (see :func:`listing_limit`)."""
 
 # One decode worker per event loop: large decodes queue for it, so at most one
@@ -145,19 +145,6 @@ async def decode(body: bytes, what: str, reduce: Callable[[Any], T] | None = Non
             "(out of memory?); lower max_response_bytes"
         ) from None
     return result
-
-
-def _ready() -> bool:
-    return True
-
-
-async def warm_decoder() -> None:
-    """Start the decode worker ahead of need, so no timed request waits for it to spawn.
-
-    A worker that cannot start is not an error here: the decode that needs it says so.
-    """
-    with contextlib.suppress(BrokenWorkerProcess, OSError):
-        await anyio.to_process.run_sync(_ready, cancellable=True, limiter=_worker_limiter())
 
 
 def first_ids(items: Any, limit: int, what: str, field: str = "id") -> list[str]:

@@ -41,7 +41,6 @@ import httpx
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
 from benchd.load import Fire
-from benchd.targets.answers import warm_decoder
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -337,9 +336,7 @@ async def make_http_fire(
     replayed, so ``build`` must depend on the index only. A non-2xx status
     raises (one error map) before ``parse`` is called; redirects are never
     followed. A body declared or read past ``max_response_bytes`` (also once
-    inflated) is a decode error and its connection is dropped. The decode
-    worker is started first, so no timed request waits for it
-    to spawn (before the first send, outside the measured window). Asyncio only.
+    inflated) is a decode error and its connection is dropped. Asyncio only.
     """
     specs: dict[int, RequestSpec] = {}
     pools: dict[tuple[str, str, int], _Pool] = {}
@@ -355,7 +352,6 @@ async def make_http_fire(
         answer = await _send(pool, spec, timeout_s)
         return await _interpret(parse, spec, query, answer, max_response_bytes)
 
-    await warm_decoder()
     try:
         yield fire
     finally:

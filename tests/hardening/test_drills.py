@@ -126,16 +126,16 @@ def test_twenty_percent_5xx_is_counted_per_request_and_absorbed_by_retries(
         assert benchd.stop() == 0
 
 
-def test_a_429_storm_fails_cycles_as_http_429_and_recovery_is_automatic(
+def test_a_429_storm_fails_cycles_as_rate_limited_and_recovery_is_automatic(
     tmp_path: Path, fixture_path: Path, store: RefstoreProcess
 ) -> None:
     store.set_faults(["rate_limit=1.0"])  # every API call: 429 with Retry-After: 1
     with start_daemon(tmp_path, probe_toml("storm", store.url, fixture_path)) as benchd:
         failed = benchd.wait_for(cycle("storm", "failed"))
-        assert failed["error_kind"] == "http_429"
+        assert failed["error_kind"] == "rate_limited"
         assert "HTTP 429" in failed["error"]
         assert value(benchd.samples("benchd_up"), probe="storm") == 0.0
-        assert value(benchd.samples("benchd_cycle_errors_total"), kind="http_429") >= 1
+        assert value(benchd.samples("benchd_cycle_errors_total"), kind="rate_limited") >= 1
         store.set_faults([])
         last = benchd.cycles("storm")[-1]["cycle"]
         recovers(benchd, "storm", after=last)
@@ -244,7 +244,7 @@ def test_no_fd_or_memory_growth_across_faulty_cycles(
         # a fault that loses some queries leaves the cycle degraded (no error kind);
         # one that stops it is failed with the fault's kind
         kinds = {e.get("error_kind") for e in events if e["outcome"] == "failed"}
-        assert kinds and kinds <= {"http_5xx", "http_429", "rate_limited", "decode"}
+        assert kinds and kinds <= {"http_5xx", "rate_limited", "decode"}
         assert {e["outcome"] for e in events} <= {"success", "degraded", "failed"}
         assert events[-1]["outcome"] == "success"
         assert_no_overlap(events)

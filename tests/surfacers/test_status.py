@@ -39,6 +39,7 @@ TOP_LEVEL = {
     "load",
     "errors",
     "retries",
+    "retry_wait_s",
     "error",
     "drift",
     "degraded_reasons",

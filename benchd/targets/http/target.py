@@ -10,7 +10,7 @@ seed), ids derived from the namespace (``{id}`` renders
 keep that one in a field the export reads as ``fixture_ids``), deletes
 restricted to benchd's records as listed in its namespace, and errors that
 name the endpoint.
-The search halves are sans-I/O (:class:`~benchd.targets.base.HttpSearch`),
+The search halves are sans-I/O (:class:`~benchd.targets.transport.HttpSearch`),
 so the load engine sends searches over its own pool.
 """
 
