@@ -165,9 +165,7 @@ class Hostile:
         path = "/" + rest.partition("?")[0]
         if mode == "huge" and path == "/memory/search":
             self.hits[mode] = self.hits.get(mode, 0) + 1
-            writer.write(
-                b"HTTP/1.1 200 X\r\nContent-Length: 1073741824\r\n\r\n" + b"[" * 65536
-            )
+            writer.write(b"HTTP/1.1 200 X\r\nContent-Length: 1073741824\r\n\r\n" + b"[" * 65536)
             await writer.drain()
             await asyncio.sleep(30)  # hold it: the client must not wait for the rest
             return False

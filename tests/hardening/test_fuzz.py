@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -36,7 +37,8 @@ from benchd.drift.tracker import DriftSettings
 from benchd.errors import BenchdError
 from benchd.fixtures.model import load_fixture
 from benchd.load import LoadProfile
-from benchd.targets import TARGET_KINDS
+from benchd.targets import TARGET_KINDS, zengram
+from benchd.targets import answers as store_answers
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
@@ -428,8 +430,18 @@ answers = st.builds(
 MEMORIES = [{"id": "m1", "content": "alpha"}, {"id": "m2", "content": "beta"}]
 
 
+CURRENT: list[Answers] = []  # what the injected transport answers right now
+
+
+def _respond(request: httpx.Request) -> httpx.Response:
+    return CURRENT[-1].respond(request)
+
+
 def targets() -> dict[str, ZengramTarget]:
-    """One adapter per cleanup mode, built once: an httpx client costs an SSL context."""
+    """One adapter per cleanup mode, built once: an httpx client costs an SSL context.
+
+    Each takes the fuzzer's answers through an injected transport.
+    """
     return {
         mode: ZengramTarget(
             ZengramConfig(
@@ -439,6 +451,7 @@ def targets() -> dict[str, ZengramTarget]:
                 searchable_timeout_s=0.01,
             ),
             None,
+            transport=httpx.MockTransport(_respond),
         )
         for mode in ("before", "after", "never")
     }
@@ -450,21 +463,15 @@ TARGETS = targets()
 async def drive(answers: Answers, cleanup: str) -> None:
     target = TARGETS[cleanup]
     target._fixture_ids.clear()
-    fake = httpx.AsyncClient(
-        base_url="http://store.test", transport=httpx.MockTransport(answers.respond)
-    )
-    target._http._client = fake  # the one place a fake transport is injected
-    try:
-        for step in (
-            target.info,
-            lambda: target.seed(MEMORIES),
-            lambda: target.search(SearchQuery(q="alpha", limit=5)),
-            lambda: target.cleanup(["m1", "m2"]),
-        ):
-            with clean_rejection(), anyio.fail_after(5):
-                await step()
-    finally:
-        await fake.aclose()
+    CURRENT[:] = [answers]
+    for step in (
+        target.info,
+        lambda: target.seed(MEMORIES),
+        lambda: target.search(SearchQuery(q="alpha", limit=5)),
+        lambda: target.cleanup(["m1", "m2"]),
+    ):
+        with clean_rejection(), anyio.fail_after(5):
+            await step()
 
 
 @fuzz(1200)
@@ -473,6 +480,78 @@ def test_any_store_answers_to_seed_and_cleanup_fail_with_one_line(
     answers: Answers, cleanup: str
 ) -> None:
     anyio.run(drive, answers, cleanup)
+
+
+# --------------------------------------------------------------------------- the answer decoder
+
+nested = st.integers(0, 1500).map(lambda n: b'{"results":' + b"[" * n + b"]" * n + b"}")
+objects = st.integers(0, 1500).map(lambda n: b'{"a":' * n + b"1" + b"}" * n)
+many_ids = st.integers(0, 3000).map(
+    lambda n: dumps({"results": [{"id": i} for i in range(n)]}).encode()
+)
+answer_bytes = st.one_of(
+    search_body,
+    nested,
+    objects,
+    many_ids,
+    st.tuples(search_body, st.integers(0, 200)).map(lambda t: t[0][: t[1]]),  # cut short
+)
+
+
+@fuzz(1500)
+@given(body=answer_bytes, limit=st.integers(-2, 12))
+def test_the_answer_decoder_bounds_depth_and_cuts_results_to_the_limit(
+    body: bytes, limit: int
+) -> None:
+    with clean_rejection():
+        ranked = parse_answer(TARGET, 200, {}, body, limit=limit)
+        assert len(ranked) <= max(limit, 0) and all(isinstance(i, str) for i in ranked)
+
+
+@fuzz(300)
+@given(levels=st.integers(1, 1500), objects=st.booleans())
+def test_nesting_past_max_depth_is_a_decode_error_at_any_depth(levels: int, objects: bool) -> None:
+    body = b'{"a":' * levels + b"1" + b"}" * levels if objects else b"[" * levels + b"]" * levels
+    try:
+        store_answers.loads(body, "GET /health")
+    except BenchdError as exc:
+        assert_one_line(exc)
+        assert levels > store_answers.MAX_DEPTH and "deeper than 64" in str(exc)
+    else:
+        assert levels <= store_answers.MAX_DEPTH
+
+
+count_value = st.one_of(json_scalar, st.integers(-5, 8), st.just(10**30), st.just(1e30))
+
+
+@fuzz(800)
+@given(
+    counts=st.fixed_dictionaries(
+        {}, optional={"imported": count_value, "skipped": count_value, "errors": count_value}
+    ),
+    sent=st.integers(0, 6),
+)
+def test_import_counts_are_non_negative_integers_never_above_what_was_sent(
+    counts: dict[str, Any], sent: int
+) -> None:
+    reduce = functools.partial(zengram._import_counts, sent, "POST /export/import")
+    with clean_rejection():
+        got = store_answers.reduced(dumps(counts).encode(), "POST /export/import", reduce)
+        assert all(isinstance(n, int) and n >= 0 for n in got) and sum(got) <= sent
+
+
+@fuzz(500)
+@given(
+    page=st.one_of(st.lists(memory, max_size=8), json_value),
+    more=json_scalar,
+    size=st.integers(0, 5),
+)
+def test_an_export_page_is_cut_to_the_page_size_asked_for(page: Any, more: Any, size: int) -> None:
+    reduce = functools.partial(zengram._export_page, size, "GET /export")
+    with clean_rejection():
+        body = dumps(export_page(page, more)).encode()
+        records, _ = store_answers.reduced(body, "GET /export", reduce)
+        assert len(records) <= size and all(isinstance(r, dict) for r in records)
 
 
 # --------------------------------------------------------------------------- command line
@@ -583,9 +662,7 @@ def test_an_export_that_pages_forever_is_a_decode_error_not_a_hang() -> None:
 
     async def export() -> None:
         target = TARGETS["never"]
-        target._http._client = httpx.AsyncClient(
-            base_url="http://store.test", transport=httpx.MockTransport(stuck.respond)
-        )
+        CURRENT[:] = [stuck]
         with anyio.fail_after(5):
             await target.export_namespace()
 

@@ -288,9 +288,20 @@ HOSTILE_KINDS = {
 }
 
 
-def _failed(probe: str) -> Callable[[dict[str, Any]], bool]:
+def _failed(probe: str, kind: str) -> Callable[[dict[str, Any]], bool]:
+    """A failed cycle of ``probe`` with error kind ``kind``.
+
+    Waiting for that kind (not the first failure) keeps a transient timeout on
+    an overloaded CI box from failing the test; the kind itself is still exact.
+    """
+
     def match(e: dict[str, Any]) -> bool:
-        return e.get("event") == "cycle" and e.get("probe") == probe and e["outcome"] == "failed"
+        return (
+            e.get("event") == "cycle"
+            and e.get("probe") == probe
+            and e.get("outcome") == "failed"
+            and e.get("error_kind") == kind
+        )
 
     return match
 
@@ -316,15 +327,23 @@ def test_the_daemon_outlives_a_hostile_store_and_a_healthy_probe_keeps_scoring(
         probes = [probe_toml("healthy", store.url, fixture, interval=0.5, target_extra=extra)]
         probes += [
             probe_toml(
-                mode, hostile.mode_url(mode), fixture, interval=1.0, retries=1, target_extra=extra
+                mode,
+                hostile.mode_url(mode),
+                fixture,
+                interval=1.0,
+                timeout=20.0,
+                request_timeout=10.0,
+                retries=1,
+                target_extra=extra,
             )
             for mode in HOSTILE_KINDS
         ]
         config = write_config(tmp_path, *probes)
         with BenchdProcess(["--config", str(config)], env={"DRILL_STORE_KEY": KEY}) as benchd:
             for mode, kind in HOSTILE_KINDS.items():
-                failed = benchd.wait_for(_failed(mode), timeout=120)
-                assert failed["error_kind"] == kind, failed
+                benchd.wait_for(_failed(mode, kind), timeout=120)
+                kinds = {e.get("error_kind") for e in benchd.cycles(mode)}
+                assert kinds <= {kind, "timeout"}, (mode, kinds)
             seen = max(e.get("cycle", 0) for e in benchd.cycles("healthy"))
             benchd.wait_for(_healthy_after(seen), timeout=60)  # still scoring after all that
             assert benchd.proc is not None and benchd.proc.poll() is None
