@@ -35,3 +35,23 @@ def parse_answer(
     )
     ranked: tuple[str, ...] = anyio.run(parse)
     return ranked
+
+
+async def parse_answer_async(
+    target: Any,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    limit: int = 100,
+    what: str = "GET /memory/search",
+) -> tuple[str, ...]:
+    """:func:`parse_answer` for a test already running on an event loop."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    error = status_error(status, lower, body, what)
+    if error is not None:
+        raise error
+    ranked: tuple[str, ...] = await target.parse_search_response(
+        Answer(status, lower, body), SearchQuery("q", limit)
+    )
+    return ranked

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from answer_support import parse_answer
+from answer_support import parse_answer, parse_answer_async
 
 from benchd.config.secrets import Secret
 from benchd.errors import (
@@ -195,13 +195,13 @@ async def test_parse_accepts_index_and_full_payload_shapes(store: Any) -> None:
         "retry": True,
         "expanded_query": "x",
     }
-    assert parse_answer(t, 200, {}, json.dumps(body).encode()) == ("a", "b")
+    assert await parse_answer_async(t, 200, {}, json.dumps(body).encode()) == ("a", "b")
 
 
 def test_a_result_benchd_did_not_write_is_never_mapped_to_a_fixture_id() -> None:
     t = target("http://127.0.0.1:1")
     body = {"results": [{"id": "a"}, {"id": sentinel_id("benchd-eval")}, {"id": "!a"}]}
-    ranked = t.parse_search_response(200, {}, json.dumps(body).encode())
+    ranked = parse_answer(t, 200, {}, json.dumps(body).encode())
     assert ranked == ("!a", "!!a")  # labelled foreign, the sentinel dropped
 
 
