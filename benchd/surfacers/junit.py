@@ -1,8 +1,9 @@
 """JUnit XML for CI systems: one test case per probe cycle and per threshold.
 
 ``benchd once --format junit`` writes a ``<testsuites>`` document with one
-``<testsuite>`` per probe. Its ``cycle`` test case errors when the cycle did
-not succeed (``type`` = the error kind); each threshold is a test case that
+``<testsuite>`` per probe. Its ``cycle`` test case errors when the cycle
+failed or timed out (``type`` = the error kind) and fails when it was
+degraded (``type`` = ``degraded``, the reasons in the message); each threshold is a test case that
 fails when breached or not measured. Jenkins, GitLab and GitHub test
 reporters read this shape (the de-facto schema of Ant/Surefire reports).
 """
@@ -49,13 +50,18 @@ def _suite(result: CycleResult, verdicts: Sequence[Verdict], host: str) -> ET.El
     ):
         ET.SubElement(props, "property", {"name": key, "value": _text(value)})
     cycle = _case(suite, result.probe, "cycle", result.duration_s)
-    errors = 0 if result.ok else 1
-    if not result.ok:
+    errors = failures = 0
+    if result.outcome == "degraded":  # measured, but not wholly: a failure, not an error
+        failures = 1
+        message = f"degraded: {', '.join(result.degraded_reasons) or 'no detail'}"
+        failure = ET.SubElement(cycle, "failure", {"type": "degraded", "message": _text(message)})
+        failure.text = _text(message)
+    elif not result.ok:
+        errors = 1
         message = f"outcome {result.outcome}: {result.error_message or 'no detail'}"
         kind = _text(result.error_kind or result.outcome)
         error = ET.SubElement(cycle, "error", {"type": kind, "message": _text(message)})
         error.text = _text(message)
-    failures = 0
     for verdict in verdicts:
         case = _case(suite, result.probe, verdict.threshold.name, 0.0)
         if verdict.breached:

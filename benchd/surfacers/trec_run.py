@@ -3,7 +3,8 @@
 One line per ranked id of the serial pass: ``QID Q0 DOCID RANK SCORE TAG``.
 ``QID`` is the fixture's query id, ``DOCID`` the fixture id benchd mapped the
 store's id back to (an id benchd did not write is kept as the store returned
-it), ``TAG`` the probe name. trec_eval re-sorts each topic by score
+it, without the ``!`` benchd's own results mark it with), ``TAG`` the probe
+name. trec_eval re-sorts each topic by score
 (descending, ties by docno descending), so ``SCORE`` is derived from the rank
 (the list length minus the rank plus one): strictly decreasing, no ties, and
 the re-sort keeps benchd's order.
@@ -34,9 +35,22 @@ def _column(value: str) -> str:
     return _SPACE.sub(lambda m: f"%{ord(m.group()):02X}", value)
 
 
+def _as_returned(doc: str, relevant: frozenset[str]) -> str:
+    """A record benchd did not write, under the id the store gave it.
+
+    benchd labels such a record ``!<store id>`` so it can never score as a
+    fixture id; the run drops that ``!`` unless the bare id is a relevant
+    fixture id (then the label stays, and trec_eval scores it as benchd does).
+    """
+    if doc.startswith("!") and doc not in relevant and doc[1:] not in relevant:
+        return doc[1:]
+    return doc
+
+
 def trec_lines(result: CycleResult) -> Iterator[str]:
     """The run lines of ``result``'s serial pass, topic by topic in fixture order."""
     tag = _column(result.probe)
+    relevant = frozenset(doc for q in result.queries for doc in q.expected_ids)
     for query in result.queries:
         if query.error is not None:
             continue
@@ -44,7 +58,8 @@ def trec_lines(result: CycleResult) -> Iterator[str]:
         n = len(query.ranked_ids)
         qid = _column(query.id)
         for rank, doc in enumerate(query.ranked_ids, start=1):
-            docno = _column(doc) if doc not in seen else f"{_column(doc)}#repeat{rank}"
+            column = _column(_as_returned(doc, relevant))
+            docno = column if doc not in seen else f"{column}#repeat{rank}"
             seen.add(doc)
             yield f"{qid} Q0 {docno} {rank} {n - rank + 1} {tag}"
 
