@@ -1,241 +1,210 @@
-"""Validity and speed of benchd's drift statistics, by simulation.
+"""What a fixture of a given size can see at a given noise level: benchd's drift rule by simulation.
 
-Run: ``.venv/bin/python bench/drift_sim.py [--cycles 1000] [--trials 1000]``
+Run: ``.venv/bin/python bench/drift_sim.py [--cycles 10000] [--permutations 1000]``
 
-The simulated store answers each labeled query with a recall@10 that is a
-fixed property of the query (it has 1-3 relevant ids, of which a fixed number
-rank in the top 10), plus optional per-cycle noise: with probability
-``flip`` a query gains or loses one relevant id at the cut-off (ANN
-non-determinism, concurrent writes). An "embedding-model change" makes
-queries lose relevant ids until the true mean recall@10 drops by the given
-number of points. Printed, in one run:
+The simulated store answers each labeled query with a fixed top 10 (1-3
+relevant ids placed in the top 14 of a 30-document ranking, so some fall
+below the cut-off, as on a real store). Noise is the reference store's
+``rank_swap`` fault: in each cycle, with probability ``p`` per query, one
+random adjacent pair of the returned ten is swapped (about what other
+tenants' writes did on the real server: 7 of 16 queries moved). Scores are
+benchd's own (``query_metrics``, recall/ndcg/mrr/precision/hit/map/recall_all
+at 5 and 10: 14 keys). A change of D points makes queries, in random order,
+lose every relevant id from their top 10 until mean recall@10 has fallen by
+D points.
 
-1. false alarms: the share of 1,000 cycles with no change that
-   :class:`benchd.drift.tracker.DriftTracker` (rolling window of 5, and a pinned
-   baseline) flags as drift;
-2. power: the share of trials in which a change is flagged on the first
-   cycle after it;
-3. coverage of bootstrap 95% CIs of the mean over 1,000 trials, benchd's
-   expanded percentile interval beside the plain percentile one and
-   ``scipy.stats.bootstrap`` (BCa) when scipy is installed;
-4. speed: one cycle's CIs and drift tests (21 metric@k keys x 1,000 queries),
-   and single calls beside scipy's ``bootstrap`` and ``permutation_test``.
+For each cell (fixture size x noise level), seeded, it prints:
+
+- false alarms: the share of ``--cycles`` unchanged cycles flagged anywhere
+  (any metric@k), each compared with the rolling window of the 5 cycles
+  before it, as the daemon does;
+- power: the share of ``--cycles`` trials (5 unchanged cycles, then the
+  change) in which the first cycle after the change is flagged;
+
+for benchd's rule (``drop >= min_delta`` and beyond the measured noise:
+:func:`benchd.drift.tracker.compare`) beside the previous sign-flip rule
+(``drop >= min_delta`` and sign-flip ``p < alpha`` per key), both computed
+on the same cycles in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import time
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 
 import numpy as np
-import structlog
 
-from benchd.drift.baseline import baseline_from_result
-from benchd.drift.tracker import DriftSettings, DriftTracker, compare_runs
-from benchd.result import CycleResult, QueryResult
-from benchd.scoring.stats import bootstrap_ci, bootstrap_cis, paired_permutation_test
+from benchd.drift.settings import DriftSettings
+from benchd.drift.tracker import Snapshot, compare, rolling_reference
+from benchd.scoring.ranking import query_metrics
 
+KS = (5, 10)
+SIZES = (12, 50, 200)
+NOISE = (0.0, 0.1, 0.3)
+DROPS = (0.05, 0.10, 0.20)
+WINDOW = 5
 Array = np.ndarray
 
 
+@dataclass
 class Store:
-    """Per-query relevant counts and how many of them a deterministic store finds."""
+    """Per query: the metric values of its ten-id answer, unswapped and with each swap."""
 
-    def __init__(self, n: int, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.relevant = self.rng.choice([1, 2, 3], size=n, p=[0.5, 0.3, 0.2])
-        share = self.rng.beta(3.0, 1.2, size=n)  # most queries find most of their ids
-        self.found = np.rint(share * self.relevant).astype(int)
+    keys: list[str]
+    table: Array  # (n, 10, keys): state 0 = as ranked, state j = pair (j-1, j) swapped
+    recall10: Array  # (n,) recall@10 as ranked
+    lost: Array  # (n, 10, keys): the same after losing every relevant id of the top 10
 
-    def true_mean(self, found: Array | None = None) -> float:
-        return float(np.mean((self.found if found is None else found) / self.relevant))
+    @classmethod
+    def make(cls, n: int, rng: np.random.Generator) -> Store:
+        tables, lost, recall = [], [], []
+        keys: list[str] = []
+        for i in range(n):
+            docs = [f"d{i}-{j}" for j in range(30)]
+            rel = rng.choice(14, size=int(rng.choice([1, 2, 3], p=[0.5, 0.3, 0.2])), replace=False)
+            relevance = {docs[p]: 1 for p in rel}
+            top = docs[:10]
+            gone = [d for d in docs if d not in relevance][:10]
+            rows, rows_lost = [], []
+            for state in range(10):
+                for ranked, out in ((top, rows), (gone, rows_lost)):
+                    answer = list(ranked)
+                    if state:
+                        answer[state - 1], answer[state] = answer[state], answer[state - 1]
+                    metrics = query_metrics(answer, relevance, KS)
+                    keys = keys or [k for k in metrics if "@" in k]
+                    out.append([metrics[k] for k in keys])
+            tables.append(rows)
+            lost.append(rows_lost)
+            recall.append(query_metrics(top, relevance, KS)["recall@10"])
+        return cls(keys, np.array(tables), np.array(recall), np.array(lost))
 
-    def cycle(self, flip: float, found: Array | None = None) -> Array:
-        """One cycle's recall@10 per query, with the per-cycle noise."""
-        base = self.found if found is None else found
-        moves = (self.rng.random(base.size) < flip) * self.rng.choice([-1, 1], size=base.size)
-        return np.clip(base + moves, 0, self.relevant) / self.relevant
+    def cycle(self, p: float, rng: np.random.Generator, changed: Array | None = None) -> Array:
+        """(n, keys) values of one cycle, and which swap each query suffered (0 = none)."""
+        n = self.table.shape[0]
+        swap = np.where(rng.random(n) < p, rng.integers(1, 10, size=n), 0)
+        rows = np.arange(n)
+        values = self.table[rows, swap]
+        if changed is not None:
+            values = np.where(changed[:, None], self.lost[rows, swap], values)
+        return np.concatenate([values, swap[:, None].astype(float)], axis=1)
 
-    def degrade(self, points: float) -> Array:
-        """Found counts after a change that costs ``points`` of true mean recall@10."""
-        found = self.found.copy()
-        order = self.rng.permutation(found.size)
-        for i in order:
-            if self.true_mean(found) <= self.true_mean() - points + 1e-12:
+    def degrade(self, points: float, rng: np.random.Generator) -> Array:
+        """Which queries lose their relevant ids so that mean recall@10 falls by ``points``."""
+        n = self.recall10.size
+        changed = np.zeros(n, dtype=bool)
+        lost = 0.0
+        for i in rng.permutation(n):
+            if lost >= points * n - 1e-9:
                 break
-            if found[i] > 0:
-                found[i] -= 1
-        return found
+            if self.recall10[i] > 0:
+                changed[i] = True
+                lost += self.recall10[i]
+        return changed
 
 
-def _result(values: Array, cycle: int) -> CycleResult:
-    queries = tuple(
-        QueryResult(f"q{i}", "", None, (f"d{i}",), (), {"recall@10": float(v)})
-        for i, v in enumerate(values)
+def _snapshot(store: Store, values: Array) -> Snapshot:
+    """A cycle as the drift stage keeps it; the ranking is the swap state (same ids, new order)."""
+    ids = [f"q{i}" for i in range(values.shape[0])]
+    metrics = {
+        q: dict(zip(store.keys, row[:-1].tolist(), strict=True))
+        for q, row in zip(ids, values, strict=True)
+    }
+    rankings = {q: _ranking(int(row[-1])) for q, row in zip(ids, values, strict=True)}
+    return Snapshot("h", metrics, {}, rankings)
+
+
+def _ranking(swap: int) -> tuple[str, ...]:
+    ranked = [f"r{j}" for j in range(10)]
+    if swap:
+        ranked[swap - 1], ranked[swap] = ranked[swap], ranked[swap - 1]
+    return tuple(ranked)
+
+
+def decide(
+    store: Store, window: list[Array], current: Array, settings: DriftSettings
+) -> tuple[bool, bool]:
+    """(benchd's rule, the sign-flip rule): flagged anywhere this cycle?"""
+    ref_mean = np.mean(window, axis=0)[:, :-1]
+    drops = (current[:, :-1] - ref_mean).mean(axis=0)
+    if not (drops <= -settings.min_delta + 1e-9).any():
+        return False, False  # neither rule flags a key that did not drop by min_delta
+    outcome = compare(
+        rolling_reference([_snapshot(store, w) for w in window], 10),
+        _snapshot(store, current),
+        settings,
+        kind="rolling",
     )
-    return CycleResult(
-        probe="sim",
-        target="sim",
-        corpus="sim",
-        cycle=cycle,
-        started_at=0.0,
-        finished_at=0.0,
-        outcome="success",
-        phases={},
-        ks=(10,),
-        queries=queries,
-        fixture_hash="h",
+    old = any(
+        m.delta <= -settings.min_delta + 1e-9 and m.p_value_queries < settings.alpha
+        for m in outcome.metrics.values()
     )
+    return outcome.detected, old
 
 
-SETTINGS = DriftSettings(metrics=("recall",), n_permutations=2000, n_bootstrap=200)
+def false_alarms(
+    n: int, p: float, cycles: int, settings: DriftSettings, seed: int
+) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    store = Store.make(n, rng)
+    window = [store.cycle(p, rng) for _ in range(WINDOW)]
+    new = old = 0
+    for _ in range(cycles):
+        current = store.cycle(p, rng)
+        a, b = decide(store, window, current, settings)
+        new, old = new + a, old + b
+        window = [*window[1:], current]
+    return new / cycles, old / cycles
 
 
-def false_alarms(n: int, flip: float, cycles: int, pinned: bool) -> float:
-    """Share of no-change cycles flagged, against a rolling window or a pinned baseline."""
-    store = Store(n, seed=n + int(flip * 1000))
-    baseline = baseline_from_result(_result(store.cycle(flip), 0)) if pinned else None
-    tracker = DriftTracker("sim", replace(SETTINGS, rolling_window=0 if pinned else 5), baseline)
-    flagged = sum(
-        tracker.observe(_result(store.cycle(flip), c))["detected"] for c in range(1, cycles + 1)
-    )
-    return flagged / cycles
-
-
-def power(n: int, flip: float, points: float, trials: int, min_delta: float = 0.05) -> float:
-    """Share of trials whose first cycle after a change of ``points`` is flagged."""
-    settings = replace(SETTINGS, min_delta=min_delta)
-    hits = 0
+def power(
+    n: int, p: float, points: float, trials: int, settings: DriftSettings, seed: int
+) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    stores = [Store.make(n, rng) for _ in range(20)]  # 20 fixtures, trials spread over them
+    new = old = 0
     for trial in range(trials):
-        store = Store(n, seed=10_000 + trial)
-        tracker = DriftTracker("sim", settings)
-        for c in range(5):
-            tracker.observe(_result(store.cycle(flip), c))
-        changed = store.degrade(points)
-        hits += tracker.observe(_result(store.cycle(flip, changed), 5))["detected"]
-    return hits / trials
-
-
-def coverage(n: int, trials: int, ci: Callable[[Array, int], tuple[float, float]]) -> float:
-    """Share of trials whose CI of the mean covers the store's true mean recall@10."""
-    store = Store(5000, seed=7)
-    population = store.found / store.relevant
-    truth = float(population.mean())
-    rng = np.random.default_rng(n)
-    covered = 0
-    for trial in range(trials):
-        low, high = ci(rng.choice(population, size=n), trial)
-        covered += low <= truth <= high
-    return covered / trials
-
-
-def _scipy_bca(sample: Array, seed: int) -> tuple[float, float]:
-    from scipy import stats
-
-    res = stats.bootstrap((sample,), np.mean, n_resamples=2000, method="BCa", random_state=seed)
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def _timed(fn: Callable[[], object], repeat: int = 5) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _speed() -> None:
-    rng = np.random.default_rng(0)
-    names = DriftSettings().metrics
-    columns = {f"{m}@{k}": rng.random(1000) for m in names for k in (1, 5, 10)}
-    after = {k: v - rng.random(1000) * 0.02 for k, v in columns.items()}
-    qids = [f"q{i}" for i in range(1000)]
-    before_q = {q: {k: float(v[i]) for k, v in columns.items()} for i, q in enumerate(qids)}
-    after_q = {q: {k: float(v[i]) for k, v in after.items()} for i, q in enumerate(qids)}
-    settings = DriftSettings()
-    print("\n4. speed (best of 5, 1,000 queries)")
-    t_cis = _timed(lambda: bootstrap_cis(columns))
-    t_loop = _timed(lambda: [bootstrap_ci(v) for v in columns.values()])
-    t_cmp = _timed(lambda: compare_runs(before_q, after_q, settings), repeat=3)
-    print(f"   bootstrap CIs, 21 keys batched        {t_cis * 1e3:8.1f} ms")
-    print(f"   bootstrap CIs, 21 single calls        {t_loop * 1e3:8.1f} ms")
-    print(f"   compare_runs, 21 keys (test + CI)     {t_cmp * 1e3:8.1f} ms")
-    one, two = columns["recall@10"], after["recall@10"]
-    t_boot = _timed(lambda: bootstrap_ci(one))
-    t_perm = _timed(lambda: paired_permutation_test(one, two))
-    try:
-        from scipy import stats
-    except ImportError:
-        print("   (scipy not installed: no peer figures)")
-        return
-    t_sboot = _timed(
-        lambda: stats.bootstrap((one,), np.mean, n_resamples=2000, method="percentile")
-    )
-    t_sperm = _timed(
-        lambda: stats.permutation_test(
-            (two - one,), np.mean, permutation_type="samples", n_resamples=10000
-        )
-    )
-    print(
-        f"   bootstrap_ci, 2,000 resamples         {t_boot * 1e3:8.1f} ms   "
-        f"scipy.stats.bootstrap {t_sboot * 1e3:8.1f} ms   ratio {t_sboot / t_boot:5.1f}x"
-    )
-    print(
-        f"   permutation test, 10,000 resamples    {t_perm * 1e3:8.1f} ms   "
-        f"scipy.stats.permutation_test {t_sperm * 1e3:8.1f} ms   ratio {t_sperm / t_perm:5.1f}x"
-    )
-
-
-def _report(sizes: Sequence[int], cycles: int, trials: int) -> None:
-    print(f"1. false alarms over {cycles} cycles with no change (want <= 1%)")
-    print("   queries  noise   rolling(5)  pinned")
-    for n in sizes:
-        for flip in (0.0, 0.05, 0.2):
-            rolling = false_alarms(n, flip, cycles, pinned=False)
-            pinned = false_alarms(n, flip, cycles, pinned=True)
-            print(f"   {n:7d}  {flip:5.2f}   {rolling:9.1%}  {pinned:6.1%}")
-    power_trials = max(trials // 5, 20)
-    print(f"\n2. flagged on the first cycle after a change ({power_trials} trials each)")
-    print("   queries  noise   -5 pts  -8 pts  -10 pts   -5 pts with min_delta=0.03")
-    for n in sizes:
-        for flip in (0.0, 0.05, 0.2):
-            cells = [power(n, flip, pts, power_trials) for pts in (0.05, 0.08, 0.10)]
-            low = power(n, flip, 0.05, power_trials, min_delta=0.03)
-            print(
-                f"   {n:7d}  {flip:5.2f}  "
-                + "  ".join(f"{c:6.0%}" for c in cells)
-                + f"   {low:6.0%}"
-            )
-    print(f"\n3. bootstrap 95% CI coverage of the true mean over {trials} trials (want 93-97%)")
-    print("   queries  expanded(benchd)  percentile  scipy BCa")
-    for n in (12, 30, 100, 1000):
-        expanded = coverage(n, trials, lambda s, t: bootstrap_ci(s, seed=t))
-        plain = coverage(n, trials, lambda s, t: bootstrap_ci(s, seed=t, method="percentile"))
-        try:
-            bca = f"{coverage(n, trials, _scipy_bca):9.1%}"
-        except ImportError:
-            bca = "      n/a"
-        print(f"   {n:7d}  {expanded:15.1%}  {plain:10.1%}  {bca}")
+        store = stores[trial % len(stores)]
+        window = [store.cycle(p, rng) for _ in range(WINDOW)]
+        current = store.cycle(p, rng, store.degrade(points, rng))
+        a, b = decide(store, window, current, settings)
+        new, old = new + a, old + b
+    return new / trials, old / trials
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=1000)
-    parser.add_argument("--trials", type=int, default=1000)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[12, 50, 200, 1000])
-    parser.add_argument("--no-speed", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cycles", type=int, default=10_000, help="cycles (and trials) per cell")
+    parser.add_argument("--permutations", type=int, default=1000, help="noise-test resamples")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    # Onset/recovery events would flood the output: keep errors only.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    warnings.simplefilter("ignore")  # scipy's BCa warns on degenerate resamples at n=12
-    _report(args.sizes, args.cycles, args.trials)
-    if not args.no_speed:
-        _speed()
+    settings = DriftSettings(
+        metrics=("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_all"),
+        n_permutations=args.permutations,
+        n_bootstrap=100,
+    )
+    print(
+        f"# {args.cycles} cycles per cell, rolling window {WINDOW}, 14 metric@k keys, "
+        f"min_delta {settings.min_delta}, alpha {settings.alpha}, "
+        f"{args.permutations} noise-test resamples, seed {args.seed}"
+    )
+    print("| queries | swap p | false alarms | power @5 pts | power @10 pts | power @20 pts |")
+    print("|---:|---:|---|---|---|---|")
+    for n in SIZES:
+        for p in NOISE:
+            start = time.perf_counter()
+            seed = args.seed * 1000 + n + int(p * 100)
+            fa = false_alarms(n, p, args.cycles, settings, seed)
+            cells = [power(n, p, d, args.cycles, settings, seed + int(d * 100)) for d in DROPS]
+            row = [f"{fa[0]:.2%} (sign-flip {fa[1]:.2%})"]
+            row += [f"{new:.1%} (sign-flip {old:.1%})" for new, old in cells]
+            print(
+                f"| {n} | {p} | "
+                + " | ".join(row)
+                + f" |  <!-- {time.perf_counter() - start:.0f} s -->",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ __all__ = [
     "compare",
     "compare_runs",
     "metric_keys",
+    "pinned_reference",
+    "rolling_reference",
     "snapshot",
 ]
 
@@ -300,7 +302,7 @@ def compare_runs(
     return compare(ref, snap, settings or DriftSettings(), kind="pinned", ref_hash=ref_hash)
 
 
-def _pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) -> Reference:
+def pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) -> Reference:
     """A pinned baseline; one with a single repeat borrows the noise of unflagged cycles."""
     queries = baseline.queries
     rankings = {q: b.ranked_ids for q, b in queries.items()}
@@ -337,7 +339,7 @@ def _pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int)
     )
 
 
-def _rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
+def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
     """The window's cycles; rankings are compared with its oldest cycle's."""
     samples: dict[str, dict[str, list[float]]] = {}
     for snap in window:
@@ -433,7 +435,7 @@ class DriftTracker:
             pinned = self.baseline
             quiet = [e.snap for e in same if not e.flagged]
             outcome = compare(
-                _pinned_reference(pinned, quiet, depth),
+                pinned_reference(pinned, quiet, depth),
                 snap,
                 self.settings,
                 kind="pinned",
@@ -448,7 +450,7 @@ class DriftTracker:
                 stale=stale_reason is not None, stale_reason=stale_reason, model=snap.model
             )
         outcome = compare(
-            _rolling_reference([e.snap for e in same], depth),
+            rolling_reference([e.snap for e in same], depth),
             snap,
             self.settings,
             kind="rolling",

@@ -30,6 +30,7 @@ __all__ = [
     "Running",
     "free_port",
     "prometheus_query",
+    "run_alertmanager",
     "run_benchd",
     "run_prometheus",
     "run_refstore",
@@ -185,14 +186,22 @@ def run_prometheus(
     targets: Sequence[str],
     *,
     rule_files: Sequence[Path] = (),
+    alertmanagers: Sequence[str] = (),
     timeout: float = 30.0,
 ) -> Iterator[Running]:
-    """Prometheus scraping ``targets`` (job "benchd") and evaluating rules every second."""
-    config = {
+    """Prometheus scraping ``targets`` (job "benchd"), evaluating rules every second.
+
+    ``alertmanagers`` (``host:port``) receive the firing alerts.
+    """
+    config: dict[str, Any] = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(p) for p in rule_files],
         "scrape_configs": [{"job_name": "benchd", "static_configs": [{"targets": list(targets)}]}],
     }
+    if alertmanagers:
+        config["alerting"] = {
+            "alertmanagers": [{"static_configs": [{"targets": list(alertmanagers)}]}]
+        }
     config_file = workdir / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     port = free_port()
@@ -218,9 +227,54 @@ def run_prometheus(
         _stop(proc, logs)
 
 
+@contextmanager
+def run_alertmanager(
+    alertmanager: str, workdir: Path, webhook_url: str, *, timeout: float = 30.0
+) -> Iterator[Running]:
+    """Debian's Alertmanager on loopback routing every alert to ``webhook_url`` at once.
+
+    Clustering is off (no gossip port); groups by probe/alertname/metric/k are
+    sent after 1 s and again on every change.
+    """
+    config = {
+        "route": {
+            "receiver": "test",
+            "group_by": ["alertname", "probe", "metric", "k"],
+            "group_wait": "1s",
+            "group_interval": "1s",
+            "repeat_interval": "1h",
+        },
+        "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url}]}],
+    }
+    config_file = workdir / "alertmanager.yml"
+    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    port = free_port()
+    proc = _spawn(
+        [
+            alertmanager,
+            f"--config.file={config_file}",
+            f"--storage.path={workdir / 'alertmanager'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ]
+    )
+    logs = LogReader(proc)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: (proc.poll() is None and _get_ok(f"{url}/-/ready")) or _exited(proc, logs),
+            timeout=timeout,
+            what="alertmanager /-/ready",
+        )
+        yield Running(url=url, proc=proc, logs=logs)
+    finally:
+        _stop(proc, logs)
+
+
 def _exited(proc: subprocess.Popen[str], logs: LogReader) -> bool:
     if proc.poll() is not None:
-        raise AssertionError(f"prometheus exited {proc.returncode}:\n{logs.tail()}")
+        raise AssertionError(f"{proc.args[0]} exited {proc.returncode}:\n{logs.tail()}")
     return False
 
 
