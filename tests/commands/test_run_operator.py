@@ -255,3 +255,17 @@ def test_refstore_ignores_sighup_and_logs_it(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=20)
     assert proc.returncode == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_fixture_written_to_a_full_disk_is_exit_5_and_the_device_stays(tmp_path: Path) -> None:
+    out = tmp_path / "full.jsonl"
+    out.symlink_to("/dev/full")  # the name says JSON Lines; the device says no space
+    proc = run_cli("synth", "--memories", "3000", "--queries", "5", "--seed", "1",
+                   "--out", str(out))  # fmt: skip
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stderr == (
+        f"benchd: error: I/O error writing {out}: No space left on device; "
+        "free some space or write elsewhere\n"
+    )
+    assert out.is_symlink() and not os.path.isfile("/dev/full")  # written in place, not replaced
