@@ -31,9 +31,6 @@ import anyio
 import bcrypt
 import httpx
 
-from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
-
 KEY = "auth-bench-key"
 USER, PASSWORD = "prometheus", "the-right-password-9f3"
 
@@ -138,6 +135,10 @@ def _row(name: str, times: list[float]) -> str:
 
 
 async def _main(args: argparse.Namespace) -> None:
+    # imported here: the attackers' process (--attack-only) needs nothing of benchd
+    from benchd.refstore.server import RefStoreThread
+    from benchd.refstore.testing import make_config
+
     with tempfile.TemporaryDirectory() as tmp, RefStoreThread(
         make_config(api_key=KEY, retriever="bm25")
     ) as store:  # fmt: skip
