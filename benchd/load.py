@@ -155,10 +155,6 @@ class LoadRun:
     def __len__(self) -> int:
         return len(self.query)
 
-    def outcome_of(self, i: int) -> str:
-        """The outcome of request ``i``: ``"ok"`` or an error kind."""
-        return OUTCOMES[self.outcome[i]]
-
     def counts(self) -> dict[str, int]:
         """Requests by outcome (only outcomes that occurred)."""
         counts: dict[str, int] = {}

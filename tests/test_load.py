@@ -11,7 +11,7 @@ import pytest
 from loopback_target import LoopbackTarget, httpx_fire, serve_target
 
 from benchd.errors import ConfigError
-from benchd.load import LoadProfile, LoadRun, run_load, sleep_until
+from benchd.load import OUTCOMES, LoadProfile, LoadRun, run_load, sleep_until
 
 pytestmark = pytest.mark.anyio
 
@@ -121,7 +121,7 @@ async def test_errors_are_classified_and_kept_out_of_latency(target: LoopbackTar
     target.retry_after = b"0"  # a 429 pauses the pass for its Retry-After: none here
     run = await _run(target, 6, LoadProfile(mode="serial"))
     assert run.counts() == {"ok": 2, "http_5xx": 1, "rate_limited": 1, "http_4xx": 1, "decode": 1}
-    assert [run.outcome_of(i) for i in range(6)][1:5] == [
+    assert [OUTCOMES[c] for c in run.outcome][1:5] == [
         "http_5xx",
         "rate_limited",
         "http_4xx",
@@ -139,7 +139,7 @@ async def test_a_request_past_its_timeout_is_cancelled_and_counted_as_timeout(
     # request 1 never gets an answer: only its 0.2 s timeout can end it (60 s guard)
     with anyio.fail_after(60):
         run = await _run(target, 3, LoadProfile(mode="serial", request_timeout_s=0.2))
-    assert [run.outcome_of(i) for i in range(3)] == ["ok", "timeout", "ok"]
+    assert [OUTCOMES[c] for c in run.outcome] == ["ok", "timeout", "ok"]
     assert run.end[1] - run.start[1] >= 0.15
     assert len(run.service_samples()) == 2
 
@@ -150,7 +150,7 @@ async def test_closed_loop_workers_keep_going_after_a_timeout(target: LoopbackTa
     run = await _run(target, 4, profile)
     assert len(run) == 10
     assert run.counts() == {"ok": 7, "timeout": 3}  # query 1 is asked at requests 1, 5, 9
-    assert {run.query[i] for i in range(10) if run.outcome_of(i) == "timeout"} == {1}
+    assert {run.query[i] for i, c in enumerate(run.outcome) if OUTCOMES[c] == "timeout"} == {1}
 
 
 async def test_an_unreachable_target_is_counted_as_connect_errors() -> None:
@@ -226,7 +226,7 @@ async def test_a_429_pauses_every_closed_loop_worker_for_its_retry_after(
     target.retry_after = b"0.2"
     profile = LoadProfile(mode="closed", concurrency=2, requests=8)
     run = await _run(target, 4, profile)
-    limited = [i for i in range(len(run)) if run.outcome_of(i) != "ok"]
+    limited = [i for i, c in enumerate(run.outcome) if OUTCOMES[c] != "ok"]
     assert limited and not run.rate_limited  # 2 of 8: under the share bound
     assert run.paused_s >= 0.2
     for i in limited:
@@ -242,4 +242,4 @@ async def test_a_429_without_retry_after_stops_the_pass_marked_rate_limited(
     target.retry_after = None  # the real store's lockout answer
     run = await _run(target, 4, LoadProfile(mode="closed", concurrency=1, requests=20))
     assert run.rate_limited
-    assert run.outcome_of(len(run) - 1) != "ok" and len(run) == 3  # q0, q1, then q2's 429
+    assert OUTCOMES[run.outcome[-1]] != "ok" and len(run) == 3  # q0, q1, then q2's 429

@@ -18,7 +18,7 @@ from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.cycle import load_pass
 from benchd.fixtures.model import load_fixture, packaged_fixture
-from benchd.load import LoadProfile
+from benchd.load import OUTCOMES, LoadProfile
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.ratelimit import RateLimiter
@@ -177,7 +177,7 @@ async def test_an_open_pass_drops_the_sends_a_pause_covers_and_restarts_after_it
     # The schedule restarts when a pause ends: every request sent after a 429 was
     # scheduled no earlier than that 429's answer plus its Retry-After (1 s), so
     # corrected latency never includes the pause.
-    limited_at = [run.end[i] for i in range(len(run)) if run.outcome_of(i) != "ok"]
+    limited_at = [run.end[i] for i, c in enumerate(run.outcome) if OUTCOMES[c] != "ok"]
     for i in range(len(run)):
         before = [end for end in limited_at if end < run.start[i]]
         if before:

@@ -395,11 +395,6 @@ class DriftTracker:
         self._drifting = False
         self._model_changed = False
 
-    @property
-    def drifting(self) -> bool:
-        """Whether the last compared cycle was flagged as drift."""
-        return self._drifting
-
     def observe(self, result: CycleResult) -> DriftOutcome:
         """Compare ``result`` with the baseline, then remember it (successful cycles only)."""
         model = result.info.model if result.info else ""

@@ -28,8 +28,8 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from benchd.config.web import WebAuth, read_web_config
-from benchd.errors import BenchdError, ConfigError
+from benchd.config.web import WebAuth
+from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.scheduler import Busy, OverBudget, Schedule, Started, TriggerOutcome
 from benchd.surfacers.book import ResultBook
@@ -39,7 +39,7 @@ from benchd.web.auth import Authenticator, Verdict
 from benchd.web.page import render_page
 from benchd.web.server import is_loopback
 
-__all__ = ["Control", "ReloadCallback", "build_app", "load_web_config", "set_auth"]
+__all__ = ["Control", "ReloadCallback", "build_app", "set_auth"]
 
 log = get_logger("benchd.web")
 
@@ -56,14 +56,6 @@ class Control(Protocol):
     def run_now(self, name: str) -> TriggerOutcome | None: ...
 
     def schedules(self) -> Mapping[str, Schedule]: ...
-
-
-def load_web_config(path: str) -> Authenticator:
-    """An :class:`Authenticator` for the auth part of a ``web_config`` file."""
-    auth = read_web_config(path).auth
-    if auth is None:
-        raise ConfigError(f"{path}: no basic_auth_users and no bearer_token_hashes")
-    return Authenticator(auth)
 
 
 # --------------------------------------------------------------------------- auth

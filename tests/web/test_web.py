@@ -20,11 +20,11 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 from surfacers.cycles import make_result, promtool_path
 
-from benchd.config.web import WebAuth
+from benchd.config.web import WebAuth, read_web_config
 from benchd.drift.outcome import DriftOutcome, MetricDrift
 from benchd.errors import ConfigError, InputError
 from benchd.surfacers.book import ResultBook
-from benchd.web.app import ReloadCallback, build_app, load_web_config
+from benchd.web.app import ReloadCallback, build_app
 from benchd.web.auth import Authenticator, hash_secret
 from benchd.web.server import serve_web
 
@@ -215,7 +215,8 @@ def test_malformed_basic_credentials_are_refused_not_crashed() -> None:
 def test_web_config_file_is_read_and_validated(tmp_path: Path) -> None:
     good = tmp_path / "web.toml"
     good.write_text(f'bearer_token_hashes = ["{hash_secret("t0ken-t0ken")}"]\n')
-    assert load_web_config(good).check("Bearer t0ken-t0ken")
+    auth = read_web_config(good).auth
+    assert auth is not None and Authenticator(auth).check("Bearer t0ken-t0ken")
     cases: list[tuple[str, str]] = [
         ('tls_config = {cert_file = "x"}\n', "unknown key 'tls_config'"),
         ('[basic_auth_users]\nprom = "plaintext"\n', "basic_auth_users.prom: unsupported hash"),
@@ -227,10 +228,10 @@ def test_web_config_file_is_read_and_validated(tmp_path: Path) -> None:
         bad = tmp_path / "bad.toml"
         bad.write_text(text)
         with pytest.raises(ConfigError, match=re.escape(message)) as err:
-            load_web_config(bad)
+            read_web_config(bad)
         assert str(err.value).startswith(str(bad))
     with pytest.raises(ConfigError, match="cannot read"):
-        load_web_config(tmp_path / "missing.toml")
+        read_web_config(tmp_path / "missing.toml")
 
 
 def test_bcrypt_hash_without_the_package_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
