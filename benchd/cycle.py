@@ -345,7 +345,7 @@ async def _run(state: _Cycle) -> None:
             aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
         )
     if getattr(probe.target.settings, "cleanup", "never") == "after":
-        ids = [str(m["id"]) for m in fixture.memories]
+        ids = fixture.memory_ids
         await state.phase("cleanup", lambda: target.cleanup(ids))
 
 

@@ -64,7 +64,7 @@ class ProbeRunner:
         """Run the configured ``after`` cleanup (used on shutdown)."""
         if getattr(self.probe.target.settings, "cleanup", "never") == "after":
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self.target.cleanup([str(m["id"]) for m in self.fixture.memories])
+                await self.target.cleanup(self.fixture.memory_ids)
 
     async def aclose(self) -> None:
         if not self._closed:
