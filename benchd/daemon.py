@@ -29,7 +29,7 @@ from benchd.config.load import (
 from benchd.config.web import WebConfig
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
-from benchd.probe import ProbeRunner
+from benchd.probe import CleanupReport, ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
 from benchd.scoring.thresholds import evaluate_all
@@ -59,7 +59,7 @@ class Daemon:
     config: Config
     config_path: str | None = None
     listen: str | None = None
-    grace_s: float = 10.0
+    grace_s: float | None = None  # per probe on shutdown; None: [server] shutdown_grace_s
     adopt_namespaces: bool = False  # --adopt-namespace, re-applied on every reload
     book: ResultBook = field(init=False)
     surfacers: list[Surfacer] = field(default_factory=lambda: [LogSurfacer()])
@@ -214,16 +214,41 @@ class Daemon:
         return {name: running.loop.schedule for name, running in self._probes.items()}
 
     async def _stop_probe(self, name: str, *, cleanup: bool) -> None:
+        """Cancel the probe's loop and (``cleanup``) delete what it wrote, within the grace."""
         running = self._probes.pop(name)
         running.loop.cancel()
-        with anyio.move_on_after(self.grace_s, shield=True):
+        runner = running.loop.runner
+        grace = self.config.server.shutdown_grace_s if self.grace_s is None else self.grace_s
+        deadline = anyio.current_time() + grace
+        with anyio.move_on_after(grace, shield=True):
             await running.loop.stopped.wait()
-            if cleanup:
-                try:
-                    await running.loop.runner.cleanup()
-                except BenchdError as exc:
-                    log.warning("cleanup failed", probe=name, error=str(exc))
-            await running.loop.runner.aclose()
+        if cleanup:
+            left = max(0.0, deadline - anyio.current_time())
+            try:
+                report = await runner.cleanup(left)
+            except BenchdError as exc:
+                log.warning("cleanup failed", probe=name, error=str(exc))
+                report = runner.cleanup_failed()
+            if report is not None:
+                self._report_cleanup(name, report, grace)
+        with anyio.move_on_after(5.0, shield=True):
+            await runner.aclose()
+
+    def _report_cleanup(self, name: str, report: CleanupReport, grace: float) -> None:
+        """Log the shutdown cleanup and show what is left over in status and metrics."""
+        self.book.cleanup(name, report, time.time())
+        if report.leftover:
+            log.warning(
+                "cleanup incomplete",
+                probe=name,
+                namespace=report.namespace,
+                leftover_records=report.leftover,
+                deleted=report.deleted,
+                grace_s=grace,
+                fix="benchd purge --config FILE --probe NAME deletes what benchd left there",
+            )
+        else:
+            log.info("cleanup done", probe=name, namespace=report.namespace, deleted=report.deleted)
 
     async def reload(self) -> bool:
         """Re-read the config file and apply it atomically; False keeps the old one."""

@@ -8,6 +8,7 @@ drift comparison attached. It never raises for a store failure.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import anyio
 
@@ -20,7 +21,17 @@ from benchd.result import CycleResult
 from benchd.targets import build_target
 from benchd.targets.base import Progress, Target
 
-__all__ = ["ProbeRunner"]
+__all__ = ["CleanupReport", "ProbeRunner"]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    """What a shutdown cleanup did: deleted records, and those left over in the namespace."""
+
+    namespace: str
+    deleted: int
+    leftover: int
+    timed_out: bool
 
 
 class ProbeRunner:
@@ -60,11 +71,40 @@ class ProbeRunner:
         drift = await self.tracker.aobserve(result)
         return dataclasses.replace(result, drift=drift)
 
-    async def cleanup(self) -> None:
-        """Run the configured ``after`` cleanup (used on shutdown)."""
-        if getattr(self.probe.target.settings, "cleanup", "never") == "after":
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self.target.cleanup(self.fixture.memory_ids)
+    async def cleanup(self, grace_s: float = 30.0) -> CleanupReport | None:
+        """Run the configured ``after`` cleanup on shutdown, within ``grace_s``.
+
+        Deletes what benchd wrote (as its namespace lists it now), then the
+        sentinel once nothing else of benchd's is left. None when the probe
+        does not clean up after itself; else what was deleted and what is
+        left over (records benchd wrote and could not delete in time).
+        """
+        settings = self.probe.target.settings
+        if getattr(settings, "cleanup", "never") != "after":
+            return None
+        deleted = 0
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
+            deleted = await self.target.cleanup(self.fixture.memory_ids)
+            release = getattr(self.target, "release", None)
+            if release is not None:
+                deleted += await release()
+        leftover = getattr(self.target, "leftover_records", 0)
+        return CleanupReport(
+            namespace=str(getattr(settings, "namespace", "")),
+            deleted=deleted,
+            leftover=leftover if isinstance(leftover, int) else 0,
+            timed_out=scope.cancelled_caught,
+        )
+
+    def cleanup_failed(self) -> CleanupReport:
+        """The report of a cleanup the store refused: everything benchd holds is left over."""
+        leftover = getattr(self.target, "leftover_records", 0)
+        return CleanupReport(
+            namespace=str(getattr(self.probe.target.settings, "namespace", "")),
+            deleted=0,
+            leftover=leftover if isinstance(leftover, int) else 0,
+            timed_out=False,
+        )
 
     async def aclose(self) -> None:
         if not self._closed:

@@ -93,6 +93,9 @@ class ServerConfig:
     max_connections: int = field(
         default=256, metadata=check(lambda v: None if 1 <= v <= 65536 else "must be 1..65536")
     )
+    # On SIGTERM/SIGINT: how long each probe may take to stop and run its
+    # cleanup = "after"; what it cannot delete in time is reported as left over.
+    shutdown_grace_s: float = field(default=30.0, metadata=check(_positive))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from benchd.scoring.thresholds import Verdict
 __all__ = [
     "DEFAULT_BUCKETS",
     "BookSnapshot",
+    "CleanupOutcome",
     "CycleSummary",
     "Histogram",
     "ProbeState",
@@ -143,6 +144,25 @@ class ProbeState:
     thresholds: tuple[Verdict, ...] = ()  # the latest cycle against [probe.thresholds]
 
 
+class _CleanupLike(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def deleted(self) -> int: ...
+    @property
+    def leftover(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupOutcome:
+    """A probe's shutdown cleanup: deleted records, and those it left in its namespace."""
+
+    namespace: str
+    deleted: int
+    leftover: int
+    at: float
+
+
 @dataclass(frozen=True, slots=True)
 class BookSnapshot:
     """A consistent view of the book at one instant."""
@@ -154,6 +174,7 @@ class BookSnapshot:
     reloads: Mapping[str, int] = field(default_factory=dict)  # success / failure -> count
     intervals: Mapping[str, float] = field(default_factory=dict)  # probe -> interval_s
     reload_error: str | None = None  # why the last reload failed (None after a success)
+    cleanups: Mapping[str, CleanupOutcome] = field(default_factory=dict)  # shutdown cleanups
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -183,6 +204,7 @@ class ResultBook:
         self._reload_at = time.time() if loaded_at is None else loaded_at
         self._reloads: Counter[str] = Counter()
         self._reload_error: str | None = None
+        self._cleanups: dict[str, CleanupOutcome] = {}
 
     @property
     def buckets(self) -> tuple[float, ...]:
@@ -232,6 +254,13 @@ class ResultBook:
             if success:
                 self._reload_at = at
 
+    def cleanup(self, probe: str, report: _CleanupLike, at: float) -> None:
+        """Record a probe's shutdown cleanup (kept after the probe is removed)."""
+        with self._lock:
+            self._cleanups[probe] = CleanupOutcome(
+                report.namespace, report.deleted, report.leftover, at
+            )
+
     def snapshot(self) -> BookSnapshot:
         """A consistent, immutable view for one scrape or one status request."""
         with self._lock:
@@ -245,6 +274,7 @@ class ResultBook:
                 reloads=dict(self._reloads),
                 intervals=dict(self._intervals),
                 reload_error=self._reload_error,
+                cleanups=dict(self._cleanups),
             )
 
     def latest(self, probe: str) -> CycleResult | None:

@@ -212,6 +212,14 @@ def _config(snap: BookSnapshot) -> Iterator[Metric]:
     for outcome in ("success", "failure"):
         reloads.add_metric([outcome], snap.reloads.get(outcome, 0))
     yield from (ok, at, reloads)
+    leftover = _gauge(
+        "benchd_cleanup_leftover_records",
+        "Records benchd wrote and its last shutdown cleanup could not delete (0: all deleted).",
+        ["probe"],
+    )
+    for name in sorted(snap.cleanups):
+        leftover.add_metric([name], snap.cleanups[name].leftover)
+    yield leftover
 
 
 def _cycles_total(snap: BookSnapshot) -> Metric:

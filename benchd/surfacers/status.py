@@ -127,6 +127,15 @@ def status_document(
             "probes": {
                 name: _probe(snap, name, schedules.get(name), queries=queries) for name in names
             },
+            "cleanup": {
+                name: {
+                    "namespace": c.namespace,
+                    "deleted": c.deleted,
+                    "leftover_records": c.leftover,
+                    "at": iso_time(c.at),
+                }
+                for name, c in sorted(snap.cleanups.items())
+            },
         }
     )
 

@@ -103,6 +103,9 @@ class SeededStore(ABC, Generic[R]):
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
         self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse
         self._listing_limit = listing_limit(0)  # most records a listing may hold
+        # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
+        # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
+        self._held: set[str] = set()
 
     # -- hooks: the store-specific parts -------------------------------------------
 
@@ -249,6 +252,7 @@ class SeededStore(ABC, Generic[R]):
         retries_before = self._http.retries
         self._listing_limit = listing_limit(len(memories))
         existing: Mapping[str, R] = await self.export_namespace() if plan.exports else {}
+        self._held = set(self._claimed(existing)) | set(self._sentinels(existing))
         adopted = await self._take_ownership(plan, existing)
         await self._migrate(plan, existing)
         if plan.cleanup == "before":
@@ -292,6 +296,7 @@ class SeededStore(ABC, Generic[R]):
         wanted = set(ids)
         listed = await self.export_namespace()
         claimed = self._claimed(listed)
+        self._held = set(claimed) | set(self._sentinels(listed))
         unlisted = [
             self._owned.store_of[f]
             for f in wanted - set(claimed.values())
@@ -300,6 +305,26 @@ class SeededStore(ABC, Generic[R]):
         if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
             claimed.update(self._claimed(await self._read_back(unlisted[:READ_BACK_LIMIT])))
         return await self._delete_ids(plan, [s for s, f in claimed.items() if f in wanted])
+
+    async def release(self) -> int:
+        """Delete the sentinel once the namespace holds no other record benchd wrote.
+
+        Run after a complete ``cleanup = "after"`` on shutdown, so a stopped
+        probe leaves nothing behind; returns how many sentinel records went.
+        """
+        plan = self._plan()
+        if not (plan.deletes and plan.exports):
+            return 0
+        listed = await self.export_namespace()
+        self._held = set(self._claimed(listed)) | set(self._sentinels(listed))
+        if self._claimed(listed):
+            return 0
+        return await self._delete_ids(plan, list(self._sentinels(listed)))
+
+    @property
+    def leftover_records(self) -> int:
+        """Records benchd wrote (or may have: a batch was sent) and has not deleted."""
+        return len(self._held)
 
     async def aclose(self) -> None:
         """Release the connection pool."""
@@ -316,6 +341,7 @@ class SeededStore(ABC, Generic[R]):
             if await self._delete_one(server_id):
                 deleted += 1
             self._fixture_ids.pop(server_id, None)
+            self._held.discard(server_id)
 
         await run_bounded(list(server_ids), one, limit=plan.delete_concurrency)
         return deleted
@@ -326,6 +352,7 @@ class SeededStore(ABC, Generic[R]):
             return False  # a store benchd cannot list and write is never marked
         adopted = self._check_ownership(plan, existing)
         if "current" not in self._sentinels(existing).values():
+            self._held.add(sentinel_id(plan.namespace))
             await self._write_sentinel()
         return adopted
 
@@ -391,6 +418,7 @@ class SeededStore(ABC, Generic[R]):
 
         async def one(batch: list[Any]) -> None:
             nonlocal done
+            self._held.update(str(r["id"]) for r in batch if isinstance(r, Mapping) and "id" in r)
             for i, n in enumerate(await self._import_batch(batch)):
                 totals[i] += n
             done += len(batch)
@@ -419,6 +447,7 @@ class SeededStore(ABC, Generic[R]):
 
     def _learn(self, claimed: Mapping[str, str]) -> set[str]:
         """Keep one server id per fixture id of the corpus; the fixture ids found."""
+        self._held.update(claimed)
         self._fixture_ids = {}
         self._server_ids = {}
         for sid, fid in claimed.items():

@@ -1,0 +1,251 @@
+"""Ownership over a probe's life: shutdown leftovers, interrupted re-seeds, the sentinel's
+result slot, and records left by an earlier benchd version.
+
+Real reference stores on loopback (a thread, or ``benchd run`` as a process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from drill_support import ENV, KEY, TINY_MEMORIES, probe_toml, write_config, write_tiny_fixture
+from support import BenchdProcess
+from tenants_support import FOREIGN, benchds, export, plant, snapshot
+
+from benchd.config.load import load_config
+from benchd.probe import CleanupReport, ProbeRunner
+from benchd.refstore.server import RefStoreThread
+from benchd.refstore.testing import make_config
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.prometheus import BookCollector
+from benchd.surfacers.status import status_document
+from benchd.targets.owned import legacy_sentinel_id, owned_id, sentinel_id
+
+NAMESPACE = "drill-owned"
+
+
+@pytest.fixture
+def store() -> Iterator[RefStoreThread]:
+    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
+        yield thread
+
+
+def _post(url: str, path: str, body: Any) -> Any:
+    reply = httpx.post(url + path, json=body, headers={"x-api-key": KEY}, timeout=10)
+    reply.raise_for_status()
+    return reply.json()
+
+
+def _probe(tmp_path: Path, url: str, extra: str = "", *, fixture: Path | None = None) -> Any:
+    fixture = fixture or write_tiny_fixture(tmp_path / "tiny.json")
+    os.environ.update(ENV)
+    path = write_config(tmp_path, probe_toml("owned", url, fixture, target_extra=extra))
+    return load_config(path).probes[0]
+
+
+def _ours(url: str) -> list[str]:
+    return sorted(str(r["id"]) for r in export(url, KEY, NAMESPACE) if r["active"] and benchds(r))
+
+
+def test_the_sentinel_never_costs_a_result_slot_even_when_the_store_ranks_it_first(
+    tmp_path: Path,
+) -> None:
+    with RefStoreThread(make_config(api_key=KEY, retriever="hybrid")) as store:
+        _ranked_with_the_sentinel_pinned(store, tmp_path)
+
+
+def _ranked_with_the_sentinel_pinned(store: RefStoreThread, tmp_path: Path) -> None:
+    _post(store.url, "/admin/config", {"pin": [sentinel_id(NAMESPACE)]})
+    probe = _probe(tmp_path, store.url)  # k = [1, 3]; dense search always fills k
+
+    async def one() -> Any:
+        runner = ProbeRunner(probe)
+        try:
+            await runner.run_once()  # seeds (and writes the sentinel)
+            return await runner.run_once()
+        finally:
+            await runner.aclose()
+
+    result = anyio.run(one)
+    params = {"q": "harbor ferry pier", "client_id": NAMESPACE, "limit": 3, "format": "index"}
+    reply = httpx.get(store.url + "/memory/search", params=params, headers={"x-api-key": KEY})
+    assert reply.json()["results"][0]["id"] == sentinel_id(NAMESPACE)  # the store puts it first
+    for query in result.queries:
+        assert len(query.ranked_ids) == 3  # k results, none of them the sentinel
+        assert not any(i.startswith("!") for i in query.ranked_ids)
+
+
+def test_an_interrupted_cleanup_before_is_completed_by_the_next_cycle(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    plant(store.url, KEY)
+    before = snapshot(store.url, KEY, NAMESPACE)
+    probe = _probe(tmp_path, store.url, 'cleanup = "before"\nseed_concurrency = 1\n')
+
+    async def interrupted() -> Any:
+        first = ProbeRunner(probe)
+        try:
+            await first.run_once()
+        finally:
+            await first.aclose()
+        _post(store.url, "/admin/config", {"faults": ["latency=fixed:150ms@delete"]})
+        second = ProbeRunner(probe)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(second.run_once)
+                while len(_ours(store.url)) == 7:  # until the first delete has landed
+                    await anyio.sleep(0.01)  # polling the store, not synchronising
+                tg.cancel_scope.cancel()  # what SIGTERM does to a running cycle
+        finally:
+            await second.aclose()
+        half = len(_ours(store.url))
+        _post(store.url, "/admin/config", {"faults": []})
+        third = ProbeRunner(probe)
+        try:
+            return half, await third.run_once()
+        finally:
+            await third.aclose()
+
+    half, result = anyio.run(interrupted)
+    assert 0 < half < 7  # the corpus was left half-deleted
+    assert result.outcome == "success" and result.seed.verified == len(TINY_MEMORIES)
+    expected = {owned_id(NAMESPACE, m) for m, _ in TINY_MEMORIES} | {sentinel_id(NAMESPACE)}
+    assert set(_ours(store.url)) == expected  # exactly one copy of each
+    assert snapshot(store.url, KEY, NAMESPACE) == before
+
+
+def test_records_of_an_earlier_version_are_migrated_only_where_its_sentinel_proves_them(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    ns, other = NAMESPACE, "drill-old-foreign"
+    old = [
+        {"id": mid, "content": text, "type": "fact", "client_id": ns}
+        for mid, text in TINY_MEMORIES[:3]
+    ]
+    legacy = {
+        "id": legacy_sentinel_id(ns),
+        "type": "fact",
+        "client_id": ns,
+        "content": f"benchd sentinel: client_id {ns} is reserved for benchd's probe corpus",
+    }
+    theirs = [{"id": "their-note", "content": "unrelated", "client_id": other}]
+    _post(store.url, "/export/import", {"data": [*old, legacy, *theirs], "operator_approved": True})
+    untouched = json.dumps(export(store.url, KEY, other), sort_keys=True)
+    probe = _probe(tmp_path, store.url, 'cleanup = "never"\n')
+
+    async def one() -> Any:
+        runner = ProbeRunner(probe)
+        try:
+            return await runner.run_once()
+        finally:
+            await runner.aclose()
+
+    result = anyio.run(one)
+    assert result.outcome == "success" and result.seed.verified == len(TINY_MEMORIES)
+    active = {str(r["id"]) for r in export(store.url, KEY, ns) if r["active"]}
+    expected = {owned_id(ns, m) for m, _ in TINY_MEMORIES} | {sentinel_id(ns)}
+    assert active == expected  # bare ids and the old sentinel are gone
+    assert json.dumps(export(store.url, KEY, other), sort_keys=True) == untouched
+
+
+def test_bare_fixture_ids_without_the_old_sentinel_are_not_benchds(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    records = [{"id": TINY_MEMORIES[0][0], "content": "x", "client_id": NAMESPACE}]
+    _post(store.url, "/export/import", {"data": records, "operator_approved": True})
+    probe = _probe(tmp_path, store.url, 'cleanup = "after"\n')
+
+    async def one() -> Any:
+        runner = ProbeRunner(probe)
+        try:
+            result = await runner.run_once()
+            await runner.cleanup()
+            return result
+        finally:
+            await runner.aclose()
+
+    result = anyio.run(one)
+    assert (result.outcome, result.error_kind) == ("failed", "ownership")
+    assert [r["id"] for r in export(store.url, KEY, NAMESPACE)] == [TINY_MEMORIES[0][0]]
+
+
+def test_shutdown_cleanup_removes_everything_benchd_wrote_including_the_sentinel(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    plant(store.url, KEY)
+    before = snapshot(store.url, KEY, NAMESPACE)
+    probe = _probe(tmp_path, store.url, 'cleanup = "after"\n')
+
+    async def one() -> CleanupReport | None:
+        runner = ProbeRunner(probe)
+        try:
+            await runner.run_once()
+            return await runner.cleanup(grace_s=30.0)
+        finally:
+            await runner.aclose()
+
+    report = anyio.run(one)
+    assert report is not None and (report.leftover, report.timed_out) == (0, False)
+    assert report.deleted == 1  # the cycle deleted the corpus; shutdown the sentinel
+    assert _ours(store.url) == []
+    assert snapshot(store.url, KEY, NAMESPACE) == before
+
+
+def test_a_shutdown_past_its_grace_logs_and_reports_what_it_left(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    memories = [
+        {"id": f"n-{i}", "type": "fact", "content": f"note number {i} about topic {i * 7}"}
+        for i in range(30)
+    ]
+    queries = [{"id": "q", "q": "note number 3", "expected_ids": ["n-3"]}]
+    fixture = tmp_path / "thirty.json"
+    fixture.write_text(json.dumps({"memories": memories, "queries": queries}))
+    load = '[probe.load]\nmode = "open"\nrate = 5.0\nduration_s = 30.0\n'
+    extra = 'cleanup = "after"\nseed_concurrency = 1\n'
+    config = write_config(
+        tmp_path,
+        probe_toml("owned", store.url, fixture, interval=60.0, timeout=60.0, target_extra=extra)
+        + load,
+        server="shutdown_grace_s = 1.0\n",
+    )
+    with BenchdProcess(["--config", str(config)], env=ENV) as benchd:
+        while len(_ours(store.url)) < 31:  # seeded; the load pass runs for 30 s
+            anyio.run(anyio.sleep, 0.02)  # polling the store, not synchronising
+        _post(store.url, "/admin/config", {"faults": ["latency=fixed:300ms@delete"]})
+        assert benchd.stop(timeout=30) == 0
+        event = benchd.wait_for(lambda e: e.get("event") == "cleanup incomplete")
+    _post(store.url, "/admin/config", {"faults": []})
+    left = len(_ours(store.url))
+    assert left > 0
+    assert (event["probe"], event["namespace"]) == ("owned", NAMESPACE)
+    # what is still there (a delete in flight when the grace ran out may still land)
+    assert left <= event["leftover_records"] <= left + 1
+    assert "benchd purge" in event["fix"]
+
+
+def test_leftovers_show_in_status_and_metrics() -> None:
+    book = ResultBook()
+    book.set_probes(["owned"])
+    book.cleanup("owned", CleanupReport(NAMESPACE, 3, 17, True), 1_700_000_000.0)
+    doc = status_document(book)
+    assert doc["cleanup"]["owned"]["leftover_records"] == 17
+    assert doc["cleanup"]["owned"]["namespace"] == NAMESPACE
+    families = {f.name: f for f in BookCollector(book).collect()}
+    sample = families["benchd_cleanup_leftover_records"].samples[0]
+    assert (sample.labels, sample.value) == ({"probe": "owned"}, 17.0)
+
+
+def test_foreign_tenants_hold_what_the_fixture_holds() -> None:
+    """The hostile tenants really collide with the fixture (ids and texts), or the
+    ownership tests would prove nothing."""
+    texts = dict(TINY_MEMORIES)
+    assert sum(r["id"] in texts for r in FOREIGN) == 4
+    assert sum(r["content"] in texts.values() for r in FOREIGN) == 4
