@@ -184,14 +184,16 @@ def _print_json(pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> None:
     print(json.dumps(document, indent=2, sort_keys=False))
 
 
-def _output(fmt: str, pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> None:
+def _output(
+    fmt: str, pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]], allow_degraded: bool
+) -> None:
     results = [r for r, _ in pairs]
     if fmt == "json":
         _print_json(pairs)
     elif fmt == "junit":
         from benchd.surfacers.junit import render_junit
 
-        print(render_junit(pairs))
+        print(render_junit(pairs, allow_degraded=allow_degraded))
     elif fmt == "trec":
         from benchd.surfacers.trec_run import render_trec_run
 
@@ -212,7 +214,7 @@ async def _handle(args: argparse.Namespace) -> int:
             )
         results = await run_probes(config)
     pairs = [(r, _verdicts(p, r, extra)) for p, r in zip(config.probes, results, strict=True)]
-    _output(args.format, pairs)
+    _output(args.format, pairs, args.allow_degraded)
     failed = [r for r in results if r.outcome in ("failed", "timeout")]
     degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:

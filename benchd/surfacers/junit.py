@@ -3,7 +3,8 @@
 ``benchd once --format junit`` writes a ``<testsuites>`` document with one
 ``<testsuite>`` per probe. Its ``cycle`` test case errors when the cycle
 failed or timed out (``type`` = the error kind) and fails when it was
-degraded (``type`` = ``degraded``, the reasons in the message); each threshold is a test case that
+degraded (``type`` = ``degraded``, the reasons in the message; passed with
+a note under ``--allow-degraded``); each threshold is a test case that
 fails when breached or not measured. Jenkins, GitLab and GitHub test
 reporters read this shape (the de-facto schema of Ant/Surefire reports).
 """
@@ -37,7 +38,9 @@ def _case(parent: ET.Element, probe: str, name: str, time_s: float) -> ET.Elemen
     )
 
 
-def _suite(result: CycleResult, verdicts: Sequence[Verdict], host: str) -> ET.Element:
+def _suite(
+    result: CycleResult, verdicts: Sequence[Verdict], host: str, allow_degraded: bool
+) -> ET.Element:
     suite = ET.Element("testsuite", {"name": _text(result.probe)})
     props = ET.SubElement(suite, "properties")
     model = result.info.model if result.info is not None else ""
@@ -52,10 +55,15 @@ def _suite(result: CycleResult, verdicts: Sequence[Verdict], host: str) -> ET.El
     cycle = _case(suite, result.probe, "cycle", result.duration_s)
     errors = failures = 0
     if result.outcome == "degraded":  # measured, but not wholly: a failure, not an error
-        failures = 1
         message = f"degraded: {', '.join(result.degraded_reasons) or 'no detail'}"
-        failure = ET.SubElement(cycle, "failure", {"type": "degraded", "message": _text(message)})
-        failure.text = _text(message)
+        if allow_degraded:  # as benchd once --allow-degraded exits: passed, with the note
+            ET.SubElement(cycle, "system-out").text = _text(f"{message} (allowed)")
+        else:
+            failures = 1
+            failure = ET.SubElement(
+                cycle, "failure", {"type": "degraded", "message": _text(message)}
+            )
+            failure.text = _text(message)
     elif not result.ok:
         errors = 1
         message = f"outcome {result.outcome}: {result.error_message or 'no detail'}"
@@ -85,14 +93,19 @@ def _suite(result: CycleResult, verdicts: Sequence[Verdict], host: str) -> ET.El
     return suite
 
 
-def render_junit(results: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> str:
-    """The JUnit XML document for ``(result, verdicts)`` pairs, one suite per probe."""
+def render_junit(
+    results: Sequence[tuple[CycleResult, Sequence[Verdict]]], *, allow_degraded: bool = False
+) -> str:
+    """The JUnit XML document for ``(result, verdicts)`` pairs, one suite per probe.
+
+    ``allow_degraded`` (``--allow-degraded``) passes a degraded cycle's test case.
+    """
     host = socket.gethostname()
     root = ET.Element("testsuites", {"name": "benchd"})
     totals = {"tests": 0, "failures": 0, "errors": 0}
     time_s = 0.0
     for result, verdicts in results:
-        suite = _suite(result, verdicts, host)
+        suite = _suite(result, verdicts, host, allow_degraded)
         root.append(suite)
         for key in totals:
             totals[key] += int(suite.attrib[key])

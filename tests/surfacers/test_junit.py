@@ -26,6 +26,11 @@ def test_a_degraded_cycle_is_a_failure_naming_its_reasons() -> None:
     (failure,) = case.result
     assert isinstance(failure, junitparser.Failure) and failure.type == "degraded"
     assert failure.message == "degraded: seed_incomplete, rate_limited"
+    allowed = _suite(render_junit([(result, ())], allow_degraded=True))
+    assert (allowed.tests, allowed.failures, allowed.errors) == (1, 0, 0)
+    (passed,) = list(allowed)
+    assert passed.is_passed
+    assert passed.system_out == "degraded: seed_incomplete, rate_limited (allowed)"
 
 
 def test_control_characters_from_a_store_never_break_the_xml() -> None:
