@@ -438,12 +438,19 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     async def _searchable_after(
         self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
     ) -> float | None:
-        """Learn the corpus's time (see :meth:`_corpus_time`); poll for the last memory."""
+        """Learn the corpus's time (see :meth:`_corpus_time`); poll for the last memory kept.
+
+        A memory the store did not keep never shows: polling for it would
+        spend ``searchable_timeout_s`` to learn nothing.
+        """
         self._anchor = self._corpus_time(memories)
         if not memories:
             return 0.0
+        kept = [m for m in memories if str(m["id"]) not in missing]
+        if not kept:
+            return None
         return await self._time_to_searchable(
-            memories[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
+            kept[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
         )
 
 

@@ -174,6 +174,17 @@ async def test_verify_names_a_record_the_store_did_not_keep(
     assert (report.verified, report.missing) == (7, ("m-empty",))
 
 
+async def test_time_to_searchable_is_measured_on_a_record_the_store_kept(
+    store: RunningRefStore, seen: Seen
+) -> None:
+    # The last memory is rejected (an unknown type): polling for it would run
+    # the whole searchable_timeout_s (far past this test's bound) and learn nothing.
+    rejected = {"id": "m-bogus", "type": "bogus", "content": "A record the store refuses."}
+    report = await seeded(target(store, searchable_timeout_s=600.0), [*MEMORIES, rejected])
+    assert report.missing == ("m-bogus",)
+    assert report.searchable_after_s is not None
+
+
 async def test_verify_lists_the_namespace_after_the_import_unless_turned_off(
     store: RunningRefStore, seen: Seen
 ) -> None:
