@@ -163,17 +163,19 @@ async def test_shutdown_cleanup_deletes_the_corpus_only_when_the_policy_is_after
     store: RunningRefStore,
 ) -> None:
     memories = load_fixture(packaged_fixture("smoke")).memories
-    for policy, left in (("never", len(memories) + 1), ("after", 1)):
 
-        async def seed_then_cleanup(runner: ProbeRunner) -> None:
-            report = await runner.target.seed(memories)
-            assert report.verified == len(memories)
-            await runner.cleanup()
+    async def seed_then_cleanup(runner: ProbeRunner) -> Any:
+        report = await runner.target.seed(memories)
+        assert report.verified == len(memories)
+        return await runner.cleanup()
 
-        await with_runner(probe_for(store.url, cleanup=policy), seed_then_cleanup)
-        ids = await listed_ids(store)
-        assert len(ids) == left, policy
-        assert sentinel_id(NAMESPACE) in ids  # the namespace stays marked as benchd's
+    kept = await with_runner(probe_for(store.url, cleanup="never"), seed_then_cleanup)
+    assert kept is None
+    ids = await listed_ids(store)
+    assert len(ids) == len(memories) + 1 and sentinel_id(NAMESPACE) in ids
+    done = await with_runner(probe_for(store.url, cleanup="after"), seed_then_cleanup)
+    assert (done.deleted, done.leftover, done.timed_out) == (len(memories) + 1, 0, False)
+    assert await listed_ids(store) == []  # the sentinel goes last, once nothing else is left
 
 
 async def test_aclose_is_idempotent_and_completes_inside_a_cancelled_scope(
