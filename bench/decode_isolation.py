@@ -24,6 +24,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -84,6 +85,22 @@ async def _pass(target: ZengramTarget, profile: LoadProfile) -> LoadRun:
         return await run_load(fire, 1, profile)
 
 
+class _Ticker:
+    """How late a 1 ms timer fires on this loop: how long the loop itself was held."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+
+    async def run(self, seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < end:
+            await anyio.sleep(0.001)
+            self.lags.append(time.perf_counter() - now - 0.001)
+
+    def worst_ms(self) -> float:
+        return max(self.lags, default=0.0) * 1000
+
+
 def _p99_ms(run: LoadRun) -> float:
     result = run.to_result()
     assert result.corrected is not None
@@ -106,9 +123,11 @@ async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
         async def run_b() -> None:
             beside["b"] = await _pass(b, open_b)
 
+        ticker = _Ticker()
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_a)
             tg.start_soon(run_b)
+            tg.start_soon(ticker.run, seconds)
         inline_limit = answers.INLINE_DECODE_BYTES
         answers.INLINE_DECODE_BYTES = 1 << 40  # the worker off: every decode on the loop
         try:
@@ -128,7 +147,7 @@ async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
     finally:
         await a.aclose()
         await b.aclose()
-    return {"alone": alone, "beside": beside, "off": beside_off}
+    return {"alone": alone, "beside": beside, "off": beside_off, "stall_ms": ticker.worst_ms()}
 
 
 def main() -> None:
@@ -162,6 +181,7 @@ def main() -> None:
         f"  ratio beside/alone {p_beside / p_alone:.2f}, difference "
         f"{p_beside - p_alone:+.2f} ms (goal: within 5 ms)"
     )
+    print(f"  longest the event loop was held beside probe a: {runs['stall_ms']:.1f} ms")
     print(
         f"  beside probe a, decode worker off       {p_off:8.2f} ms   late {off['b'].late}"
         f"   ({len(off['a'])} answers decoded on the loop)"

@@ -49,7 +49,7 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.progress import report_wait
-from benchd.targets.answers import loads
+from benchd.targets.answers import Body, BodyBuffer, loads
 from benchd.targets.base import note_service_time
 
 __all__ = [
@@ -82,11 +82,15 @@ _DETAIL_BYTES = 64 * 1024  # error bodies larger than this are not searched for 
 
 
 class Answer(NamedTuple):
-    """A store's answer: status, headers (lower-case names) and the (inflated) body."""
+    """A store's answer: status, headers (lower-case names) and the (inflated) body.
+
+    A body past :data:`~benchd.targets.answers.INLINE_DECODE_BYTES` is a
+    :class:`~benchd.targets.answers.Spill`; hand it to ``answers.decode``.
+    """
 
     status: int
     headers: Mapping[str, str]
-    body: bytes
+    body: Body
 
 
 # -- the error map -----------------------------------------------------------------
@@ -125,7 +129,7 @@ def _seconds_until(text: str, now: float) -> float | None:
 
 
 def status_error(
-    status: int, headers: Mapping[str, str], body: bytes, where: str
+    status: int, headers: Mapping[str, str], body: Body, where: str
 ) -> TargetError | None:
     """The error a non-2xx answer is (None for 2xx); ``headers`` have lower-case names.
 
@@ -168,9 +172,9 @@ def _location(raw: str | None) -> str:
     return f" to {parts.scheme or 'http'}://{host}" + (f":{port}" if port else "")
 
 
-def _error_detail(body: bytes) -> str:
+def _error_detail(body: Body) -> str:
     """`` ({"error": ...})`` from a small JSON error body, cut to 200 characters."""
-    if not body or len(body) > _DETAIL_BYTES:
+    if not isinstance(body, bytes) or not body or len(body) > _DETAIL_BYTES:
         return ""
     try:
         data = loads(body, "")
@@ -314,17 +318,19 @@ class RetryingClient:
 
 async def _read_bounded(
     response: httpx.Response, headers: Mapping[str, str], limit: int, where: str
-) -> bytes:
+) -> Body:
     """The (inflated) body, refused before reading if declared too large, else cut at ``limit``."""
     declared_too_large(headers, limit, where)  # (an encoded body only grows when inflated)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(where, f"more than {limit} bytes", limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    buffer = BodyBuffer()
+    try:
+        async for chunk in response.aiter_bytes():
+            buffer.add(chunk)
+            if buffer.size > limit:
+                raise too_large(where, f"more than {limit} bytes", limit)
+    except BaseException:
+        buffer.discard()
+        raise
+    return buffer.take()
 
 
 async def run_bounded(

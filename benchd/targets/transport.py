@@ -41,6 +41,7 @@ import httpx
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
 from benchd.load import Fire
+from benchd.targets.answers import Body, BodyBuffer
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -55,9 +56,13 @@ Build = Callable[[int], httpx.Request]
 """Query index -> the search request (a pure function of the index: it is cached)."""
 
 Parse = Callable[
-    [int, int, Mapping[str, str], bytes], tuple[str, ...] | Awaitable[tuple[str, ...]]
+    [int, int, Mapping[str, str], Body], tuple[str, ...] | Awaitable[tuple[str, ...]]
 ]
 """(query index, status, headers with lower-case names, body) -> ranked ids (or a coroutine).
+
+A body past 32 KiB is a :class:`~benchd.targets.answers.Spill` (a temporary
+file); a parser that wants bytes reads ``Path(body.path).read_bytes()``, and
+:func:`benchd.targets.answers.decode` takes either.
 
 Only 2xx answers reach it. Raise ValueError (or KeyError, TypeError,
 IndexError) on a body that breaks the contract; it becomes a
@@ -122,7 +127,7 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Answer] | None = None
         self._headers: dict[str, str] = {}
-        self._body: list[bytes] = []
+        self._body = BodyBuffer()
         self._headers_done = False
         self.received = False  # any byte of the current answer arrived
         self.open = True
@@ -136,7 +141,7 @@ class _Connection(asyncio.Protocol):
         if self._headers_done and self._delimited_by_close():
             self._complete()
         self._fail(ConnectionError("the store closed the connection before answering"))
-        self._body = []  # never keep a dead connection's buffers alive
+        self._body.discard()  # never keep a dead connection's buffers alive
 
     def _delimited_by_close(self) -> bool:
         chunked = "chunked" in self._headers.get("transfer-encoding", "").lower()
@@ -157,6 +162,9 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        coding = self._headers.get("content-encoding", "identity").strip().lower()
+        if coding not in ("identity", ""):
+            self._body = BodyBuffer(spill=False)  # inflated later, from memory (bounded)
         declared = self._headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > self._max_bytes:  # refused before reading
             self._fail(_TooLarge(f"{declared} bytes (declared)"))
@@ -170,11 +178,12 @@ class _Connection(asyncio.Protocol):
             self._fail(_TooLarge(f"more than {self._max_bytes} bytes"))
             self.close()
             return
-        self._body.append(body)
+        self._body.add(body)
 
     def on_message_complete(self) -> None:
         if self._parser.get_status_code() < 200:  # 1xx: the real answer follows
-            self._headers, self._body, self._headers_done = {}, [], False
+            self._body.discard()
+            self._headers, self._body, self._headers_done = {}, BodyBuffer(), False
             return
         if not self._parser.should_keep_alive():
             self.close()
@@ -184,11 +193,11 @@ class _Connection(asyncio.Protocol):
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             status = self._parser.get_status_code()
-            waiter.set_result(Answer(status, self._headers, b"".join(self._body)))
-        self._body = []
+            waiter.set_result(Answer(status, self._headers, self._body.take()))
+        self._body.discard()
 
     def _fail(self, exc: BaseException) -> None:
-        self._body = []
+        self._body.discard()
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
@@ -204,7 +213,9 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
-        self._headers, self._body, self.received, self._headers_done = {}, [], False, False
+        self._body.discard()
+        self._headers, self.received, self._headers_done = {}, False, False
+        self._body = BodyBuffer()
         self._size = 0
         timer = loop.call_later(timeout_s, self._fail, TimeoutError())
         self._transport.write(wire)
@@ -221,12 +232,13 @@ class _Pool:
         self,
         origin: tuple[str, str, int],
         limit: int,
-        context: ssl.SSLContext,
+        context: ssl.SSLContext | None,
         max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         scheme, self.host, self.port = origin
         self.max_bytes = max_bytes
-        self.ssl = context if scheme == "https" else None
+        # Only https needs a context; building one costs ~0.15 s of CPU on the loop.
+        self.ssl = (context or ssl.create_default_context()) if scheme == "https" else None
         self.limit = limit
         self.idle: deque[_Connection] = deque()
 
@@ -286,9 +298,9 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
         raise TargetUnreachable(f"{spec.where}: cannot connect ({reason})") from None
 
 
-def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: bytes, limit: int) -> bytes:
+def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: Body, limit: int) -> Body:
     coding = headers.get("content-encoding", "identity").strip().lower()
-    if coding in ("identity", ""):
+    if coding in ("identity", "") or not isinstance(body, bytes):
         return body
     if coding not in ("gzip", "deflate"):
         raise TargetProtocolError(f"{spec.where}: unsupported content-encoding {coding!r}")
@@ -340,7 +352,7 @@ async def make_http_fire(
     """
     specs: dict[int, RequestSpec] = {}
     pools: dict[tuple[str, str, int], _Pool] = {}
-    context = ssl_context or ssl.create_default_context()
+    context = ssl_context
 
     async def fire(query: int) -> tuple[str, ...]:
         spec = specs.get(query)
@@ -374,7 +386,7 @@ def search_fire(
         return target.build_search_request(queries[i % n])
 
     async def parse(
-        i: int, status: int, headers: Mapping[str, str], body: bytes
+        i: int, status: int, headers: Mapping[str, str], body: Body
     ) -> tuple[str, ...]:
         return await target.parse_search_response(Answer(status, headers, body), queries[i % n])
 
