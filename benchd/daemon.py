@@ -24,7 +24,6 @@ from benchd.config.load import (
     ProbeConfig,
     load_config,
     parse_listen,
-    with_adopted_namespaces,
 )
 from benchd.config.web import WebConfig
 from benchd.errors import BenchdError
@@ -60,7 +59,6 @@ class Daemon:
     config_path: str | None = None
     listen: str | None = None
     grace_s: float | None = None  # per probe on shutdown; None: [server] shutdown_grace_s
-    adopt_namespaces: bool = False  # --adopt-namespace, re-applied on every reload
     book: ResultBook = field(init=False)
     surfacers: list[Surfacer] = field(default_factory=lambda: [LogSurfacer()])
     started: anyio.Event = field(default_factory=anyio.Event)
@@ -260,8 +258,6 @@ class Daemon:
                 return False
             try:
                 new = load_config(self.config_path)
-                if self.adopt_namespaces:
-                    new = with_adopted_namespaces(new)
                 changed = [p for p in new.probes if self._changed(p)]
                 runners = await self._prepare(changed)
                 try:

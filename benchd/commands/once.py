@@ -101,8 +101,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--adopt-namespace",
-        action="store_true",
-        help="seed into a namespace that holds records benchd did not write",
+        action="append",
+        default=[],
+        metavar="NAMESPACE",
+        help=(
+            "seed into this namespace although it holds records benchd did not write, "
+            "beside them and never deleting them (repeatable; applies to the probes "
+            "using it at start, never to probes a reload adds)"
+        ),
     )
     p.set_defaults(handler=_handle)
 
@@ -122,12 +128,12 @@ def check_cli_thresholds(config: Config, thresholds: Sequence[Threshold]) -> Non
                 raise UsageError(f"{flag} {t.name}: probe {probe.name}: {problem}")
 
 
-def _select(config: Config, names: Sequence[str], adopt: bool) -> Config:
+def _select(config: Config, names: Sequence[str], adopt: Sequence[str]) -> Config:
     probes = tuple(config.probe(n) for n in names) if names else config.probes
     if not probes:
         raise UsageError(f"{config.path}: no [[probe]] tables; add one (benchd init shows how)")
     selected = dataclasses.replace(config, probes=probes)
-    return with_adopted_namespaces(selected) if adopt else selected
+    return with_adopted_namespaces(selected, adopt) if adopt else selected
 
 
 @asynccontextmanager

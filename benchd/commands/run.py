@@ -49,8 +49,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--adopt-namespace",
-        action="store_true",
-        help="seed into namespaces that hold records benchd did not write (marks them as benchd's)",
+        action="append",
+        default=[],
+        metavar="NAMESPACE",
+        help=(
+            "seed into this namespace although it holds records benchd did not write, "
+            "beside them and never deleting them (repeatable; applies to the probes "
+            "using it at start, never to probes a reload adds)"
+        ),
     )
     p.add_argument(
         "--log-format",
@@ -110,13 +116,12 @@ async def _handle(args: argparse.Namespace) -> int:
     with pid_file(args.pid_file):
         if config is not None:
             if args.adopt_namespace:
-                config = with_adopted_namespaces(config)
+                config = with_adopted_namespaces(config, args.adopt_namespace)
             configure_logging(config.server.log_level, json=json_logs)
             daemon = Daemon(
                 config,
                 config_path=args.config,
                 listen=listen,
-                adopt_namespaces=args.adopt_namespace,
             )
             await daemon.run()
             return EXIT_OK

@@ -14,7 +14,7 @@ import dataclasses
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -24,7 +24,7 @@ from benchd.config.schema import check, decode, join_key
 from benchd.config.secrets import Secret, read_secret
 from benchd.config.web import WebConfig, read_web_config
 from benchd.drift.settings import DriftSettings
-from benchd.errors import ConfigError
+from benchd.errors import ConfigError, UsageError
 from benchd.load import LoadProfile
 from benchd.scoring.thresholds import (
     Threshold,
@@ -217,6 +217,7 @@ def parse_config(
     names = [p.name for p in probes]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{file}: probe name {name!r} is used twice; probe names must be unique")
+    problems.extend(_shared_namespaces(probes, file))
     if problems:
         raise ConfigError(problems)
     server, web = table.server, None
@@ -238,12 +239,43 @@ def _collect(problems: list[str], step: Callable[[], _T]) -> _T | None:
         return None
 
 
-def with_adopted_namespaces(config: Config) -> Config:
-    """``config`` with ``adopt_namespace = true`` on every target kind that has the setting.
+def _shared_namespaces(probes: Sequence[ProbeConfig], file: str) -> list[str]:
+    """Two probes writing one namespace of one store would replace each other's corpus."""
+    seen: dict[tuple[str, str], str] = {}
+    problems: list[str] = []
+    for p in probes:
+        settings = p.target.settings
+        namespace = getattr(settings, "namespace", None)
+        url = getattr(settings, "url", None)
+        if namespace is None or url is None:
+            continue
+        key = (str(url).rstrip("/"), str(namespace))
+        if key in seen:
+            problems.append(
+                f"{file}: probes {seen[key]!r} and {p.name!r} both use namespace "
+                f"{namespace!r} at {key[0]}; give each probe its own namespace"
+            )
+        else:
+            seen[key] = p.name
+    return problems
 
-    What ``--adopt-namespace`` means for ``benchd once`` and ``benchd run``: seed
-    into (and mark as benchd's) a namespace that already holds foreign records.
+
+def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config:
+    """``config`` with ``adopt_namespace = true`` on the probes whose namespace is named.
+
+    What ``--adopt-namespace NAME`` means for ``benchd once`` and ``benchd run``:
+    seed into (and mark as benchd's) that namespace although it holds foreign
+    records. Each name must be some probe's namespace (a UsageError otherwise),
+    and the daemon applies it to the probes it starts with, never to probes a
+    reload adds.
     """
+    wanted = set(namespaces)
+    known = {getattr(p.target.settings, "namespace", None) for p in config.probes}
+    for name in sorted(wanted - known):
+        raise UsageError(
+            f"--adopt-namespace {name}: no probe in {config.path} uses that namespace "
+            f"(namespaces: {', '.join(sorted(str(k) for k in known if k)) or 'none'})"
+        )
     probes = tuple(
         dataclasses.replace(
             p,
@@ -252,6 +284,7 @@ def with_adopted_namespaces(config: Config) -> Config:
             ),
         )
         if hasattr(p.target.settings, "adopt_namespace")
+        and getattr(p.target.settings, "namespace", None) in wanted
         else p
         for p in config.probes
     )

@@ -210,7 +210,7 @@ def test_trec_run_scores_to_benchds_own_numbers(store: RefStoreThread, tmp_path:
     )
     assert reply.status_code == 200 and reply.json()["imported"] == 1
     path = config_file(tmp_path, store.url, namespace=namespace)
-    args = ["once", "-c", str(path), "--adopt-namespace"]
+    args = ["once", "-c", str(path), "--adopt-namespace", namespace]
     trec = benchd(*args, "--format", "trec", env=ENV)
     assert trec.returncode == 0, trec.stderr
     run = tmp_path / "smoke.run"

@@ -145,7 +145,7 @@ fixture = "{fixture}"
 kind = "zengram"
 url = "http://127.0.0.1:8084"
 api_key_env = "BENCHD_VALIDATE_TEST_KEY"
-namespace = "benchd-eval"
+namespace = "benchd-{name}"
 """
 
 
@@ -257,3 +257,22 @@ def test_probes_sharing_a_key_must_declare_one_budget(tmp_path: Path) -> None:
     proc = _validate_config(path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "declare the same one" in proc.stderr
+
+
+def test_two_probes_on_one_namespace_are_a_validate_error(tmp_path: Path) -> None:
+    config = tmp_path / "benchd.toml"
+    shared = CONFIG.replace('namespace = "benchd-{name}"', 'namespace = "benchd-shared"')
+    config.write_text(
+        shared.format(name="a", fixture="packaged:smoke")
+        + shared.format(name="b", fixture="packaged:smoke"),
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd", "validate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "BENCHD_VALIDATE_TEST_KEY": "k"},
+    )
+    assert proc.returncode == 2
+    assert "probes 'a' and 'b' both use namespace 'benchd-shared'" in proc.stdout + proc.stderr

@@ -237,7 +237,8 @@ def test_adopt_namespace_seeds_beside_foreign_records_without_touching_them(
     plant(store.url, KEY, NAMESPACE)
     before = snapshot(store.url, KEY, NAMESPACE)
     config = config_for(tmp_path, store.url)
-    with BenchdProcess(["--config", str(config), "--adopt-namespace"], env=ENV) as benchd:
+    args = ["--config", str(config), "--adopt-namespace", NAMESPACE]
+    with BenchdProcess(args, env=ENV) as benchd:
         first = benchd.wait_cycles("owned", 2)
         # degraded: the owner holds the ferry text, so the store skipped benchd's copy
         assert [e["outcome"] for e in first[:2]] == ["degraded", "degraded"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,10 @@ import httpx
 import pytest
 from drill_support import ENV, KEY, TINY_MEMORIES, probe_toml, write_config, write_tiny_fixture
 from support import BenchdProcess
-from tenants_support import FOREIGN, benchds, export, plant, snapshot
+from tenants_support import FOREIGN, benchds, export, owner_records, plant, snapshot
 
 from benchd.config.load import load_config
+from benchd.errors import ConfigError
 from benchd.probe import CleanupReport, ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
@@ -249,3 +252,52 @@ def test_foreign_tenants_hold_what_the_fixture_holds() -> None:
     texts = dict(TINY_MEMORIES)
     assert sum(r["id"] in texts for r in FOREIGN) == 4
     assert sum(r["content"] in texts.values() for r in FOREIGN) == 4
+
+
+def test_two_probes_on_one_namespace_of_one_store_are_a_config_error(tmp_path: Path) -> None:
+    fixture = write_tiny_fixture(tmp_path / "tiny.json")
+    url = "http://127.0.0.1:9"
+    one = probe_toml("a", url, fixture)
+    two = probe_toml("b", url, fixture).replace('namespace = "drill-b"', 'namespace = "drill-a"')
+    path = write_config(tmp_path, one, two)
+    os.environ.update(ENV)
+    with pytest.raises(ConfigError, match=r"probes 'a' and 'b' both use namespace 'drill-a'"):
+        load_config(path)
+
+
+def test_adopt_namespace_names_one_namespace_and_a_reload_never_inherits_it(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    """Adopted at start: only the named namespace; a probe a reload adds is refused."""
+    fixture = write_tiny_fixture(tmp_path / "tiny.json")
+    plant(store.url, KEY, NAMESPACE)
+    theirs = "drill-tenant"
+    tenant = [{**r, "id": "tenant-" + r["id"]} for r in owner_records(theirs)]  # ids are global
+    _post(store.url, "/export/import", {"data": tenant, "operator_approved": True})
+    tenant_before = json.dumps(export(store.url, KEY, theirs), sort_keys=True)
+    first = probe_toml("owned", store.url, fixture, interval=0.2)
+    config = write_config(tmp_path, first)
+    args = ["--config", str(config), "--adopt-namespace", NAMESPACE]
+    with BenchdProcess(args, env=ENV) as benchd:
+        benchd.wait_cycles("owned", 1)
+        adopted = benchd.wait_for(lambda e: e.get("event") == "namespace adopted")
+        assert (adopted["namespace"], adopted["foreign_records"]) == (NAMESPACE, 2)
+        config.write_text(
+            config.read_text() + probe_toml("tenant", store.url, fixture, interval=0.2)
+        )
+        assert benchd.post("/-/reload").status_code == 200
+        cycles = benchd.wait_cycles("tenant", 1)
+        assert (cycles[0]["outcome"], cycles[0]["error_kind"]) == ("failed", "ownership")
+        assert benchd.stop() == 0
+    assert json.dumps(export(store.url, KEY, theirs), sort_keys=True) == tenant_before
+
+
+def test_adopting_a_namespace_no_probe_uses_is_a_usage_error(tmp_path: Path) -> None:
+    fixture = write_tiny_fixture(tmp_path / "tiny.json")
+    config = write_config(tmp_path, probe_toml("owned", "http://127.0.0.1:9", fixture))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd", "once", "-c", str(config), "--adopt-namespace", "nope"],
+        capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **ENV},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "--adopt-namespace nope: no probe" in proc.stderr and "Traceback" not in proc.stderr
