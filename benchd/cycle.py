@@ -44,6 +44,7 @@ from benchd.targets.base import (
     SearchQuery,
     SendsLoad,
     Target,
+    cleans_up_after,
     service_timer,
 )
 
@@ -344,7 +345,7 @@ async def _run(state: _Cycle) -> None:
         state.load = run.to_result(
             aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
         )
-    if getattr(probe.target.settings, "cleanup", "never") == "after":
+    if cleans_up_after(target):
         ids = fixture.memory_ids
         await state.phase("cleanup", lambda: target.cleanup(ids))
 

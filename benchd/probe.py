@@ -19,7 +19,7 @@ from benchd.drift.tracker import DriftTracker
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.result import CycleResult
 from benchd.targets import build_target
-from benchd.targets.base import Progress, Target
+from benchd.targets.base import Progress, Target, cleans_up_after
 
 __all__ = ["CleanupReport", "ProbeRunner"]
 
@@ -79,8 +79,7 @@ class ProbeRunner:
         does not clean up after itself; else what was deleted and what is
         left over (records benchd wrote and could not delete in time).
         """
-        settings = self.probe.target.settings
-        if getattr(settings, "cleanup", "never") != "after":
+        if not cleans_up_after(self.target):
             return None
         deleted = 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
@@ -90,7 +89,7 @@ class ProbeRunner:
                 deleted += await release()
         leftover = getattr(self.target, "leftover_records", 0)
         return CleanupReport(
-            namespace=str(getattr(settings, "namespace", "")),
+            namespace=str(getattr(self.probe.target.settings, "namespace", "")),
             deleted=deleted,
             leftover=leftover if isinstance(leftover, int) else 0,
             timed_out=scope.cancelled_caught,

@@ -5,7 +5,7 @@ translates transport failures and bad payloads into :mod:`benchd.errors`
 ``TargetError`` subclasses, so callers see a bounded ``kind``. Generic code
 (the cycle, the load engine) asks a target for more only through the
 optional protocols here: :class:`SendsLoad` (its own sender for the load
-pass) and :class:`CountsRetries`; and it times a call with
+pass), :class:`CleansUpAfter` and :class:`CountsRetries`; and it times a call with
 :func:`service_timer`, which the target's client fills in with the
 answering attempt's service time.
 """
@@ -24,12 +24,14 @@ from benchd.load import Fire
 from benchd.result import SeedReport, TargetInfo
 
 __all__ = [
+    "CleansUpAfter",
     "CountsRetries",
     "Progress",
     "SearchQuery",
     "SendsLoad",
     "ServiceTimer",
     "Target",
+    "cleans_up_after",
     "note_service_time",
     "service_timer",
 ]
@@ -87,6 +89,19 @@ class SendsLoad(Protocol):
     def load_sender(
         self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
     ) -> AbstractAsyncContextManager[Fire]: ...
+
+
+@runtime_checkable
+class CleansUpAfter(Protocol):
+    """Optional: a target whose own settings ask it to delete its corpus after each cycle."""
+
+    @property
+    def cleans_up_after(self) -> bool: ...
+
+
+def cleans_up_after(target: Target) -> bool:
+    """Whether ``target`` deletes its corpus after each cycle and on shutdown (False if unsaid)."""
+    return isinstance(target, CleansUpAfter) and target.cleans_up_after
 
 
 @runtime_checkable

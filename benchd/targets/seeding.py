@@ -226,6 +226,11 @@ class SeededStore(ABC, Generic[R]):
         return self._http.retries
 
     @property
+    def cleans_up_after(self) -> bool:
+        """``cleanup = "after"`` in this target's settings."""
+        return self._plan().cleanup == "after"
+
+    @property
     def retry_wait_s(self) -> float:
         """Seconds waited before those retries (backoff and ``Retry-After``)."""
         return self._http.retry_wait_s
