@@ -101,37 +101,54 @@ def _moving_rows(pools: Sequence[Pool]) -> IntArray:
     return np.array(moving, dtype=np.int64)
 
 
-def _relabeled(
-    matrix: FloatArray, sizes: IntArray, pinned_first: bool, u: FloatArray, v: FloatArray
-) -> FloatArray:
-    """Per draw (row of ``u``), the sum over queries of current-minus-reference, relabeled."""
-    cols = np.arange(matrix.shape[0])
-    cur = np.minimum((u * sizes).astype(np.int64), sizes - 1)
-    now = matrix[cols, cur]
-    if pinned_first:  # the reference is one other sample, drawn among the rest
-        other = np.minimum((v * (sizes - 1)).astype(np.int64), sizes - 2)
-        ref = matrix[cols, other + (other >= cur)]
-    else:
-        ref = (matrix.sum(axis=1) - now) / (sizes - 1)
-    total: FloatArray = (now - ref).sum(axis=1)
-    return total
+def _stacked(pools: Sequence[Pool], rows: IntArray) -> tuple[FloatArray, IntArray]:
+    """All keys' values as one (queries, samples + 1, keys) array, and each query's size."""
+    parts = [_matrix(p, rows) for p in pools]
+    sizes = parts[0][1]
+    width = max(m.shape[1] for m, _ in parts)
+    stacked = np.zeros((rows.size, width, len(pools)), dtype=np.float64)
+    for k, (matrix, _) in enumerate(parts):
+        stacked[:, : matrix.shape[1], k] = matrix
+    return stacked, sizes
 
 
 def _null(pools: Sequence[Pool], n: int, n_resamples: int, seed: int) -> list[FloatArray]:
-    """Each pool's statistic under ``n_resamples`` relabelings shared by all pools."""
+    """Each pool's statistic under ``n_resamples`` relabelings shared by all pools.
+
+    Per query, the values of every key sit side by side, so one draw of
+    "which sample is current" gathers all keys at once; with ``pinned_first``
+    the reference is one other sample, drawn among the rest.
+    """
     rows = _moving_rows(pools)
     if rows.size == 0:
         return [np.zeros(n_resamples) for _ in pools]
-    prepared = [(_matrix(p, rows), p.pinned_first) for p in pools]
+    shapes = {tuple(len(p.values[i]) for i in rows) for p in pools}
+    if len(shapes) > 1 or len({p.pinned_first for p in pools}) > 1:
+        # keys with different samples per query cannot share a draw: test them apart
+        return [_null([p], n, n_resamples, seed)[0] for p in pools]
+    values, sizes = _stacked(pools, rows)
+    width, keys = values.shape[1], values.shape[2]
+    pinned = pools[0].pinned_first
+    if not pinned:  # current minus the mean of the others, for each choice of current
+        totals = values.sum(axis=1, keepdims=True)
+        others = np.maximum(sizes - 1, 1)[:, None, None]
+        values = values - (totals - values) / others
+    flat = values.reshape(rows.size * width, keys)
+    base = (np.arange(rows.size) * width)[None, :]
     rng = np.random.default_rng(seed)
-    chunk = max(1, _CELLS_PER_CHUNK // rows.size)
-    parts: list[list[FloatArray]] = [[] for _ in pools]
+    chunk = max(1, _CELLS_PER_CHUNK // (rows.size * keys))
+    out: list[FloatArray] = []
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         u, v = rng.random((size, rows.size)), rng.random((size, rows.size))
-        for part, ((matrix, sizes), pinned) in zip(parts, prepared, strict=True):
-            part.append(_relabeled(matrix, sizes, pinned, u, v) / n)
-    return [np.concatenate(part) for part in parts]
+        cur = np.minimum((u * sizes).astype(np.int64), sizes - 1)
+        stat = flat[base + cur].sum(axis=1)
+        if pinned:
+            other = np.minimum((v * (sizes - 1)).astype(np.int64), sizes - 2)
+            stat = stat - flat[base + other + (other >= cur)].sum(axis=1)
+        out.append(stat / n)
+    table = np.concatenate(out)  # (n_resamples, keys)
+    return [np.ascontiguousarray(table[:, k]) for k in range(keys)]
 
 
 def _tail(null: FloatArray, edge: float, two_sided: bool) -> tuple[float, FloatArray]:
