@@ -100,7 +100,7 @@ class Daemon:
                 {p.name: p.interval_s for p in self.config.probes},
             )
             self.book.config_loaded(time.time())
-            runners = await self._prepare(self.config.probes)
+            runners = await self._prepare(self.config.probes, server.instance)
             self._budget(self.config, runners)
             for runner in runners:
                 await self._start(runner)
@@ -148,7 +148,7 @@ class Daemon:
                     self.stop()
 
     @staticmethod
-    async def _prepare(probes: Sequence[ProbeConfig]) -> list[ProbeRunner]:
+    async def _prepare(probes: Sequence[ProbeConfig], instance: str = "") -> list[ProbeRunner]:
         """Load every fixture first, so a bad one fails before anything changes.
 
         If one probe cannot be built, the runners already built are closed
@@ -157,7 +157,7 @@ class Daemon:
         runners: list[ProbeRunner] = []
         try:
             for probe in probes:
-                runners.append(ProbeRunner(probe))
+                runners.append(ProbeRunner(probe, instance=instance or None))
         except BaseException:
             for runner in runners:
                 await runner.aclose()
@@ -259,7 +259,7 @@ class Daemon:
             try:
                 new = load_config(self.config_path)
                 changed = [p for p in new.probes if self._changed(p)]
-                runners = await self._prepare(changed)
+                runners = await self._prepare(changed, new.server.instance)
                 try:
                     self._budget(new, runners)
                 except BenchdError:

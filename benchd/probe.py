@@ -20,6 +20,7 @@ from benchd.fixtures.model import Fixture, load_fixture
 from benchd.result import CycleResult
 from benchd.targets import build_target
 from benchd.targets.base import Progress, Target, cleans_up_after
+from benchd.targets.lease import LeaseHolder, default_instance
 
 __all__ = ["CleanupReport", "ProbeRunner"]
 
@@ -43,6 +44,8 @@ class ProbeRunner:
         *,
         fixture: Fixture | None = None,
         read_rate: float | None = None,
+        instance: str | None = None,
+        read_only_beside_live: bool = False,
     ) -> None:
         self.probe = probe
         self.read_rate = read_rate  # this probe's share of its key's read budget (req/s)
@@ -55,6 +58,14 @@ class ProbeRunner:
         self.target: Target = build_target(
             probe.target.kind, probe.target.settings, probe.target.secret
         )
+        if hasattr(self.target, "lease"):
+            # The holder promises a heartbeat every cycle: three missed ones make it stale.
+            self.target.lease = LeaseHolder(
+                instance=instance or default_instance(),
+                ttl_s=3 * probe.interval_s + probe.timeout_s,
+                fixture_hash=self.fixture.content_hash,
+                read_only_beside_live=read_only_beside_live,
+            )
         self._closed = False
 
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:

@@ -82,6 +82,9 @@ class SeedReport:
     duration_s: float = 0.0
     searchable_after_s: float | None = None
     adopted: bool = False
+    # Set when the namespace is leased by another live benchd: the corpus was
+    # verified and queried read-only (nothing written or deleted); names the holder.
+    read_only_beside: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,7 +122,9 @@ async def _pin_live(config_path: str, probe: str | None, repeats: int = 1) -> Ba
         raise UsageError(f"{config_path}: holds probes {', '.join(names)}; pick one with --probe")
     # The baseline being replaced (possibly not written yet) plays no part in pinning.
     chosen = dataclasses.replace(config.probe(probe or names[0]), baseline=None)
-    runner = ProbeRunner(chosen)
+    runner = ProbeRunner(
+        chosen, instance=config.server.instance or None, read_only_beside_live=True
+    )
     results = []
     try:
         for _ in range(repeats):

@@ -161,13 +161,30 @@ async def run_probes(config: Config) -> list[CycleResult]:
         print(f"benchd: warning: {warning}", file=sys.stderr)
     for probe in config.probes:
         runner = ProbeRunner(
-            probe, fixture=fixtures[probe.name], read_rate=plan.read_rates.get(probe.name)
+            probe,
+            fixture=fixtures[probe.name],
+            read_rate=plan.read_rates.get(probe.name),
+            instance=config.server.instance or None,
+            read_only_beside_live=True,  # beside a live daemon: measure, never write
         )
         try:
-            results.append(await runner.run_once(progress=_progress(probe.name)))
+            result = await runner.run_once(progress=_progress(probe.name))
         finally:
             await runner.aclose()
+        results.append(result)
+        say_read_only(result)
     return results
+
+
+def say_read_only(result: CycleResult) -> None:
+    """Tell the user a cycle measured a live daemon's corpus and wrote nothing."""
+    holder = result.seed.read_only_beside if result.seed is not None else None
+    if holder:
+        print(
+            f"benchd: probe {result.probe}: its namespace is leased by live {holder}; "
+            "measured its corpus read-only (wrote and deleted nothing)",
+            file=sys.stderr,
+        )
 
 
 def _verdicts(

@@ -96,6 +96,9 @@ class ServerConfig:
     # On SIGTERM/SIGINT: how long each probe may take to stop and run its
     # cleanup = "after"; what it cannot delete in time is reported as left over.
     shutdown_grace_s: float = field(default=30.0, metadata=check(_positive))
+    # The name this benchd holds its namespaces' leases under ("": the host name,
+    # which a StatefulSet pod keeps across restarts). One writer per namespace.
+    instance: str = ""
 
 
 @dataclass(frozen=True, slots=True)

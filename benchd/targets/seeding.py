@@ -40,6 +40,7 @@ from benchd.result import SeedReport
 from benchd.targets.answers import listing_limit
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.client import Answer, ClientSettings, open_clients, run_bounded
+from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
 from benchd.targets.transport import search_fire
 
@@ -106,6 +107,8 @@ class SeededStore(ABC, Generic[R]):
         # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
         # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
         self._held: set[str] = set()
+        self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
+        self._read_only: str | None = None  # the live holder beside which this seed measures
 
     # -- hooks: the store-specific parts -------------------------------------------
 
@@ -132,6 +135,14 @@ class SeededStore(ABC, Generic[R]):
         A record benchd wrote for a fixture id not in the current corpus (an
         earlier version of the fixture) answers its own server id.
         """
+
+    def _lease_of(self, existing: Mapping[str, R]) -> Holder | None:
+        """The lease in the listed sentinel; None where the store keeps none (the default)."""
+        return None
+
+    async def _read_lease(self) -> Holder | None:
+        """The lease as the store holds it now (read back after writing it)."""
+        return None
 
     def _legacy_for(self, server_id: str, record: R) -> str | None:
         """The fixture id an earlier benchd version wrote this record under (its bare id)."""
@@ -259,11 +270,12 @@ class SeededStore(ABC, Generic[R]):
         existing: Mapping[str, R] = await self.export_namespace() if plan.exports else {}
         self._held = set(self._claimed(existing)) | set(self._sentinels(existing))
         adopted = await self._take_ownership(plan, existing)
-        await self._migrate(plan, existing)
-        if plan.cleanup == "before":
+        if self._read_only is None:
+            await self._migrate(plan, existing)
+        if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(plan, existing)
         counts = (0, 0, 0)
-        if plan.writes:
+        if plan.writes and self._read_only is None:
             # What the store would skip as a duplicate is not sent at all: against a
             # per-key write budget a steady-state cycle then costs no writes.
             keep = frozenset() if plan.cleanup == "before" else self._unchanged(existing, memories)
@@ -287,6 +299,7 @@ class SeededStore(ABC, Generic[R]):
             duration_s=time.monotonic() - started,
             searchable_after_s=searchable,
             adopted=adopted,
+            read_only_beside=self._read_only,
         )
 
     async def cleanup(self, ids: Sequence[str]) -> int:
@@ -296,7 +309,7 @@ class SeededStore(ABC, Generic[R]):
         that benchd wrote is deleted, whatever ``ids`` holds.
         """
         plan = self._plan()
-        if not (plan.deletes and plan.exports):
+        if not (plan.deletes and plan.exports) or self._read_only is not None:
             return 0
         wanted = set(ids)
         listed = await self.export_namespace()
@@ -318,7 +331,7 @@ class SeededStore(ABC, Generic[R]):
         probe leaves nothing behind; returns how many sentinel records went.
         """
         plan = self._plan()
-        if not (plan.deletes and plan.exports):
+        if not (plan.deletes and plan.exports) or self._read_only is not None:
             return 0
         listed = await self.export_namespace()
         self._held = set(self._claimed(listed)) | set(self._sentinels(listed))
@@ -356,10 +369,58 @@ class SeededStore(ABC, Generic[R]):
         if not (plan.exports and plan.writes):
             return False  # a store benchd cannot list and write is never marked
         adopted = self._check_ownership(plan, existing)
-        if "current" not in self._sentinels(existing).values():
-            self._held.add(sentinel_id(plan.namespace))
-            await self._write_sentinel()
+        self._read_only = None
+        me = self.lease
+        holder = self._lease_of(existing)
+        if me is not None and holder is not None and self._another_live(holder, me):
+            if not me.read_only_beside_live:
+                raise OwnershipError(
+                    f"{plan.namespace_label} {plan.namespace!r} at {self._base} is leased by "
+                    f"{holder.describe()}; one writer per namespace: give this probe its own "
+                    "namespace, stop the other instance, or wait until its lease expires"
+                )
+            self._check_read_only(plan, existing, holder, me)
+            self._read_only = holder.describe()
+            self._held = set()  # the holder's records, not this process's
+            return adopted
+        if me is None and "current" in self._sentinels(existing).values():
+            return adopted  # no lease to keep: the sentinel is enough
+        self._held.add(sentinel_id(plan.namespace))
+        await self._write_sentinel()  # with a lease: the heartbeat, every writing cycle
+        if me is not None:
+            back = await self._read_lease()
+            if back is not None and back.token != me.token:
+                raise OwnershipError(
+                    f"{plan.namespace_label} {plan.namespace!r} at {self._base}: "
+                    f"{back.describe()} took the lease at the same time; backing off "
+                    "(one writer per namespace)"
+                )
         return adopted
+
+    @staticmethod
+    def _another_live(holder: Holder, me: LeaseHolder) -> bool:
+        """A live lease of another instance (the same instance name takes its own over)."""
+        return holder.token != me.token and holder.instance != me.instance and holder.live()
+
+    def _check_read_only(
+        self, plan: SeedPlan, existing: Mapping[str, R], holder: Holder, me: LeaseHolder
+    ) -> None:
+        """Beside a live holder, measure only its complete corpus of the same fixture."""
+        claimed = set(self._claimed(existing).values())
+        found = len(self._owned.fixture_ids & claimed)
+        total = len(self._owned.fixture_ids)
+        if holder.fixture_hash != me.fixture_hash or found < total:
+            why = (
+                f"it seeds another corpus (fixture hash {holder.fixture_hash[:12] or 'unknown'}, "
+                f"this one {me.fixture_hash[:12]})"
+                if holder.fixture_hash != me.fixture_hash
+                else f"its corpus is incomplete ({found} of {total} records)"
+            )
+            raise OwnershipError(
+                f"{plan.namespace_label} {plan.namespace!r} at {self._base} is leased by "
+                f"{holder.describe()} and {why}; measuring beside it read-only needs its "
+                "complete corpus of the same fixture: wait for its cycle, or use another namespace"
+            )
 
     def _check_ownership(self, plan: SeedPlan, existing: Mapping[str, R]) -> bool:
         """False for an empty or benchd-marked namespace, True if adopted, else an error."""

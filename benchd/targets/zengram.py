@@ -49,6 +49,7 @@ from benchd.targets.client import (
     positive_problem,
     run_bounded,
 )
+from benchd.targets.lease import Holder, holder_of
 from benchd.targets.owned import (
     OWNER_KEY,
     legacy_sentinel_id,
@@ -259,9 +260,31 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             "key": "benchd-sentinel",
             "importance": "low",
             "client_id": ns,
-            "content": sentinel_text(ns),
-            "metadata": {OWNER_KEY: {"namespace": ns, "sentinel": "true"}},
+            "content": sentinel_text(ns) + self._lease_text(),
+            "metadata": {
+                OWNER_KEY: self.lease.mark(ns)
+                if self.lease is not None
+                else {"namespace": ns, "sentinel": "true"}
+            },
         }
+
+    def _lease_text(self) -> str:
+        """The lease in words; it changes every heartbeat, so the store's dedup never skips it."""
+        lease = self.lease
+        if lease is None:
+            return ""
+        return (
+            f" Leased by benchd instance {lease.instance}, pid {lease.pid}, heartbeat "
+            f"{_iso_ms(int(time.time() * 1000))}."
+        )
+
+    def _lease_of(self, existing: Mapping[str, Mapping[str, Any]]) -> Holder | None:
+        record = existing.get(sentinel_id(self.config.namespace))
+        metadata = record.get("metadata") if record is not None else None
+        return holder_of(metadata.get(OWNER_KEY)) if isinstance(metadata, dict) else None
+
+    async def _read_lease(self) -> Holder | None:
+        return self._lease_of(await self._read_back([sentinel_id(self.config.namespace)]))
 
     def _sentinel_of(self, server_id: str, record: Mapping[str, Any]) -> str | None:
         ns = self.config.namespace
