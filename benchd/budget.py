@@ -30,7 +30,16 @@ from benchd.errors import ConfigError
 if TYPE_CHECKING:
     from benchd.config.load import Config, ProbeConfig
 
-__all__ = ["BudgetSettings", "CycleCost", "KeyPlan", "Plan", "cycle_cost", "plan_budgets"]
+__all__ = [
+    "BudgetSettings",
+    "CycleCost",
+    "KeyPlan",
+    "Plan",
+    "cycle_cost",
+    "key_of",
+    "own_share",
+    "plan_budgets",
+]
 
 _EXPORT_PAGE = 500  # the zengram adapter's page size (the http kind says its own)
 _IMPORT_BATCH = 500
@@ -164,6 +173,16 @@ def key_of(probe: ProbeConfig) -> str | None:
     # shown by where it was read from. The digest never leaves this module.
     digest = hashlib.sha256(secret.reveal().encode()).hexdigest()
     return f"key {secret.source} at {origin}\x00{digest}"
+
+
+def own_share(probe: ProbeConfig) -> float | None:
+    """The probe's read rate (req/s) when no plan says otherwise: its budget, alone on its key.
+
+    None for targets with no store behind them (in-process retrievers).
+    """
+    if key_of(probe) is None:
+        return None
+    return probe.budget.reads_per_min / 60.0 / probe.budget.replicas
 
 
 def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from benchd.budget import own_share
 from benchd.config.load import ProbeConfig
 from benchd.cycle import run_cycle
 from benchd.drift.baseline import load_baseline
@@ -48,7 +49,9 @@ class ProbeRunner:
         read_only_beside_live: bool = False,
     ) -> None:
         self.probe = probe
-        self.read_rate = read_rate  # this probe's share of its key's read budget (req/s)
+        # This probe's share of its key's read budget (req/s): the plan's, when the
+        # caller planned the whole config (daemon, once), else its budget alone.
+        self.read_rate = read_rate if read_rate is not None else own_share(probe)
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
         baseline = load_baseline(probe.baseline) if probe.baseline else None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from benchd.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import load_fixture, packaged_fixture
@@ -35,6 +37,8 @@ def probe_for(
         k=(5, 10),
         timeout_s=timeout_s,
         load=load or LoadProfile(),
+        # These stores run without rate limits: a budget that never binds.
+        budget=BudgetSettings(reads_per_min=60_000, writes_per_min=60_000),
     )
 
 
@@ -211,3 +215,18 @@ async def test_failed_queries_and_load_errors_make_the_cycle_degraded_not_succes
     assert failed and len(failed) < len(result.queries)
     assert result.aggregate  # what was answered is still scored
     assert not result.ok
+
+
+async def test_a_probe_run_alone_is_paced_to_its_own_budget(store_url: str) -> None:
+    probe = dataclasses.replace(
+        probe_for(store_url, load=LoadProfile(mode="closed", concurrency=4, duration_s=1.0)),
+        budget=BudgetSettings(reads_per_min=120, writes_per_min=60_000),
+    )
+    runner = ProbeRunner(probe)  # no plan: its budget alone, 120/min = 2 req/s
+    try:
+        assert runner.read_rate == 2.0
+        result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert result.load is not None and result.load.max_rate == 2.0
+    assert 1 <= result.load.sent <= 2 * 2  # at most twice what 2 req/s admits in 1 s
