@@ -249,6 +249,7 @@ def test_trec_run_scores_to_benchds_own_numbers(store: RefStoreThread, tmp_path:
 def test_trec_needs_exactly_one_probe(tmp_path: Path) -> None:
     path = config_file(tmp_path, DEAD)
     text = path.read_text()
-    path.write_text(text + text.replace('name = "smoke"', 'name = "smoke2"'))
+    second = text.replace('name = "smoke"', 'name = "smoke2"').replace("benchd-ci", "benchd-ci2")
+    path.write_text(text + second)
     proc = benchd("once", "-c", str(path), "--format", "trec", env=ENV)
     assert proc.returncode == 2 and "--format trec writes one run" in proc.stderr
