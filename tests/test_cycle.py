@@ -230,3 +230,24 @@ async def test_a_probe_run_alone_is_paced_to_its_own_budget(store_url: str) -> N
         await runner.aclose()
     assert result.load is not None and result.load.max_rate == 2.0
     assert 1 <= result.load.sent <= 2 * 2  # at most twice what 2 req/s admits in 1 s
+
+
+async def test_a_timeout_says_how_long_the_cycle_waited_on_429s() -> None:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        faults=("rate_limit=1.0@search",),  # every search: 429, Retry-After: 1
+    )
+    async with running_refstore(config) as store:
+        result = await run(
+            probe_for(
+                store.url, timeout_s=2.5, max_retries=10, verify=False, searchable_timeout_s=0
+            )
+        )
+    assert result.outcome == "timeout"
+    message = result.error_message or ""
+    assert "still in phase 'serial'" in message
+    waited = float(message.rsplit("; ", 1)[1].split(" s of the cycle went waiting on 429")[0])
+    assert waited >= 1.0  # at least one whole Retry-After was slept before the timeout
