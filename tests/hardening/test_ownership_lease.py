@@ -167,7 +167,9 @@ def test_two_replicas_in_two_namespaces_never_move_each_others_records(
     for replica in ("a", "b"):
         directory = tmp_path / replica
         directory.mkdir()
-        toml = probe_toml(f"replica-{replica}", store.url, fixture, interval=0.1)
+        toml = probe_toml(  # never: a stable corpus, so any record that moved would show
+            f"replica-{replica}", store.url, fixture, interval=0.1, target_extra='cleanup = "never"'
+        )
         configs.append(write_config(directory, toml, server=f'instance = "pod-{replica}"\n'))
     with (
         BenchdProcess(["--config", str(configs[0])], env=ENV) as a,
