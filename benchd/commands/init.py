@@ -88,6 +88,18 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
             ("alpha", 0.01, "significance level of the paired test"),
         ),
     ),
+    (
+        "probe.budget",
+        (
+            (
+                "reads_per_min",
+                120,
+                "the API key's read limit (the real Zengram server's default); probes "
+                "sharing the key share it, and the load pass is paced to this probe's share",
+            ),
+            ("writes_per_min", 60, "the API key's write limit (imports and deletes)"),
+        ),
+    ),
 )
 
 
