@@ -47,6 +47,7 @@ COMMANDS: tuple[str, ...] = (
     "synth",
     "refstore",
     "baseline",
+    "purge",
     "compare",
 )
 

@@ -44,7 +44,7 @@ from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
 from benchd.targets.transport import search_fire
 
-__all__ = ["Counts", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
+__all__ = ["Counts", "Purged", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
 
 log = get_logger("benchd.targets")
 
@@ -83,6 +83,15 @@ class SeedPlan:
     deletes: bool = True  # the store can delete one record
     verifies: bool = True  # verify the seed through the listing
     namespace_label: str = "namespace"  # how the ownership error names the namespace
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What ``purge`` deleted: benchd's records, its sentinels, and what it left (not benchd's)."""
+
+    records: int
+    sentinels: int
+    foreign: int
 
 
 class SeededStore(ABC, Generic[R]):
@@ -338,6 +347,38 @@ class SeededStore(ABC, Generic[R]):
         if self._claimed(listed):
             return 0
         return await self._delete_ids(plan, list(self._sentinels(listed)))
+
+    async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
+        """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``).
+
+        benchd's records are those listed under its ids or mark (any fixture,
+        any version); with an earlier version's sentinel listed, also the bare
+        fixture ids of ``memories``. Refused while another live instance holds
+        the lease, unless ``force``.
+        """
+        plan = self._plan()
+        if not (plan.deletes and plan.exports):
+            raise OwnershipError(
+                f"{plan.namespace_label} {plan.namespace!r} at {self._base}: this target "
+                "cannot list and delete records, so benchd cannot purge it"
+            )
+        self._owned = OwnedIds.of(plan.namespace, memories)
+        listed = await self.export_namespace()
+        holder = self._lease_of(listed)
+        me = self.lease
+        mine = me is not None and holder is not None and holder.instance == me.instance
+        if holder is not None and holder.live() and not force and not mine:
+            raise OwnershipError(
+                    f"{plan.namespace_label} {plan.namespace!r} at {self._base} is leased by "
+                    f"live {holder.describe()}; stop it first, or pass --force"
+                )
+        sentinels = self._sentinels(listed)
+        ours = list(self._claimed(listed))
+        if "legacy" in sentinels.values():
+            ours += [s for s, r in listed.items() if s not in sentinels and self._legacy_for(s, r)]
+        deleted = await self._delete_ids(plan, ours)
+        marks = await self._delete_ids(plan, list(sentinels))
+        return Purged(deleted, marks, len(listed) - len(ours) - len(sentinels))
 
     @property
     def leftover_records(self) -> int:

@@ -184,3 +184,47 @@ def test_two_replicas_in_two_namespaces_never_move_each_others_records(
         assert {e["outcome"] for e in events} == {"success"}  # every cycle verified all six
         assert {e["hit@1"] for e in events} == {1.0}  # scores as it does alone
     assert snapshot(store.url, KEY, NAMESPACE) == foreign
+
+
+def _purge(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", "purge", *args],
+        capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **ENV},
+    )  # fmt: skip
+
+
+def test_purge_empties_the_namespace_of_benchds_records_only_sentinel_last(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    plant(store.url, KEY, NAMESPACE)  # an owner's records in the namespace, adopted below
+    foreign = snapshot(store.url, KEY, NAMESPACE)
+    config = _config(
+        tmp_path, store.url, instance="pod-0", extra='cleanup = "never"\nadopt_namespace = true\n'
+    )
+    assert _cycle(config).outcome == "degraded"  # the owner holds the ferry text
+    proc = _purge("--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (
+        f"probe owned: namespace {NAMESPACE!r}: deleted 5 benchd record(s) and 1 sentinel(s); "
+        "left 2 record(s) benchd did not write"
+    )
+    assert [
+        r for r in export(store.url, KEY, NAMESPACE) if r["active"] and "benchd" in r["id"]
+    ] == []
+    assert snapshot(store.url, KEY, NAMESPACE) == foreign
+
+
+def test_purge_of_a_live_leased_namespace_is_refused_unless_forced(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    assert _cycle(_config(tmp_path, store.url, instance="pod-0", interval=600.0)).outcome
+    args = ["--namespace", NAMESPACE, "--url", store.url, "--api-key-env", "DRILL_STORE_KEY"]
+    refused = _purge(*args)
+    assert refused.returncode == 3
+    assert "leased by live benchd instance 'pod-0'" in refused.stderr
+    assert "--force" in refused.stderr and "Traceback" not in refused.stderr
+    assert len([r for r in export(store.url, KEY, NAMESPACE) if r["active"]]) == 7
+    forced = _purge(*args, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "deleted 6 benchd record(s) and 1 sentinel(s)" in forced.stdout
+    assert [r for r in export(store.url, KEY, NAMESPACE) if r["active"]] == []

@@ -1,0 +1,95 @@
+"""``benchd purge``: empty a namespace of everything benchd owns there, sentinel last.
+
+The way to retire a probe, or the namespace of a replica that is gone. It
+lists the namespace and deletes only records benchd wrote (its ids, or its
+mark where the store assigns ids; with an earlier version's sentinel, that
+version's bare fixture ids too), then the sentinel; records of anyone else
+stay. Refused while another live instance holds the namespace's lease,
+unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from benchd.config.load import ProbeConfig, load_config
+from benchd.config.secrets import read_secret
+from benchd.errors import EXIT_OK, UsageError
+from benchd.fixtures.model import load_fixture
+from benchd.targets import build_target
+from benchd.targets.lease import LeaseHolder, default_instance
+from benchd.targets.seeding import SeededStore
+from benchd.targets.zengram import ZengramConfig, ZengramTarget
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "purge",
+        help="delete everything benchd owns in a namespace (sentinel last)",
+        description=(
+            "Delete every record benchd wrote in a namespace, then its sentinel, and print "
+            "what went; records benchd did not write are left alone. Either --config FILE "
+            "[--probe NAME]... (the probes' namespaces) or --namespace NAME --url URL "
+            "(a zengram store, e.g. the namespace of a replica that is gone). Refused while "
+            "another live benchd instance holds the namespace's lease, unless --force. "
+            "Exit codes: 0 done, 2 bad flags or config, 3 store unreachable, refused or leased."
+        ),
+    )
+    p.add_argument("--config", "-c", metavar="FILE", help="TOML config naming the probes")
+    p.add_argument(
+        "--probe", "-p", action="append", default=[], metavar="NAME", help="only this probe"
+    )
+    p.add_argument("--namespace", metavar="NAME", help="a zengram namespace (client_id)")
+    p.add_argument("--url", metavar="URL", help="the zengram store, with --namespace")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the key")
+    p.add_argument("--api-key-file", metavar="FILE", help="file holding the key")
+    p.add_argument(
+        "--force", action="store_true", help="purge even while another live instance leases it"
+    )
+    p.set_defaults(handler=_handle)
+
+
+def _targets(args: argparse.Namespace) -> list[tuple[str, SeededStore[Any], list[Any]]]:
+    """(label, target, fixture memories) for each namespace to purge."""
+    if args.config and args.namespace:
+        raise UsageError("give --config or --namespace/--url, not both")
+    if args.namespace:
+        if not args.url:
+            raise UsageError("--namespace needs --url (the zengram store)")
+        secret = read_secret(env=args.api_key_env, file=args.api_key_file, where="benchd purge")
+        settings = ZengramConfig(url=args.url, namespace=args.namespace)
+        return [(f"namespace {args.namespace!r}", ZengramTarget(settings, secret), [])]
+    if not args.config:
+        raise UsageError("give --config FILE, or --namespace NAME --url URL")
+    config = load_config(args.config)
+    probes: list[ProbeConfig] = (
+        [config.probe(n) for n in args.probe] if args.probe else list(config.probes)
+    )
+    out: list[tuple[str, SeededStore[Any], list[Any]]] = []
+    for probe in probes:
+        target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+        if not isinstance(target, SeededStore):
+            raise UsageError(f"probe {probe.name}: kind {probe.target.kind} keeps no namespace")
+        target.lease = LeaseHolder(config.server.instance or default_instance(), ttl_s=0.0)
+        memories = list(load_fixture(probe.fixture).memories)
+        out.append((f"probe {probe.name}", target, memories))
+    return out
+
+
+async def _handle(args: argparse.Namespace) -> int:
+    for label, target, memories in _targets(args):
+        try:
+            purged = await target.purge(memories, force=args.force)
+        finally:
+            await target.aclose()
+        ns = getattr(target.config, "namespace", "")  # type: ignore[attr-defined]
+        print(
+            f"{label}: namespace {ns!r}: deleted {purged.records} benchd record(s) and "
+            f"{purged.sentinels} sentinel(s); left {purged.foreign} record(s) benchd did not write"
+        )
+    sys.stdout.flush()
+    return EXIT_OK
