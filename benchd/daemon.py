@@ -28,7 +28,7 @@ from benchd.config.load import (
 from benchd.config.web import WebConfig
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
-from benchd.probe import CleanupReport, ProbeRunner
+from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
 from benchd.scoring.thresholds import evaluate_all
@@ -187,12 +187,21 @@ class Daemon:
         self._probes[runner.probe.name] = _Running(runner.probe, loop)
 
     def _sink(self, result: CycleResult) -> None:
-        """Record into the book (pull surfacers read it), then hand to each push surfacer."""
+        """Record into the book (pull surfacers read it), then hand to each push surfacer.
+
+        One that raises is logged once and does not starve the others or the probe.
+        """
         running = self._probes.get(result.probe)
         thresholds = running.probe.thresholds if running is not None else ()
-        self.book.record(result, evaluate_all(thresholds, result))
-        for surfacer in self.surfacers:
-            surfacer.write(result)
+
+        def record(result: CycleResult) -> None:
+            self.book.record(result, evaluate_all(thresholds, result))
+
+        for write in (record, *(s.write for s in self.surfacers)):
+            try:
+                write(result)
+            except Exception as exc:  # a surfacer's bug: logged once, the probe goes on
+                log_internal("surfacer", result.probe, exc)
         due = running.loop.schedule.next_due_at if running is not None else None
         if due is not None:
             log.info("next cycle", probe=result.probe, due_at=iso_time(due),

@@ -2,12 +2,17 @@
 
 :class:`ProbeRunner` is what ``benchd once`` and the scheduler drive: it runs
 one cycle under the probe's timeout and returns the frozen result, with the
-drift comparison attached. It never raises for a store failure.
+drift comparison attached. It never raises: a store failure is an outcome,
+and so is a bug (any other exception inside the cycle or the drift stage is
+outcome ``failed`` with error kind ``internal``, logged once with its
+traceback), so one probe's crash never reaches the scheduler or another probe.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+import traceback
 from dataclasses import dataclass
 
 import anyio
@@ -18,12 +23,18 @@ from benchd.cycle import run_cycle
 from benchd.drift.baseline import load_baseline
 from benchd.drift.tracker import DriftTracker
 from benchd.fixtures.model import Fixture, load_fixture
+from benchd.logging import get_logger
 from benchd.result import CycleResult
 from benchd.targets import build_target
 from benchd.targets.base import Progress, Target, cleans_up_after
 from benchd.targets.lease import LeaseHolder, default_instance
 
-__all__ = ["CleanupReport", "ProbeRunner"]
+__all__ = ["INTERNAL", "CleanupReport", "ProbeRunner", "log_internal"]
+
+INTERNAL = "internal"
+"""The error kind of a cycle that an unexpected exception (a bug) ended."""
+
+log = get_logger("benchd.probe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +45,17 @@ class CleanupReport:
     deleted: int
     leftover: int
     timed_out: bool
+
+
+def log_internal(stage: str, probe: str, exc: BaseException) -> None:
+    """Log an unexpected exception once, with its traceback as a field (not a second line)."""
+    log.error(
+        "internal error",
+        probe=probe,
+        stage=stage,
+        error=f"{type(exc).__name__}: {exc}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
 
 
 class ProbeRunner:
@@ -74,16 +96,49 @@ class ProbeRunner:
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
         """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
         self.cycles += 1
-        result = await run_cycle(
-            self.probe,
-            self.fixture,
-            self.target,
-            cycle=self.cycles,
-            progress=progress,
-            read_rate=self.read_rate,
-        )
-        drift = await self.tracker.aobserve(result)
+        started = time.time()
+        try:
+            result = await run_cycle(
+                self.probe,
+                self.fixture,
+                self.target,
+                cycle=self.cycles,
+                progress=progress,
+                read_rate=self.read_rate,
+            )
+        except Exception as exc:  # a bug in the cycle or in user code: this probe fails alone
+            log_internal("cycle", self.probe.name, exc)
+            return self._failed(started, exc)
+        try:
+            drift = await self.tracker.aobserve(result)
+        except Exception as exc:  # the drift stage must not cost the cycle's readings
+            log_internal("drift", self.probe.name, exc)
+            return dataclasses.replace(
+                result,
+                outcome="failed",
+                errors={**result.errors, INTERNAL: 1},
+                error_kind=INTERNAL,
+                error_message=f"drift: internal error: {type(exc).__name__}: {exc}",
+            )
         return dataclasses.replace(result, drift=drift)
+
+    def _failed(self, started: float, exc: Exception) -> CycleResult:
+        return CycleResult(
+            probe=self.probe.name,
+            target=self.probe.target.kind,
+            corpus=self.fixture.name,
+            cycle=self.cycles,
+            started_at=started,
+            finished_at=time.time(),
+            outcome="failed",
+            phases={},
+            ks=self.probe.k,
+            errors={INTERNAL: 1},
+            error_kind=INTERNAL,
+            error_message=f"internal error: {type(exc).__name__}: {exc} (a bug; the traceback "
+            "is in the log)",
+            fixture_hash=self.fixture.content_hash,
+        )
 
     async def cleanup(self, grace_s: float = 30.0) -> CleanupReport | None:
         """Run the configured ``after`` cleanup on shutdown, within ``grace_s``.

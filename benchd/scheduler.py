@@ -6,7 +6,10 @@ probe that fails, times out or hangs (bounded by its own ``timeout_s``)
 never delays another. The first cycle starts at once; jitter spreads the
 later ones. :meth:`ProbeLoop.trigger` starts a cycle now (``POST
 /api/probes/{name}/run``) unless one is running or the key's read budget
-cannot take another yet.
+cannot take another yet. Nothing escapes a loop but cancellation: the runner
+turns a bug inside a cycle into a ``failed``/``internal`` result, and an
+exception from the runner or the sink is logged once (with its traceback)
+and the probe runs again at its next slot.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 import anyio
 
 from benchd.budget import BudgetSettings
-from benchd.probe import ProbeRunner
+from benchd.probe import ProbeRunner, log_internal
 from benchd.result import CycleResult
 
 __all__ = [
@@ -123,12 +126,13 @@ class ProbeLoop:
             try:
                 while True:
                     started = self._begin()
-                    result = await self.runner.run_once()
+                    result = await self._run_once()
                     wake = next_start(
                         started, probe.interval_s, probe.jitter_s, time.monotonic(), self._rng
                     )
                     self._end(result, wake)
-                    self.sink(result)
+                    if result is not None:
+                        self._write(result)
                     with anyio.move_on_after(max(0.0, wake - time.monotonic())):
                         await self._wake.wait()
             finally:
@@ -139,10 +143,10 @@ class ProbeLoop:
         self._last_start = time.monotonic()
         return self._last_start
 
-    def _end(self, result: CycleResult, wake: float) -> None:
+    def _end(self, result: CycleResult | None, wake: float) -> None:
         self._wake = anyio.Event()  # before anything can trigger the next cycle
         self._running = False
-        self._last_reads = reads_of(result)
+        self._last_reads = reads_of(result) if result is not None else 0
         self._next_due_at = time.time() + max(0.0, wake - time.monotonic())
 
     def trigger(self) -> TriggerOutcome:
@@ -166,6 +170,20 @@ class ProbeLoop:
         """
         budget = self.runner.probe.budget
         return 60.0 * self._last_reads * budget.replicas / budget.reads_per_min
+
+    async def _run_once(self) -> CycleResult | None:
+        """The runner's cycle; ``None`` if an exception escaped it (logged once, traceback too)."""
+        try:
+            return await self.runner.run_once()
+        except Exception as exc:  # run_once contains its own; this is the last fence
+            log_internal("cycle", self.runner.probe.name, exc)
+            return None
+
+    def _write(self, result: CycleResult) -> None:
+        try:
+            self.sink(result)
+        except Exception as exc:  # a surfacer's bug must not stop the probe
+            log_internal("surfacer", self.runner.probe.name, exc)
 
     def cancel(self) -> None:
         if self.scope is not None:

@@ -20,9 +20,9 @@ from typing import Any
 from benchd import __version__
 from benchd.budget import plan_budgets
 from benchd.config.load import Config, ProbeConfig, load_config, with_adopted_namespaces
-from benchd.errors import EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
+from benchd.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
 from benchd.fixtures.model import load_fixture
-from benchd.probe import ProbeRunner
+from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import (
     Threshold,
@@ -36,7 +36,7 @@ from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
 from benchd.targets.base import Progress
 
-__all__ = ["cli_thresholds", "register"]
+__all__ = ["cli_thresholds", "exit_code", "register"]
 
 FORMATS = ("table", "json", "junit", "trec")
 
@@ -53,8 +53,9 @@ def register(sub: Any) -> None:
             "any cycle runs. Exit codes: 0 ok, 1 a threshold breached, 2 bad "
             "config/fixture/flags/threshold, 3 target unreachable, auth refused, cycle failed "
             "or timed out, or cycle degraded (seed incomplete, queries failed, load errors, "
-            "rate limited) unless --allow-degraded, 5 the output could not be written "
-            "(disk full)."
+            "rate limited) unless --allow-degraded, 4 a probe hit an internal error (a bug), "
+            "5 the output could not be written (disk full); with several probes the most "
+            "severe of 4, 3, 1, 0 wins."
         ),
     )
     p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
@@ -246,9 +247,21 @@ async def _handle(args: argparse.Namespace) -> int:
         reasons = ", ".join(r.degraded_reasons)
         note = " (allowed by --allow-degraded)" if args.allow_degraded else ""
         print(f"benchd: probe {r.probe} degraded: {reasons}{note}", file=sys.stderr)
-    if failed or (degraded and not args.allow_degraded):
-        return EXIT_TARGET
-    breaches = [(r.probe, v) for r, verdicts in pairs for v in verdicts if v.breached]
+    scored = [(r, verdicts) for r, verdicts in pairs if r.outcome in ("success", "degraded")]
+    breaches = [(r.probe, v) for r, verdicts in scored for v in verdicts if v.breached]
     for probe, v in breaches:
         print(f"benchd: threshold breached: probe {probe}: {v.describe()}", file=sys.stderr)
-    return EXIT_THRESHOLD if breaches else EXIT_OK
+    return exit_code(results, breached=bool(breaches), allow_degraded=args.allow_degraded)
+
+
+def exit_code(
+    results: Sequence[CycleResult], *, breached: bool, allow_degraded: bool = False
+) -> int:
+    """The most severe of the probes' codes: 4 (a bug) > 3 (target) > 1 (threshold) > 0."""
+    codes = [EXIT_THRESHOLD if breached else EXIT_OK]
+    for r in results:
+        if r.error_kind == INTERNAL:
+            codes.append(EXIT_INTERNAL)
+        elif r.outcome in ("failed", "timeout") or (r.outcome == "degraded" and not allow_degraded):
+            codes.append(EXIT_TARGET)
+    return max(codes)

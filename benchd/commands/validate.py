@@ -118,9 +118,7 @@ def _as_json(check: FixtureCheck) -> dict[str, Any]:
     }
 
 
-def config_fixtures(
-    path: str | Path, *, check_secrets: bool = False
-) -> tuple[list[Path], str]:
+def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[list[Path], str]:
     """The distinct fixtures a config's probes name, and the config's ok line.
 
     Raises :class:`~benchd.errors.ConfigError` (with every problem) if the config is bad.

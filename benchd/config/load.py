@@ -193,9 +193,7 @@ def load_config(path: str | Path, *, secrets: bool = True) -> Config:
     return parse_config(data, file=file, base=Path(path).resolve().parent, secrets=secrets)
 
 
-def parse_config(
-    data: dict[str, Any], *, file: str, base: Path, secrets: bool = True
-) -> Config:
+def parse_config(data: dict[str, Any], *, file: str, base: Path, secrets: bool = True) -> Config:
     """Decode an already-parsed TOML document (``base`` anchors relative paths)."""
     problems: list[str] = []
     data = _interpolate(data, file, "", problems)
