@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 
-from benchd import __version__
+from benchd import __version__, redact
 from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError, OutputError
 from benchd.logging import configure_logging
 
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk behind stdout fails here, inside the boundary
         return code
     except BenchdError as exc:
-        print(f"benchd: error: {exc}", file=sys.stderr)
+        print(f"benchd: error: {redact.mask(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("benchd: interrupted", file=sys.stderr)
@@ -118,11 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # ENOSPC, EROFS, EIO...: what was being written, and why
         _silence_stdout()
         error = OutputError.from_os_error(exc)
-        print(f"benchd: error: {error}", file=sys.stderr)
+        print(f"benchd: error: {redact.mask(str(error))}", file=sys.stderr)
         return error.exit_code
     except Exception as exc:  # last-resort boundary: one line, no traceback
         print(
-            f"benchd: internal error: {type(exc).__name__}: {exc} "
+            f"benchd: internal error: {type(exc).__name__}: {redact.mask(str(exc))} "
             "(this is a bug; rerun with BENCHD_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )

@@ -5,8 +5,9 @@ A console line reads ``TIME [level] EVENT probe=NAME key=value ...``: the
 event and the probe lead, the other keys keep the order they were logged
 in, and unix times (``*_at`` keys) are shown as UTC date-times. JSON lines
 keep every value as logged (epoch floats included).
-Secrets registered with :func:`register_secret` are replaced by ``***`` in
-every event value before rendering, wherever they appear.
+The last processor before rendering is :func:`benchd.redact.processor`:
+every registered secret and every URL's user info is masked in every event
+value (tracebacks included), wherever it appears.
 """
 
 from __future__ import annotations
@@ -19,46 +20,13 @@ from typing import Any
 
 import structlog
 
+from benchd import redact
+
 __all__ = [
     "configure_logging",
     "console_order",
     "get_logger",
-    "redact_secrets",
-    "register_secret",
 ]
-
-_SECRETS: set[str] = set()
-_MASK = "***"
-
-
-def register_secret(value: str) -> None:
-    """Make sure ``value`` never appears in a log line (keys shorter than 4 chars are ignored)."""
-    if len(value) >= 4:
-        _SECRETS.add(value)
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        for secret in _SECRETS:
-            if secret in value:
-                value = value.replace(secret, _MASK)
-        return value
-    if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_scrub(v) for v in value)
-    return value
-
-
-def redact_secrets(
-    logger: Any, method: str, event_dict: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    """structlog processor: mask registered secrets in every value."""
-    if not _SECRETS:
-        return event_dict
-    for key in list(event_dict):
-        event_dict[key] = _scrub(event_dict[key])
-    return event_dict
 
 
 def _stderr_logger(*args: Any) -> structlog.PrintLogger:
@@ -96,14 +64,14 @@ def configure_logging(level: str = "info", *, json: bool | None = None) -> None:
         [
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            redact_secrets,
+            redact.processor,
             structlog.processors.JSONRenderer(),
         ]
         if as_json
         else [
             structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=True),
             structlog.processors.format_exc_info,
-            redact_secrets,
+            redact.processor,
             console_order,
             structlog.dev.ConsoleRenderer(colors=False, sort_keys=False),
         ]

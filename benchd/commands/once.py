@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from benchd import __version__
+from benchd import __version__, redact
 from benchd.budget import plan_budgets
 from benchd.config.load import Config, ProbeConfig, load_config, with_adopted_namespaces
 from benchd.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
@@ -242,7 +242,8 @@ async def _handle(args: argparse.Namespace) -> int:
     failed = [r for r in results if r.outcome in ("failed", "timeout")]
     degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:
-        print(f"benchd: probe {r.probe} {r.outcome}: {r.error_message}", file=sys.stderr)
+        line = f"benchd: probe {r.probe} {r.outcome}: {r.error_message}"
+        print(redact.mask(line), file=sys.stderr)
     for r in degraded:
         reasons = ", ".join(r.degraded_reasons)
         note = " (allowed by --allow-degraded)" if args.allow_degraded else ""

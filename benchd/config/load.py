@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from benchd.budget import BudgetSettings
-from benchd.config.schema import check, decode, join_key
+from benchd.config.schema import check, decode, hidden_paths, join_key
 from benchd.config.secrets import Secret, read_secret
 from benchd.config.web import WebConfig, read_web_config
 from benchd.drift.settings import DriftSettings
 from benchd.errors import ConfigError, UsageError
+from benchd.inputs import MAX_CONFIG_BYTES, read_input
 from benchd.load import LoadProfile
+from benchd.redact import MIN_SECRET_LEN, SECRET_HEADERS, mask, register_secret, register_url
 from benchd.scoring.thresholds import (
     Threshold,
     ThresholdSettings,
@@ -181,22 +183,48 @@ def load_config(path: str | Path, *, secrets: bool = True) -> Config:
     """
     file = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = read_input(path, limit=MAX_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read config: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a directory, a FIFO, a device, too large
+        raise ConfigError(f"{file}: {exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{file}: not UTF-8 text; is this a TOML config?") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: invalid TOML: {exc}") from None
+    except ValueError:  # int() past Python's 4,300-digit limit, inside tomllib
+        raise ConfigError(
+            f"{file}: invalid TOML: an integer with thousands of digits; integers in a "
+            "config are within -2^63..2^63-1"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{file}: invalid TOML: arrays or tables nested too deeply") from None
     return parse_config(data, file=file, base=Path(path).resolve().parent, secrets=secrets)
 
 
 def parse_config(data: dict[str, Any], *, file: str, base: Path, secrets: bool = True) -> Config:
-    """Decode an already-parsed TOML document (``base`` anchors relative paths)."""
+    """Decode an already-parsed TOML document (``base`` anchors relative paths).
+
+    A ConfigError lists every problem and never quotes a value taken from the
+    environment; the secrets the config names are registered with
+    :mod:`benchd.redact` (see :func:`_register_secrets`).
+    """
+    env = _Interpolated()
+    with hidden_paths(env.paths):
+        try:
+            return _parse(data, file=file, base=base, secrets=secrets, env=env)
+        except ConfigError as exc:
+            raise ConfigError([mask(env.hide(line)) for line in exc.problems]) from None
+
+
+def _parse(
+    data: dict[str, Any], *, file: str, base: Path, secrets: bool, env: _Interpolated
+) -> Config:
     problems: list[str] = []
-    data = _interpolate(data, file, "", problems)
+    data = _interpolate(data, file, "", problems, env)
+    _register_secrets(data, env)
     table = _collect(problems, lambda: decode(_ConfigTable, data, file=file, path=""))
     if table is None:  # still check every probe table that can be read
         raw_probes = data.get("probe")
@@ -371,22 +399,43 @@ def _resolve(value: str, base: Path) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def _interpolate(value: Any, file: str, path: str, problems: list[str]) -> Any:
+@dataclass(slots=True)
+class _Interpolated:
+    """What ``${VAR}`` expansion substituted: the key paths it touched and the values."""
+
+    paths: dict[str, list[str]] = field(default_factory=dict)  # key path -> variable names
+    values: dict[str, str] = field(default_factory=dict)  # variable name -> value
+
+    def hide(self, line: str) -> str:
+        """``line`` with every substituted value (past the file and key path) as ``${VAR}``."""
+        parts = line.split(": ", 2)
+        head, text = ": ".join(parts[:-1]), parts[-1]
+        for name, value in sorted(self.values.items(), key=lambda kv: -len(kv[1])):
+            if len(value) >= MIN_SECRET_LEN and value in text:
+                text = text.replace(value, f"${{{name}}}")
+        return f"{head}: {text}" if head else text
+
+
+def _interpolate(value: Any, file: str, path: str, problems: list[str], env: _Interpolated) -> Any:
     """``value`` with ``${VAR}`` expanded; each unusable string is a line in ``problems``."""
     if isinstance(value, str):
         if "\x00" in value:  # no path, URL or name may hold one; open() would raise ValueError
             problems.append(f"{file}: {path}: contains a NUL character (\\u0000); remove it")
             return value
-        expanded = _collect(problems, lambda: _VAR.sub(lambda m: _env(m, file, path), value))
+        if "$" not in value:
+            return value
+        expanded = _collect(problems, lambda: _VAR.sub(lambda m: _env(m, file, path, env), value))
         return value if expanded is None else expanded
     if isinstance(value, dict):
-        return {k: _interpolate(v, file, join_key(path, k), problems) for k, v in value.items()}
+        return {
+            k: _interpolate(v, file, join_key(path, k), problems, env) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_interpolate(v, file, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+        return [_interpolate(v, file, f"{path}[{i}]", problems, env) for i, v in enumerate(value)]
     return value
 
 
-def _env(match: re.Match[str], file: str, path: str) -> str:
+def _env(match: re.Match[str], file: str, path: str, env: _Interpolated) -> str:
     name = match.group(1)
     if name is None:
         return "$"
@@ -395,4 +444,44 @@ def _env(match: re.Match[str], file: str, path: str) -> str:
             f"{file}: {path}: ${{{name}}} is not set in the environment; export it or "
             "write $${...} for a literal"
         )
+    env.paths.setdefault(path, []).append(name)
+    env.values[name] = os.environ[name]
     return os.environ[name]
+
+
+def _register_secrets(value: Any, env: _Interpolated, path: str = "") -> None:
+    """Register what the config says is secret with :mod:`benchd.redact`.
+
+    The password of any URL's user info; every value of a ``headers`` table that
+    came from ``${VAR}`` or sits under a credential header name
+    (:data:`~benchd.redact.SECRET_HEADERS`), with the variables' own values.
+    """
+    if isinstance(value, str):
+        if "@" in value and "://" in value:
+            register_url(value)
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _register_secrets(item, env, f"{path}[{i}]")
+        return
+    if not isinstance(value, dict):
+        return
+    for key, item in value.items():
+        where = join_key(path, key)
+        if key == "headers" and isinstance(item, dict):
+            _register_headers(item, env, where)
+        _register_secrets(item, env, where)
+
+
+def _register_headers(headers: dict[str, Any], env: _Interpolated, path: str) -> None:
+    for name, header in headers.items():
+        if not isinstance(header, str):
+            continue
+        where = join_key(path, name)
+        if name.lower() in SECRET_HEADERS or where in env.paths:
+            register_secret(header)
+            _, _, credential = header.partition(" ")  # "Bearer <token>": the token alone too
+            if credential:
+                register_secret(credential)
+        for var in env.paths.get(where, ()):
+            register_secret(env.values[var])

@@ -7,24 +7,102 @@ Supported field types: ``str``, ``int``, ``float`` (ints accepted), ``bool``,
 ``Literal[...]``, ``X | None``, ``tuple[T, ...]``, ``dict[str, T]`` and nested
 dataclasses. A field's ``metadata["check"]`` may hold a callable returning an
 error text (or ``None``) for extra validation.
+
+Ranges that hold for every field, so that a value ``validate`` accepts can
+never crash a cycle: a float is finite (TOML's ``nan`` and ``inf`` are
+rejected) and within ±:data:`MAX_FLOAT`; an integer is within TOML's own
+64-bit range (:data:`MIN_INT` .. :data:`MAX_INT`). Fields with tighter limits
+say so in their checks. A value taken from the environment (``${VAR}``) is
+never quoted in a message (:func:`hidden_paths`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar, get_args, get_origin
+from urllib.parse import SplitResult, urlsplit
 
 from benchd.errors import ConfigError
 
-__all__ = ["check", "decode", "describe", "join_key"]
+__all__ = [
+    "MAX_FLOAT",
+    "MAX_INT",
+    "MIN_INT",
+    "check",
+    "decode",
+    "describe",
+    "hidden_paths",
+    "join_key",
+    "url_problem",
+]
 
 T = TypeVar("T")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+MIN_INT = -(2**63)
+MAX_INT = 2**63 - 1
+MAX_FLOAT = 1e9
+"""Largest float magnitude a config accepts (10^9 seconds is about 31 years)."""
+
+_HIDDEN: ContextVar[Collection[str]] = ContextVar("benchd_config_hidden", default=())
+
+
+@contextmanager
+def hidden_paths(paths: Collection[str]) -> Iterator[None]:
+    """Within this block, values at these key paths (and below) are never quoted in an error.
+
+    ``paths`` is read when a message is built, so it may still be filled in
+    (``${VAR}`` expansion records the paths it touched) after the block opens.
+    """
+    token = _HIDDEN.set(paths)
+    try:
+        yield
+    finally:
+        _HIDDEN.reset(token)
+
+
+def url_problem(value: str, *, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+    """Config check for a store URL: its scheme, a host and a port in 1..65535.
+
+    The same parsing the HTTP client does, so a URL that passes here opens a
+    connection there (or fails with ``connect``), never an exception.
+    """
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        return f"not a valid URL ({exc}); write it as http://HOST:PORT"
+    if parts.scheme not in schemes:
+        return f"must start with {' or '.join(s + '://' for s in schemes)}"
+    return _netloc_problem(parts)
+
+
+def _netloc_problem(parts: SplitResult) -> str | None:
+    if any(c.isspace() or not c.isprintable() for c in parts.netloc):
+        return "the host part holds a space or a control character; remove it"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        return "the port must be an integer in 1..65535, as in http://127.0.0.1:8084"
+    host = parts.hostname
+    if not host:
+        return "no host; write it as http://HOST:PORT"
+    if "[" in parts.netloc and ":" not in host:
+        return "brackets are only for an IPv6 address, as in http://[::1]:8084"
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return "the host name is not a valid (IDNA) domain name"
+    return None
 
 
 def check(fn: Callable[[Any], str | None]) -> dict[str, Any]:
@@ -76,7 +154,7 @@ def decode(cls: type[T], data: Any, *, file: str, path: str) -> T:
         raise ConfigError(problems)
     try:
         return cls(**kwargs)
-    except (ConfigError, ValueError) as exc:  # a dataclass's own cross-field checks
+    except (ConfigError, ValueError, TypeError) as exc:  # a dataclass's own cross-field checks
         raise ConfigError(f"{file}: {path or 'top level'}: {exc}") from None
 
 
@@ -90,9 +168,16 @@ def _field(
         return False, None
     value = _convert(tp, data[field.name], file=file, path=path)
     checker = field.metadata.get("check")
-    if checker is not None and (problem := checker(value)):
+    if checker is not None and (problem := _run_check(checker, value)):
         raise ConfigError(f"{file}: {path}: {problem}")
     return True, value
+
+
+def _run_check(checker: Callable[[Any], str | None], value: Any) -> str | None:
+    try:
+        return checker(value)
+    except (ValueError, TypeError, OverflowError) as exc:  # a check must not crash the decoder
+        return f"invalid value ({type(exc).__name__}: {exc})"
 
 
 def _convert(tp: Any, value: Any, *, file: str, path: str) -> Any:
@@ -101,8 +186,9 @@ def _convert(tp: Any, value: Any, *, file: str, path: str) -> Any:
         options = [a for a in get_args(tp) if a is not type(None)]
         return _convert(options[0], value, file=file, path=path)
     if origin is typing.Literal:
-        if value not in get_args(tp):
-            raise ConfigError(f"{file}: {path}: expected one of {describe(tp)}, got {value!r}")
+        if not isinstance(value, str | int) or value not in get_args(tp):
+            shown = _show(value, path)
+            raise ConfigError(f"{file}: {path}: expected one of {describe(tp)}, got {shown}")
         return value
     if origin is tuple:
         return _convert_tuple(tp, value, file=file, path=path)
@@ -128,8 +214,14 @@ def _convert_tuple(tp: Any, value: Any, *, file: str, path: str) -> tuple[Any, .
 
 def _convert_scalar(tp: Any, value: Any, *, file: str, path: str) -> Any:
     if tp is float and isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{file}: {path}: must be a finite number, got {value!r}")
+        if abs(value) > MAX_FLOAT:
+            raise ConfigError(f"{file}: {path}: out of range; use a number within ±{MAX_FLOAT:g}")
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        if not MIN_INT <= value <= MAX_INT:
+            raise ConfigError(f"{file}: {path}: integer out of range; use one in -2^63..2^63-1")
         return value
     if tp is bool and isinstance(value, bool):
         return value
@@ -141,7 +233,21 @@ def _convert_scalar(tp: Any, value: Any, *, file: str, path: str) -> Any:
 
 
 def _type_error(tp: Any, value: Any, file: str, path: str) -> ConfigError:
-    return ConfigError(f"{file}: {path}: expected {describe(tp)}, got {_tname(value)} {value!r}")
+    shown = _show(value, path)
+    return ConfigError(f"{file}: {path}: expected {describe(tp)}, got {_tname(value)} {shown}")
+
+
+def _show(value: Any, path: str) -> str:
+    """``value`` for a message: short, one line, and never a value taken from the environment."""
+    hidden = _HIDDEN.get()
+    if any(path == h or path.startswith((h + ".", h + "[")) for h in hidden):
+        return "(a value from the environment)"
+    if isinstance(value, int) and not isinstance(value, bool) and not MIN_INT <= value <= MAX_INT:
+        return f"(an integer of about {int(value.bit_length() * 0.30103) + 1} digits)"
+    if isinstance(value, Mapping | list):
+        return "(a table)" if isinstance(value, Mapping) else "(an array)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _tname(value: Any) -> str:

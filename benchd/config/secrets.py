@@ -1,7 +1,8 @@
 """API keys: read from the environment or a file, never from config text.
 
 A :class:`Secret` never shows its value in ``repr``/``str``; every secret
-read is registered with the log redactor so it cannot leak into a log line.
+read is registered with :mod:`benchd.redact`, so it is masked in every log
+line, table, JSON document, endpoint and error message.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchd.errors import ConfigError
-from benchd.logging import register_secret
+from benchd.redact import register_secret
 
 __all__ = ["Secret", "read_secret"]
 

@@ -21,7 +21,8 @@ import uvicorn
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from benchd.errors import UsageError
-from benchd.logging import get_logger, register_secret
+from benchd.logging import get_logger
+from benchd.redact import register_secret
 from benchd.refstore.app import build_app
 from benchd.refstore.clock import StoreClock
 from benchd.refstore.config import RefStoreConfig

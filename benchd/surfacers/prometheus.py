@@ -28,10 +28,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from benchd import __version__
+from benchd import __version__, redact
 from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
 from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
-from benchd.surfacers.status import mask_credentials
 
 __all__ = ["UNCUT_K", "BookCollector", "build_registry", "split_metric_key"]
 
@@ -97,6 +96,10 @@ class BookCollector(Collector):
         return ()
 
     def collect(self) -> Iterator[Metric]:
+        for family in self._collect():
+            yield _masked(family)
+
+    def _collect(self) -> Iterator[Metric]:
         snap = self._book.snapshot()
         states = [snap.states[p] for p in snap.probes if p in snap.states]
         yield from _self_health(snap, states)
@@ -106,6 +109,15 @@ class BookCollector(Collector):
         yield from _requests(states)
         yield from _drift(states)
         yield _thresholds(states)
+
+
+def _masked(family: Metric) -> Metric:
+    """``family`` with secrets masked in every label value (a model label a store echoed)."""
+    for i, sample in enumerate(family.samples):
+        labels = {k: redact.mask(v) for k, v in sample.labels.items()}
+        if labels != sample.labels:
+            family.samples[i] = sample._replace(labels=labels)
+    return family
 
 
 def build_registry(book: ResultBook, *, extra: Iterable[Collector] = ()) -> CollectorRegistry:
@@ -151,7 +163,7 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
             {
                 "target": s.latest.target,
                 "corpus": s.latest.corpus,
-                "model": mask_credentials(s.model),
+                "model": redact.mask(s.model),
             },
         )
         for kind, count in sorted(s.cycle_errors.items()):

@@ -14,14 +14,12 @@ from __future__ import annotations
 import math
 import numbers
 import platform
-import re
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from benchd import __version__
-from benchd.logging import redact_secrets
+from benchd.redact import mask, public_url
 from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
@@ -31,15 +29,12 @@ if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never dri
 __all__ = [
     "SCHEMA_VERSION",
     "iso_time",
-    "mask_credentials",
     "probe_state",
-    "public_url",
     "result_to_json",
     "status_document",
 ]
 
 SCHEMA_VERSION = 1
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 
 
 def iso_time(seconds: float | None) -> str | None:
@@ -153,7 +148,7 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
     last = state.latest
     if last.outcome in ("failed", "timeout"):
         kind = last.error_kind or last.outcome
-        message = mask_credentials(last.error_message or "no message")
+        message = mask(last.error_message or "no message")
         streak = _failure_streak(state)
         tail = f" ({streak} cycles in a row)" if streak > 1 else ""
         return "failing", f"{kind}: {message}{tail}"
@@ -176,29 +171,6 @@ def _failure_streak(state: ProbeState) -> int:
             break
         streak += 1
     return streak
-
-
-def public_url(url: str) -> str:
-    """``url`` without user info, query string or fragment: safe to show anyone."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{host}:{port}" if port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def mask_credentials(text: str) -> str:
-    """``text`` with registered secrets and the user info of any URL in it masked."""
-    masked = str(redact_secrets(None, "mask", {"text": text})["text"])
-    return _USERINFO.sub(r"\1***@", masked) if "@" in masked else masked
 
 
 def _probe(
@@ -337,21 +309,20 @@ def _error(result: CycleResult) -> dict[str, Any] | None:
 def _clean(document: dict[str, Any]) -> dict[str, Any]:
     """JSON-safe and secret-free: the last step before a document leaves benchd."""
     safe: dict[str, Any] = _json_safe(document)
-    scrubbed = redact_secrets(None, "status", safe)
-    return dict(scrubbed)
+    return safe
 
 
 def _json_safe(value: Any) -> Any:
-    """Plain JSON types only: non-finite floats become null, URLs lose their credentials."""
+    """Plain JSON types only: non-finite floats become null, every string (keys too) masked."""
     kind = type(value)  # exact-type fast paths first: documents hold ~10^5 leaves
     if kind is float:
         return value if math.isfinite(value) else None
     if kind is str:
-        return _USERINFO.sub(r"\1***@", value) if "@" in value else value
+        return mask(value)
     if kind is int or kind is bool or value is None:
         return value
     if kind is dict or isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {mask(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_json_safe(v) for v in value]
     if isinstance(value, bool | numbers.Integral):  # IntEnum, numpy integers

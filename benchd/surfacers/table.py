@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from benchd import redact
 from benchd.result import MIN_SAMPLES, CycleResult, LatencySummary
 
 __all__ = ["TerminalProgress", "render_cycle", "render_progress"]
@@ -163,7 +164,8 @@ def render_progress(label: str, done: int, total: int, *, elapsed_s: float | Non
 
 
 def render_many(results: Sequence[CycleResult]) -> str:
-    return "\n\n".join(render_cycle(r) for r in results)
+    """Every result's table, secrets masked (an error may quote a store that echoed the key)."""
+    return redact.mask("\n\n".join(render_cycle(r) for r in results))
 
 
 class TerminalProgress:

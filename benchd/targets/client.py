@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from benchd.config.schema import url_problem
 from benchd.errors import (
     TargetAuthError,
     TargetError,
@@ -424,8 +425,8 @@ def open_clients(
 
 
 def http_url_problem(v: str) -> str | None:
-    """Config check for ``url``: an http(s) URL."""
-    return None if v.startswith(("http://", "https://")) else "must start with http:// or https://"
+    """Config check for ``url``: an http(s) URL with a host and a port in 1..65535."""
+    return url_problem(v)
 
 
 def positive_problem(v: Any) -> str | None:

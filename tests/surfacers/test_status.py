@@ -9,9 +9,9 @@ import secrets
 from cycles import make_result
 
 from benchd.drift.outcome import DriftOutcome, MetricDrift
-from benchd.logging import register_secret
+from benchd.redact import public_url, register_secret
 from benchd.surfacers.book import ResultBook
-from benchd.surfacers.status import public_url, result_to_json, status_document
+from benchd.surfacers.status import result_to_json, status_document
 
 TOP_LEVEL = {
     "name",
