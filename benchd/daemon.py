@@ -271,12 +271,15 @@ class Daemon:
                 runners = await self._prepare(changed, new.server.instance)
                 try:
                     self._budget(new, runners)
-                except BenchdError:
+                except BaseException:
                     for runner in runners:
                         await runner.aclose()
                     raise
-            except BenchdError as exc:
-                log.error("reload failed", error=str(exc))
+            except Exception as exc:  # a BenchdError, or a bug: either way the old config stays
+                if not isinstance(exc, BenchdError):
+                    log_internal("reload", "-", exc)
+                problems = getattr(exc, "problems", None) or (str(exc),)
+                log.error("reload failed", error=str(exc), problems=list(problems))
                 self.book.config_reload(False, time.time(), error=str(exc))
                 return False
             await self._apply_web(new)

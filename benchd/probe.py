@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -22,6 +23,7 @@ from benchd.config.load import ProbeConfig
 from benchd.cycle import run_cycle
 from benchd.drift.baseline import load_baseline
 from benchd.drift.tracker import DriftTracker
+from benchd.errors import InputError
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
 from benchd.result import CycleResult
@@ -29,7 +31,14 @@ from benchd.targets import build_target
 from benchd.targets.base import Progress, Target, cleans_up_after
 from benchd.targets.lease import LeaseHolder, default_instance
 
-__all__ = ["INTERNAL", "CleanupReport", "ProbeRunner", "log_internal"]
+__all__ = [
+    "INTERNAL",
+    "CleanupReport",
+    "ProbeRunner",
+    "build_parts",
+    "check_parts",
+    "log_internal",
+]
 
 INTERNAL = "internal"
 """The error kind of a cycle that an unexpected exception (a bug) ended."""
@@ -58,6 +67,35 @@ def log_internal(stage: str, probe: str, exc: BaseException) -> None:
     )
 
 
+def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, Target]:
+    """The probe's drift tracker (with its pinned baseline) and its adapter.
+
+    Built eagerly: a baseline or target that cannot be constructed is a
+    startup, ``validate`` or reload error, never an exception inside a cycle.
+    """
+    baseline = load_baseline(probe.baseline) if probe.baseline else None
+    tracker = DriftTracker(probe.name, probe.drift, baseline)
+    target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    return tracker, target
+
+
+async def check_parts(probes: Sequence[ProbeConfig]) -> list[str]:
+    """Every problem building these probes' baselines and adapters would raise (one line each).
+
+    What ``benchd validate --config`` runs beside the fixture checks, so that a
+    config it accepts starts in ``once``, ``run`` and a reload alike.
+    """
+    problems: list[str] = []
+    for probe in probes:
+        try:
+            _, target = build_parts(probe)
+        except InputError as exc:
+            problems.extend(getattr(exc, "problems", None) or (str(exc),))
+            continue
+        await target.aclose()
+    return problems
+
+
 class ProbeRunner:
     """Runs cycles of one probe; owns its adapter and drift state."""
 
@@ -76,13 +114,7 @@ class ProbeRunner:
         self.read_rate = read_rate if read_rate is not None else own_share(probe)
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
-        baseline = load_baseline(probe.baseline) if probe.baseline else None
-        self.tracker = DriftTracker(probe.name, probe.drift, baseline)
-        # Built eagerly: a target that cannot be constructed is a startup (or
-        # reload) error, never an exception inside a running cycle.
-        self.target: Target = build_target(
-            probe.target.kind, probe.target.settings, probe.target.secret
-        )
+        self.tracker, self.target = build_parts(probe)
         if hasattr(self.target, "lease"):
             # The holder promises a heartbeat every cycle: three missed ones make it stale.
             self.target.lease = LeaseHolder(

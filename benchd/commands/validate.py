@@ -19,13 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from benchd.errors import EXIT_INPUT, EXIT_OK, UsageError
+from benchd.errors import EXIT_INPUT, EXIT_OK, ConfigError, UsageError
 from benchd.fixtures.model import FixtureCheck, check_fixture
 from benchd.fixtures.reader import JSONL_SUFFIXES
+
+if TYPE_CHECKING:
+    from benchd.config.load import ProbeConfig
 
 __all__ = ["check_paths", "expand_paths", "register", "validate_paths"]
 
@@ -126,6 +129,9 @@ def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[l
     from benchd.config.load import load_config  # the config stack only when asked for
 
     config = load_config(path, secrets=check_secrets)
+    problems = config_parts(config.probes)  # what building the runners would reject
+    if problems:
+        raise ConfigError(problems)
     fixtures = list(dict.fromkeys(probe.fixture for probe in config.probes))
     count = len(config.probes)
     return fixtures, f"{config.path}: ok ({count} probe{'' if count == 1 else 's'})"
@@ -172,6 +178,15 @@ def _config_check(args: argparse.Namespace) -> tuple[list[Path], list[str], str]
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def config_parts(probes: Sequence[ProbeConfig]) -> list[str]:
+    """Baselines and adapters checked as ``once``, ``run`` and a reload build them."""
+    import anyio
+
+    from benchd.probe import check_parts
+
+    return anyio.run(check_parts, probes)
 
 
 def run(args: argparse.Namespace) -> int:

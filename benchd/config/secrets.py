@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from benchd.errors import ConfigError
+from benchd.inputs import MAX_SECRET_FILE_BYTES, read_input
 from benchd.redact import register_secret
 
 __all__ = ["Secret", "read_secret"]
@@ -48,11 +48,14 @@ def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | No
         secret = Secret(value.strip(), f"env:{env}")
     elif file:
         try:
-            value = Path(file).read_text(encoding="utf-8").strip()
+            value = read_input(file, limit=MAX_SECRET_FILE_BYTES).decode("utf-8").strip()
         except OSError as exc:
             raise ConfigError(
                 f"{where}: cannot read api_key_file {file}: {exc.strerror or exc}"
             ) from None
+        except ValueError as exc:  # not a regular file, too large, or not UTF-8
+            problem = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            raise ConfigError(f"{where}: api_key_file {file}: {problem}") from None
         if not value:
             raise ConfigError(f"{where}: api_key_file {file} is empty")
         secret = Secret(value, f"file:{file}")

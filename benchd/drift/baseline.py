@@ -59,6 +59,7 @@ import tomli_w
 from benchd import __version__
 from benchd.drift.stats import rbo
 from benchd.errors import ConfigError, InputError, OutputError
+from benchd.inputs import read_input
 from benchd.result import CycleResult
 
 __all__ = [
@@ -360,8 +361,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """Read and strictly validate a baseline file; errors name the file and the key."""
     source = str(path)
     try:
-        with open(path, "rb") as handle:
-            document = tomllib.load(handle)
+        document = tomllib.loads(read_input(path, limit=MAX_BASELINE_BYTES).decode("utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{source}: baseline file not found; create it with `benchd baseline save`"
@@ -370,7 +370,22 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
         raise ConfigError(f"{source}: cannot read the baseline: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text; is this a baseline file?") from None
+    except ValueError as exc:  # not a regular file, too large, a 4,300+ digit integer
+        raise ConfigError(f"{source}: {_read_problem(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid TOML: nested too deeply") from None
     return _parse(document, source)
+
+
+MAX_BASELINE_BYTES = 64 * 2**20
+
+
+def _read_problem(exc: ValueError) -> str:
+    if "digits" in str(exc):  # int() inside tomllib, past Python's digit limit
+        return "not valid TOML: an integer with thousands of digits"
+    return str(exc)
 
 
 _HEAD_KEYS = {
