@@ -22,7 +22,7 @@ import pytest
 from drill_support import write_tiny_fixture
 from support import BenchdProcess
 
-from benchd.fixture_checks import MAX_GRADE
+from benchd.fixtures.checks import MAX_GRADE
 from benchd.inputs import MAX_CONFIG_BYTES, MAX_JSON_FIXTURE_BYTES
 
 HUGE = "1" * 5001
