@@ -142,7 +142,11 @@ class Daemon:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
             async for signum in sigs:
                 if signum == signal.SIGHUP:
-                    await self.reload()
+                    try:
+                        await self.reload()
+                    except Exception as exc:  # applying it broke: the daemon must stay up
+                        log_internal("reload", "-", exc)
+                        self.book.config_reload(False, time.time(), error=str(exc))
                 else:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     self.stop()
