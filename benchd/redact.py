@@ -22,12 +22,13 @@ query string, no fragment.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
 from collections.abc import Mapping, MutableMapping
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 __all__ = [
     "MASK",
@@ -84,6 +85,9 @@ def register_url(url: str) -> None:
         register_secret(password)
         userinfo = parts.netloc.rpartition("@")[0]
         register_secret(userinfo)
+        # what an HTTP client sends for it (Authorization: Basic ...), which a store may echo
+        plain = f"{unquote(parts.username or '')}:{unquote(password)}"
+        register_secret(base64.b64encode(plain.encode()).decode())
 
 
 def clear_secrets() -> None:

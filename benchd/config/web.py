@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchd.errors import ConfigError
+from benchd.inputs import MAX_CONFIG_BYTES, read_input
+from benchd.redact import register_secret
 
 __all__ = [
     "BCRYPT_MAX_BYTES",
@@ -141,7 +143,7 @@ def read_web_config(path: str | Path, *, load_tls: bool = False) -> WebConfig:
     """
     source = str(path)
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(read_input(path, limit=MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(
             f"{source}: cannot read web config: {exc.strerror or exc}; "
@@ -151,6 +153,11 @@ def read_web_config(path: str | Path, *, load_tls: bool = False) -> WebConfig:
         raise ConfigError(f"{source}: web config is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except ValueError as exc:  # not a regular file, too large, a 4,300+ digit integer
+        problem = (
+            "invalid TOML: an integer with thousands of digits" if "digits" in str(exc) else exc
+        )
+        raise ConfigError(f"{source}: {problem}") from None
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise ConfigError(
@@ -189,4 +196,7 @@ def _auth(data: dict[str, Any], source: str) -> WebAuth:
         raise ConfigError(f'{source}: basic_auth_users must be a table of user = "hash"')
     if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
         raise ConfigError(f"{source}: bearer_token_hashes must be a list of hash strings")
+    for stored in (*users.values(), *tokens):  # a hash lets anyone guess offline: never shown
+        if isinstance(stored, str):
+            register_secret(stored)
     return WebAuth(basic_users=dict(users), bearer_tokens=tuple(tokens), source=source)

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from benchd import redact
 from benchd.config.schema import url_problem
 from benchd.errors import (
     TargetAuthError,
@@ -182,7 +183,8 @@ def _error_detail(body: Body) -> str:
     except TargetProtocolError:
         return ""
     if isinstance(data, dict) and isinstance(data.get("error"), str):
-        text = data["error"][:200].replace("\n", " ").replace("\r", " ")
+        # masked before the cut, so a key the store echoed is never left half-shown
+        text = redact.mask(data["error"])[:200].replace("\n", " ").replace("\r", " ")
         return f" ({text})"  # redact: the guard helper masks secrets in store text
     return ""
 

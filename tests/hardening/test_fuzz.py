@@ -17,6 +17,8 @@ import functools
 import io
 import json
 import os
+import types
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,8 @@ from benchd.drift.tracker import DriftSettings
 from benchd.errors import BenchdError
 from benchd.fixtures.model import load_fixture
 from benchd.load import LoadProfile
+from benchd.refstore.server import RefStoreThread
+from benchd.refstore.testing import make_config
 from benchd.targets import TARGET_KINDS, zengram
 from benchd.targets import answers as store_answers
 from benchd.targets.base import SearchQuery
@@ -676,3 +680,133 @@ def test_a_nul_character_anywhere_in_a_config_is_a_one_line_error() -> None:
     with pytest.raises(BenchdError, match=r"server.web_config: contains a NUL") as caught:
         load_config(FILES.config)
     assert_one_line(caught.value)
+
+
+# --------------------------------------------------------------------------- validate, then run
+
+edge_number = st.one_of(
+    st.sampled_from([0, 1, -1, 2, 3, 100, 101, 500, 501, 2**31, 2**53, 2**62, 2**63 - 1]),
+    st.sampled_from([-(2**63), 0.0, 1e-300, 0.001, 0.5, 1.5, 1e6, 1e9, -1e9]),
+    st.integers(-5, 1000),
+    st.floats(-1e9, 1e9, allow_nan=False),
+)
+edge_value = st.one_of(edge_number, edge_number, toml_scalar, toml_value)
+FIXTURE_EDGE = st.one_of(json_scalar, st.sampled_from([10**6, 2**53, 1e308, -(2**53), 1000]))
+
+
+@pytest.fixture(scope="module")
+def refstore() -> Iterator[RefStoreThread]:
+    with RefStoreThread(make_config(api_key="fuzz-refstore-key-7e1a")) as store:
+        yield store
+
+
+def _main(*args: str) -> int:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        return main(list(args))
+
+
+edge_int = st.one_of(
+    st.sampled_from([0, 1, -1, 2, 3, 100, 101, 500, 501, 2**31, 2**53, 2**62, 2**63 - 1, -(2**63)]),
+    st.integers(-5, 1000),
+)
+edge_float = st.one_of(
+    edge_int,
+    st.sampled_from([0.0, 1e-300, 0.001, 0.5, 1.5, 1e6, 1e9, -1e9, 5e-324]),
+    st.floats(-1e9, 1e9, allow_nan=False),
+)
+
+
+def typed_values(tp: Any) -> st.SearchStrategy[Any]:
+    """Values of a field's own type, at the edges: what a careful user might still write."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        return st.one_of(*(typed_values(a) for a in args if a is not type(None)))
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin is tuple:
+        return st.lists(typed_values(args[0]), min_size=0, max_size=3)
+    if tp is bool:
+        return st.booleans()
+    if tp is int:
+        return edge_int
+    if tp is float:
+        return edge_float
+    if tp is str:
+        return st.one_of(words, st.sampled_from(["", "x", "recall", "global"]))
+    return toml_scalar
+
+
+def run_paths() -> list[tuple[tuple[Any, ...], st.SearchStrategy[Any]]]:
+    tables = [
+        (("probe", 0), _ProbeTable),
+        (("probe", 0, "target"), ZengramConfig),
+        (("probe", 0, "load"), LoadProfile),
+        (("probe", 0, "drift"), DriftSettings),
+    ]
+    out = []
+    for prefix, cls in tables:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.init and not dataclasses.is_dataclass(hints[f.name]):
+                out.append(((*prefix, f.name), typed_values(hints[f.name])))
+    return out
+
+
+RUN_PATHS = [
+    (path, values)
+    for path, values in run_paths()
+    if path[-1] not in ("name", "fixture", "target", "url", "api_key_env", "api_key_file")
+]
+
+
+def typed_mutations(base: Any) -> Any:
+    change = st.sampled_from(RUN_PATHS).flatmap(lambda pv: st.tuples(st.just(pv[0]), pv[1]))
+
+    def apply(changes: list[tuple[tuple[Any, ...], Any]]) -> Any:
+        doc = base
+        for path, new in changes:
+            doc = mutate(doc, path, new)
+        return doc
+
+    return st.lists(change, min_size=1, max_size=3).map(apply)
+
+
+@fuzz(150)
+@given(
+    doc=st.one_of(typed_mutations(VALID_CONFIG), mutations(VALID_CONFIG, CONFIG_PATHS, edge_value)),
+    fixture=st.one_of(
+        *[st.just(VALID_FIXTURE)] * 3, mutations(VALID_FIXTURE, FIXTURE_PATHS, FIXTURE_EDGE)
+    ),
+)
+def test_whatever_validate_accepts_once_runs_without_a_crash(
+    refstore: RefStoreThread, doc: Any, fixture: Any
+) -> None:
+    """validate means run will work: an accepted config never makes ``once`` exit 2 or 4.
+
+    Configs and fixtures one to three edits away from valid ones (edge numbers,
+    wrong types, stray keys) run against the reference store. Whatever
+    ``validate`` accepts, ``once`` ends in 0, 1 or 3 — never 4 (a bug), never 2
+    (an input validate should have rejected). ``timeout_s`` is held at 3 s so
+    that a load pass of 10^9 seconds ends in a cycle timeout, not a long test.
+    """
+    probe = doc["probe"][0] if isinstance(doc.get("probe"), list) and doc["probe"] else None
+    if isinstance(probe, dict):
+        probe["timeout_s"] = 3.0
+        if (
+            isinstance(probe.get("target"), dict)
+            and probe["target"].get("url") == "http://127.0.0.1:1"
+        ):
+            probe["target"]["url"] = refstore.url
+    FILES.config.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    (FILES.folder / "fixture.json").write_text(dumps(fixture), encoding="utf-8")
+    with mock.patch.dict(os.environ, {KEY_VAR: refstore.api_key}):
+        checked = _main("validate", "--config", str(FILES.config))
+        assert checked in (0, 2), f"validate exited {checked}"
+        event(f"validate exit {checked}")
+
+        if checked != 0:
+            return
+        code = _main("once", "--config", str(FILES.config))
+    event(f"once exit {code}")
+    assert code in (0, 1, 3), f"validate accepted it, but once exited {code}"
