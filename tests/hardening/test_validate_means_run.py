@@ -130,9 +130,9 @@ def test_validate_reports_every_problem_one_line_each(tmp_path: Path) -> None:
     ]
     assert "(a value from the environment)" in proc.stdout
     assert "env-value-that-must-not-show" not in proc.stdout + proc.stderr
-    assert proc.stderr == f"benchd validate: {len(lines)} problem(s) in 1 of 1 file(s)\n"
+    assert proc.stderr == f"benchd validate: {len(lines)} problems in 1 of 1 file\n"
     once = benchd("once", "--config", config)
-    assert_rejected(once, f"(and {len(lines) - 1} more problem(s))")
+    assert_rejected(once, f"(and {len(lines) - 1} more problems")
     assert len(once.stderr.splitlines()) == 1
     assert "env-value-that-must-not-show" not in once.stdout + once.stderr
 
