@@ -191,11 +191,7 @@ def compare_sides(
     depth = min(a.depth, b.depth)
     hashes = a.fixture_hash and b.fixture_hash
     report = compare(
-        ref,
-        after,
-        settings,
-        kind="pinned",
-        ref_hash=a.fixture_hash if hashes else None,
+        ref, after, settings, kind="pinned", ref_hash=a.fixture_hash if hashes else None,
         depth=depth,
     )
     if report.stale:
