@@ -82,7 +82,7 @@ def test_kubectl_kustomize_renders_what_the_offline_renderer_reads(
 
 
 @pytest.mark.parametrize(
-    "kind", ["ServiceAccount", "ConfigMap", "Service", "Deployment", "NetworkPolicy"]
+    "kind", ["ServiceAccount", "ConfigMap", "Service", "StatefulSet", "NetworkPolicy"]
 )
 def test_built_in_kinds_pass_strict_validation(
     rendered: dict[tuple[str, str], dict[str, Any]], kind: str
@@ -93,7 +93,7 @@ def test_built_in_kinds_pass_strict_validation(
 def test_strict_validation_rejects_an_unknown_field(
     rendered: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    deployment = copy.deepcopy(_doc(rendered, "Deployment"))
+    deployment = copy.deepcopy(_doc(rendered, "StatefulSet"))
     deployment["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
@@ -167,7 +167,7 @@ def test_service_monitor_scrapes_the_service_port_as_job_benchd(
 def test_deployment_runs_non_root_with_limits_and_health_probes(
     rendered: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    deployment = _doc(rendered, "Deployment")
+    deployment = _doc(rendered, "StatefulSet")
     pod = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] >= 2
     assert (
@@ -185,7 +185,7 @@ def test_deployment_runs_non_root_with_limits_and_health_probes(
 
 
 def test_selectors_match_the_pods(rendered: dict[tuple[str, str], dict[str, Any]]) -> None:
-    deployment = _doc(rendered, "Deployment")
+    deployment = _doc(rendered, "StatefulSet")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"].items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels
     assert _doc(rendered, "Service")["spec"]["selector"].items() <= pod_labels
@@ -202,7 +202,7 @@ def _render_config(
     replicas: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the init container's own script on the ConfigMap's template."""
-    init = _container(_doc(rendered, "Deployment"), "render-config")
+    init = _container(_doc(rendered, "StatefulSet"), "render-config")
     python, flag, script = init["command"][:3]
     assert (python, flag) == ("python", "-c")
     template = tmp_path / "benchd.toml.in"
@@ -222,7 +222,7 @@ def test_rendered_config_gives_each_pod_its_namespace_and_share_of_the_load(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    deployment = _doc(rendered, "Deployment")
+    deployment = _doc(rendered, "StatefulSet")
     init_env = {e["name"]: e["value"] for e in _container(deployment, "render-config")["env"]}
     result = _render_config(
         rendered, tmp_path, init_env["BENCHD_RATE"], init_env["BENCHD_REPLICAS"]
@@ -236,10 +236,13 @@ def test_rendered_config_gives_each_pod_its_namespace_and_share_of_the_load(
     text = config_file.read_text(encoding="utf-8")
     assert f'api_key_file = "{mount["mountPath"]}/api-key"' in text
     config_file.write_text(text.replace(f"{mount['mountPath']}/api-key", str(key_file)), "utf-8")
-    monkeypatch.setenv("POD_NAME", "benchd-7c9f6d5b8-x2k4q")
+    monkeypatch.setenv("POD_NAME", "benchd-1")
     config = load_config(config_file)
     probe = config.probes[0]
-    assert probe.target.settings.namespace == "benchd-benchd-7c9f6d5b8-x2k4q"
+    assert probe.target.settings.namespace == "benchd-benchd-1"
+    # the stable pod name holds the namespace's lease; the corpus stays between cycles
+    assert config.server.instance == "benchd-1"
+    assert probe.target.settings.cleanup == "never"
     assert probe.load.rate == float(init_env["BENCHD_RATE"])
     # each pod plans for its share of the key's budget: the replica count is spec.replicas
     assert probe.budget.replicas == deployment["spec"]["replicas"]
@@ -267,9 +270,19 @@ def test_render_config_refuses_a_replica_count_that_is_not_a_positive_integer(
     assert not (tmp_path / "benchd.toml").exists()
 
 
+def test_replicas_are_a_statefulset_so_pods_keep_their_names_namespaces_and_leases(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    assert not [k for k, _ in rendered if k == "Deployment"]
+    statefulset = _doc(rendered, "StatefulSet")
+    assert statefulset["spec"]["serviceName"] in {n for k, n in rendered if k == "Service"}
+    assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+    assert statefulset["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > 30
+
+
 def test_init_container_replica_count_is_the_deployments(
     rendered: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    deployment = _doc(rendered, "Deployment")
+    deployment = _doc(rendered, "StatefulSet")
     init_env = {e["name"]: e["value"] for e in _container(deployment, "render-config")["env"]}
     assert int(init_env["BENCHD_REPLICAS"]) == deployment["spec"]["replicas"]
