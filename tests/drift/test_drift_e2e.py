@@ -149,8 +149,15 @@ def test_benchd_compare_shows_the_change_as_significant(
     before = workdir / f"before-{retriever}.json"
     proc = _benchd("compare", str(before), str(switched), "--format", "json", key="", cwd=workdir)
     assert proc.returncode == 0, proc.stderr
-    ndcg = json.loads(proc.stdout)["pairs"][0]["metrics"]["ndcg@10"]
+    pair = json.loads(proc.stdout)["pairs"][0]
+    ndcg = pair["metrics"]["ndcg@10"]
     assert ndcg["significant"] and ndcg["delta"] < 0 and ndcg["ci_high"] < 0
+    # the label-free signal: the weaker model reorders the rankings
+    assert pair["model_changed"] is True and pair["ranking_overlap"] < 0.9
+    assert pair["overlap_depth"] == 10
+    same = _benchd("compare", str(before), str(before), "--format", "json", key="", cwd=workdir)
+    unchanged = json.loads(same.stdout)["pairs"][0]
+    assert unchanged["ranking_overlap"] == 1.0 and unchanged["model_changed"] is False
 
 
 @pytest.mark.parametrize(
