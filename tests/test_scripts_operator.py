@@ -54,11 +54,37 @@ def test_run_sh_passes_flags_to_benchd_run(
     assert proc.stdout.splitlines() == received
 
 
-def test_test_sh_keeps_the_packaged_prometheus_from_starting_instead_of_killing_one() -> None:
+def test_test_sh_keeps_packaged_services_from_starting_instead_of_killing_them() -> None:
     script = (ROOT / "scripts" / "test.sh").read_text()
     code = "\n".join(line.split("#")[0] for line in script.splitlines())
     assert not re.search(r"\b(pkill|killall|kill)\b", code)
-    assert "systemctl stop" not in code and "service prometheus stop" not in code
-    policy = script.index("printf '#!/bin/sh\\nexit 101\\n' >\"$policy\"")
-    install = script.index("apt-get install -y -qq --no-install-recommends prometheus")
-    assert policy < install < script.index("restore_policy\n", install)
+    assert not re.search(r"systemctl\s+stop|service\s+\S+\s+stop", code)
+    start = script.index("apt_install() {")
+    body = script[start : script.index("\n}\n", start)]
+    policy = body.index("printf '#!/bin/sh\\nexit 101\\n' >\"$policy\"")
+    install = body.index("apt-get install -y -qq --no-install-recommends \"$@\"")
+    assert policy < install < body.index('mv -f "$saved" "$policy"')
+    installs = re.findall(r"apt-get install -y[^\n]*", code)
+    assert installs == ['apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?']
+
+
+def test_test_sh_installs_through_the_policy_even_when_apt_fails(tmp_path: Path) -> None:
+    """The install helper restores the machine's policy-rc.d whatever apt-get does."""
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    start = script.index("apt_install() {")
+    helper = script[start : script.index("\n}\n", start) + 3]
+    policy = tmp_path / "policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 0\n")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    seen = tmp_path / "seen"
+    (fake / "apt-get").write_text(f'#!/bin/sh\ncat "{policy}" >> "{seen}"\nexit 100\n')
+    (fake / "apt-get").chmod(0o755)
+    program = helper.replace("/usr/sbin/policy-rc.d", str(policy)) + "apt_install prometheus\n"
+    proc = subprocess.run(
+        ["bash", "-c", program], capture_output=True, text=True, timeout=30, check=False,
+        env={**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"},
+    )  # fmt: skip
+    assert proc.returncode == 100  # apt's failure is the helper's
+    assert seen.read_text() == "#!/bin/sh\nexit 101\n"  # apt ran under the forbidding policy
+    assert policy.read_text() == "#!/bin/sh\nexit 0\n"  # and the machine's policy is back
