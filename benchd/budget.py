@@ -161,8 +161,8 @@ def key_of(probe: ProbeConfig) -> str | None:
 
     The text before ``"\\x00"`` is safe to show; what follows tells keys apart.
     """
-    url = _setting(probe.target.settings, "url", None)
-    if not isinstance(url, str):
+    url = probe.target.url
+    if url is None:
         return None
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"

@@ -38,11 +38,11 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 import anyio
 import anyio.to_thread
 
+from benchd.config.profiles import LoadMode, LoadProfile
 from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
 from benchd.progress import report_wait
 from benchd.result import LoadResult
@@ -61,7 +61,6 @@ __all__ = [
 Fire = Callable[[int], Awaitable[tuple[str, ...]]]
 """Send the search for one query index; return ranked ids or raise a TargetError."""
 
-LoadMode = Literal["serial", "closed", "open"]
 
 OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
 """Every outcome a request can have; a :class:`LoadRun` stores indexes into it."""
@@ -81,50 +80,6 @@ _SHARE_FLOOR = 20
 # cores, delayed answers by 1-3 ms (the scheduler penalizes a busy process).
 _SPIN_S = 0.0003
 _THREAD_MIN_S = 0.0006  # closer deadlines are cheaper to spin for
-
-
-@dataclass(frozen=True, slots=True)
-class LoadProfile:
-    """How to load a target; see the module docstring for the modes."""
-
-    mode: LoadMode = "serial"
-    concurrency: int = 8
-    rate: float = 50.0
-    duration_s: float = 30.0
-    requests: int | None = None
-    late_tolerance_s: float = 0.010
-    request_timeout_s: float = 10.0
-    warmup_s: float = 0.0
-    max_error_ratio: float = 0.05
-    max_rate_limited_ratio: float = 0.1
-    max_rate: float | None = None  # cap on sends per second; the cycle lowers it to the read budget
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("serial", "closed", "open"):
-            raise ConfigError(f"load.mode: unknown mode {self.mode!r}; use serial, closed or open")
-        _require(self.concurrency >= 1, "concurrency", self.concurrency, "an integer >= 1")
-        _require(0 < self.rate < math.inf, "rate", self.rate, "requests per second > 0")
-        _require(0 < self.duration_s < math.inf, "duration_s", self.duration_s, "seconds > 0")
-        if self.requests is not None:
-            _require(self.requests >= 1, "requests", self.requests, "an integer >= 1")
-        _require(self.late_tolerance_s >= 0, "late_tolerance_s", self.late_tolerance_s, ">= 0")
-        _require(self.request_timeout_s > 0, "request_timeout_s", self.request_timeout_s, "> 0")
-        _require(0 <= self.warmup_s < math.inf, "warmup_s", self.warmup_s, "seconds >= 0")
-        _require(0 <= self.max_error_ratio <= 1, "max_error_ratio", self.max_error_ratio, "0..1")
-        ratio = self.max_rate_limited_ratio
-        _require(0 <= ratio <= 1, "max_rate_limited_ratio", ratio, "0..1")
-        if self.max_rate is not None:
-            _require(0 < self.max_rate < math.inf, "max_rate", self.max_rate, "req/s > 0")
-
-    @property
-    def effective_rate(self) -> float:
-        """Open loop: the arrival rate, capped by ``max_rate``."""
-        return self.rate if self.max_rate is None else min(self.rate, self.max_rate)
-
-
-def _require(ok: bool, name: str, value: object, fix: str) -> None:
-    if not ok:
-        raise ConfigError(f"load.{name} = {value!r} is out of range; set it to {fix}")
 
 
 @dataclass(frozen=True, slots=True)

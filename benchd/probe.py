@@ -190,7 +190,7 @@ class ProbeRunner:
                 deleted += await release()
         leftover = getattr(self.target, "leftover_records", 0)
         return CleanupReport(
-            namespace=str(getattr(self.probe.target.settings, "namespace", "")),
+            namespace=self.probe.target.namespace or "",
             deleted=deleted,
             leftover=leftover if isinstance(leftover, int) else 0,
             timed_out=scope.cancelled_caught,
@@ -200,7 +200,7 @@ class ProbeRunner:
         """The report of a cleanup the store refused: everything benchd holds is left over."""
         leftover = getattr(self.target, "leftover_records", 0)
         return CleanupReport(
-            namespace=str(getattr(self.probe.target.settings, "namespace", "")),
+            namespace=self.probe.target.namespace or "",
             deleted=0,
             leftover=leftover if isinstance(leftover, int) else 0,
             timed_out=False,

@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from benchd.budget import BudgetSettings
+from benchd.config.kinds import target_kinds
+from benchd.config.profiles import LoadProfile
 from benchd.config.schema import check, decode, hidden_paths, join_key
 from benchd.config.secrets import Secret, read_secret
 from benchd.config.web import WebConfig, read_web_config
 from benchd.drift.settings import DriftSettings
 from benchd.errors import ConfigError, UsageError
 from benchd.inputs import MAX_CONFIG_BYTES, read_input
-from benchd.load import LoadProfile
 from benchd.redact import MIN_SECRET_LEN, SECRET_HEADERS, mask, register_secret, register_url
 from benchd.scoring.thresholds import (
     Threshold,
@@ -34,7 +35,6 @@ from benchd.scoring.thresholds import (
     check_threshold,
     threshold_problem,
 )
-from benchd.targets import TARGET_KINDS
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -105,11 +105,33 @@ class ServerConfig:
 
 @dataclass(frozen=True, slots=True)
 class TargetConfig:
-    """A decoded ``[probe.target]``: its kind, the kind's settings and its key."""
+    """A decoded ``[probe.target]``: its kind, the kind's settings and its key.
+
+    ``settings`` is the kind's own dataclass, for its adapter (and config)
+    alone; generic code reads the typed properties below, which read the
+    settings every kind that has them shares (and give None or False for a
+    kind that has not) — the one place that knows their names.
+    """
 
     kind: str
     settings: Any
     secret: Secret | None = None
+
+    @property
+    def url(self) -> str | None:
+        """The store's URL; None for an in-process target."""
+        url = getattr(self.settings, "url", None)
+        return url if isinstance(url, str) else None
+
+    @property
+    def namespace(self) -> str | None:
+        """The store namespace (client_id) the probe owns; None when the kind has none."""
+        namespace = getattr(self.settings, "namespace", None)
+        return namespace if isinstance(namespace, str) else None
+
+    @property
+    def adopt_namespace(self) -> bool:
+        return getattr(self.settings, "adopt_namespace", False) is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,9 +295,7 @@ def _shared_namespaces(probes: Sequence[ProbeConfig], file: str) -> list[str]:
     seen: dict[tuple[str, str], str] = {}
     problems: list[str] = []
     for p in probes:
-        settings = p.target.settings
-        namespace = getattr(settings, "namespace", None)
-        url = getattr(settings, "url", None)
+        namespace, url = p.target.namespace, p.target.url
         if namespace is None or url is None:
             continue
         key = (str(url).rstrip("/"), str(namespace))
@@ -299,7 +319,7 @@ def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config
     reload adds.
     """
     wanted = set(namespaces)
-    known = {getattr(p.target.settings, "namespace", None) for p in config.probes}
+    known = {p.target.namespace for p in config.probes}
     for name in sorted(wanted - known):
         raise UsageError(
             f"--adopt-namespace {name}: no probe in {config.path} uses that namespace "
@@ -312,8 +332,7 @@ def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config
                 p.target, settings=dataclasses.replace(p.target.settings, adopt_namespace=True)
             ),
         )
-        if hasattr(p.target.settings, "adopt_namespace")
-        and getattr(p.target.settings, "namespace", None) in wanted
+        if hasattr(p.target.settings, "adopt_namespace") and p.target.namespace in wanted
         else p
         for p in config.probes
     )
@@ -371,15 +390,16 @@ def _thresholds(table: _ProbeTable, *, file: str, path: str) -> tuple[Threshold,
 
 
 def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) -> TargetConfig:
-    kinds = ", ".join(sorted(TARGET_KINDS))
+    registered = target_kinds()
+    kinds = ", ".join(sorted(registered))
     kind_name = raw.get("kind")
     if not isinstance(kind_name, str):
         raise ConfigError(f"{file}: {path}.kind: required; one of {kinds}")
-    kind = TARGET_KINDS.get(kind_name)
-    if kind is None:
+    settings_type = registered.get(kind_name)
+    if settings_type is None:
         raise ConfigError(f"{file}: {path}.kind: unknown kind {kind_name!r}; one of {kinds}")
     rest = {k: v for k, v in raw.items() if k != "kind"}
-    settings = decode(kind.config_type, rest, file=file, path=path)
+    settings = decode(settings_type, rest, file=file, path=path)
     env = getattr(settings, "api_key_env", None)
     key_file = getattr(settings, "api_key_file", None)
     if not secrets:  # validate without --check-secrets: how the key is named, not its value

@@ -1,7 +1,9 @@
 """Store adapters: one protocol, one file per kind, one registry.
 
-``TARGET_KINDS`` is the only list of kinds: config validation uses it to
-decode ``[probe.target]`` and the cycle uses it to build the adapter.
+``TARGET_KINDS`` is the only list of kinds: each kind's settings schema is
+registered with :mod:`benchd.config.kinds` (config decodes ``[probe.target]``
+with it, without importing any adapter) and the probe uses it to build the
+adapter.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchd.config.kinds import register_target_kind
 from benchd.config.secrets import Secret
 from benchd.targets.base import SearchQuery, Target
 from benchd.targets.http.target import HttpConfig, HttpTarget
@@ -36,6 +39,10 @@ TARGET_KINDS: dict[str, TargetKind] = {
         TargetKind("python", PythonConfig, python_target),
     )
 }
+
+
+for _kind in TARGET_KINDS.values():
+    register_target_kind(_kind.name, _kind.config_type)
 
 
 def build_target(kind: str, config: Any, secret: Secret | None) -> Target:
