@@ -16,6 +16,11 @@ DEFAULT_METRICS = ("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_a
 KNOWN_METRICS = (*DEFAULT_METRICS, "rr", "ap", "r_precision")
 
 
+MAX_RESAMPLES = 100_000
+"""Most permutations or bootstrap draws: each costs a pass over every query's values."""
+_RESAMPLES = f"an integer in 100..{MAX_RESAMPLES}"
+
+
 @dataclass(frozen=True, slots=True)
 class DriftSettings:
     """When a drop counts as drift, and how hard the statistics work to say so."""
@@ -46,8 +51,8 @@ class DriftSettings:
                 "an overlap fall between 0 (exclusive) and 1",
             ),
             ("level", not (0.0 < self.level < 1.0), "a confidence level between 0 and 1"),
-            ("n_permutations", self.n_permutations < 100, "at least 100"),
-            ("n_bootstrap", self.n_bootstrap < 100, "at least 100"),
+            ("n_permutations", not 100 <= self.n_permutations <= MAX_RESAMPLES, _RESAMPLES),
+            ("n_bootstrap", not 100 <= self.n_bootstrap <= MAX_RESAMPLES, _RESAMPLES),
         ]
         for name, bad, expected in problems:
             if bad:
