@@ -19,6 +19,7 @@ from benchd.examples.retrievers import BM25Retriever, TagRetriever
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.targets import build_target
 from benchd.targets.base import SearchQuery, Target
+from benchd.targets.owned import owned_id
 from benchd.targets.python import PythonConfig, PythonTarget, RetrieverTarget
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +55,27 @@ def flaky():
         raise ConnectionError("first call fails")
     return Broken()
 
+class Shared:
+    # a store with records of its own: the corpus is indexed beside them
+    private = False
+    def __init__(self):
+        self.ids = ["m-port"]  # someone else's record under a fixture's id
+        self.deleted = []
+    def index(self, memories):
+        self.ids += [m["id"] for m in memories]
+    def search(self, q, k):
+        return self.ids[:k]
+    def delete(self, ids):
+        self.deleted += ids
+        return len(ids)
+
+class Private(Shared):
+    private = True
+    def __init__(self):
+        self.ids, self.deleted = [], []
+
+def shared(): return Shared()
+def private(): return Private()
 def broken(): return Broken()
 def full(): return FullTarget()
 def nothing(): return 42
@@ -140,6 +162,27 @@ async def test_a_simple_retriever_is_wrapped_into_a_target() -> None:
     assert (info.kind, info.model) == ("python", "bm25(k1=1.5,b=0.5)")
     assert await target.cleanup(["m-port"]) == 0  # the retriever has no delete()
     await target.aclose()
+
+
+async def test_a_shared_retriever_gets_benchds_ids_and_a_foreign_result_is_never_mapped(
+    user_module: str,
+) -> None:
+    target = built(f"{user_module}:shared")
+    await target.seed(MEMORIES)
+    inner = (await target.target()).retriever  # type: ignore[attr-defined]
+    assert inner.ids[1:] == [owned_id("benchd-eval", m["id"]) for m in MEMORIES]
+    ranked = await target.search(SearchQuery("anything", 4))
+    assert ranked == ("!m-port", "m-port", "m-deploy", "m-cert")  # its own m-port is not ours
+    assert await target.cleanup(["m-port"]) == 1
+    assert inner.deleted == [owned_id("benchd-eval", "m-port")]
+
+
+async def test_a_retriever_that_declares_its_store_private_sees_fixture_ids(
+    user_module: str,
+) -> None:
+    target = built(f"{user_module}:private")
+    await target.seed(MEMORIES)
+    assert await target.search(SearchQuery("anything", 2)) == ("m-port", "m-deploy")
 
 
 @pytest.mark.parametrize(
