@@ -116,10 +116,12 @@ class ProbeRunner:
         self.cycles = 0
         self.tracker, self.target = build_parts(probe)
         if hasattr(self.target, "lease"):
-            # The holder promises a heartbeat every cycle: three missed ones make it stale.
+            # A daemon promises a heartbeat every cycle: three missed ones make it stale.
+            # A one-shot run (benchd once) holds the lease for its one cycle only.
+            ttl = probe.timeout_s if read_only_beside_live else 3 * probe.interval_s
             self.target.lease = LeaseHolder(
                 instance=instance or default_instance(),
-                ttl_s=3 * probe.interval_s + probe.timeout_s,
+                ttl_s=ttl + probe.timeout_s,
                 fixture_hash=self.fixture.content_hash,
                 read_only_beside_live=read_only_beside_live,
             )
