@@ -102,6 +102,8 @@ class SeededStore(ABC, Generic[R]):
     assigns ids, the server id -> fixture id map learned from the listing.
     """
 
+    keeps_lease = False  # the store's listing carries the sentinel's metadata (the lease)
+
     def __init__(
         self,
         settings: ClientSettings,
@@ -424,11 +426,12 @@ class SeededStore(ABC, Generic[R]):
             self._read_only = holder.describe()
             self._held = set()  # the holder's records, not this process's
             return adopted
-        if me is None and "current" in self._sentinels(existing).values():
+        keep = me is not None and self.keeps_lease
+        if not keep and "current" in self._sentinels(existing).values():
             return adopted  # no lease to keep: the sentinel is enough
         self._held.add(sentinel_id(plan.namespace))
         await self._write_sentinel()  # with a lease: the heartbeat, every writing cycle
-        if me is not None:
+        if me is not None and keep:
             back = await self._read_lease()
             if back is not None and back.token != me.token:
                 raise OwnershipError(

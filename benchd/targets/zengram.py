@@ -124,6 +124,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     """A :class:`~benchd.targets.base.Target` for Zengram-compatible stores."""
 
     kind = KIND
+    keeps_lease = True
 
     def __init__(
         self,
