@@ -122,7 +122,7 @@ def cycle_cost(
     while indexing lags), and listings one page per 500 records.
     """
     settings = probe.target.settings
-    cleanup = _setting(settings, "cleanup", "never")
+    cleanup = probe.target.cleanup
     export = _setting(settings, "export", None)
     page = _setting(export, "page_size", _EXPORT_PAGE)
     seed = _setting(settings, "seed", None)

@@ -114,8 +114,16 @@ class TargetConfig:
     """
 
     kind: str
-    settings: Any
+    settings: object  # opaque here: the adapter built from it (and config) read it
     secret: Secret | None = None
+
+    @property
+    def cleanup(self) -> Literal["before", "after", "never"]:
+        """The cleanup policy; ``never`` for a kind without one."""
+        policy = getattr(self.settings, "cleanup", "never")
+        if policy == "before":
+            return "before"
+        return "after" if policy == "after" else "never"
 
     @property
     def url(self) -> str | None:
@@ -329,7 +337,7 @@ def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config
         dataclasses.replace(
             p,
             target=dataclasses.replace(
-                p.target, settings=dataclasses.replace(p.target.settings, adopt_namespace=True)
+                p.target, settings=_adopting(p.target.settings)
             ),
         )
         if hasattr(p.target.settings, "adopt_namespace") and p.target.namespace in wanted
@@ -337,6 +345,11 @@ def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config
         for p in config.probes
     )
     return dataclasses.replace(config, probes=probes)
+
+
+def _adopting(settings: Any) -> object:
+    """A kind's settings with ``adopt_namespace = true`` (a dataclass of the kind's own)."""
+    return dataclasses.replace(settings, adopt_namespace=True)
 
 
 def _probe(raw: Any, *, file: str, path: str, base: Path, secrets: bool) -> ProbeConfig:
