@@ -14,7 +14,7 @@ of the same probe: pinned from ``repeats = N`` cycles (``benchd baseline
 save --repeats N``), a baseline carries its own noise — per query the value
 of every repeat (``samples``) and the overlap of each later repeat's ranking
 with the first (``overlap``). File layout (``format = 1``; ``repeats``,
-``ranked_ids``, ``samples`` and ``overlap`` are optional, so older files
+``ranked_ids``, ``samples``, ``overlap`` and ``top_scores`` are optional, so older files
 still load)::
 
     [baseline]
@@ -39,6 +39,7 @@ still load)::
     ranked_ids = ["m7", "m1", "m3"]                      # the first repeat's top ids
     samples = { "recall@10" = [0.5, 0.5, 0.5] }          # every repeat (repeats >= 2)
     overlap = [1.0, 1.0]                                 # RBO of repeats 2.. with the first
+    top_scores = [0.61, 0.61, 0.61]                      # the store's top score, each repeat
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class BaselineQuery:
     ranked_ids: tuple[str, ...] = ()  # the first repeat's top ids, () in older files
     samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # key -> each repeat
     overlap: tuple[float, ...] = ()  # RBO of repeats 2..N with the first repeat's ranking
+    top_scores: tuple[float, ...] = ()  # the store's top score in each repeat, where it gave one
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,17 @@ def _frozen_query(qid: str, answers: Sequence[Any], depth: int) -> BaselineQuery
         ranked_ids=top,
         samples=samples if len(answers) > 1 else {},
         overlap=tuple(rbo(a.ranked_ids, top, depth) for a in answers[1:]),
+        top_scores=_top_scores(answers),
     )
+
+
+def _top_scores(answers: Sequence[Any]) -> tuple[float, ...]:
+    """The store's top score of each repeat, or () unless every repeat has one."""
+    scores: list[Sequence[float | None]] = [getattr(a.ranked_ids, "scores", ()) for a in answers]
+    firsts = [s[0] if s else None for s in scores]
+    if any(f is None for f in firsts):
+        return ()
+    return tuple(float(f) for f in firsts if f is not None)
 
 
 def baseline_from_results(results: Sequence[CycleResult]) -> Baseline:
@@ -308,6 +320,8 @@ def _query_table(q: BaselineQuery) -> dict[str, Any]:
         table["samples"] = {k: list(v) for k, v in q.samples.items()}
     if q.overlap:
         table["overlap"] = list(q.overlap)
+    if q.top_scores:
+        table["top_scores"] = list(q.top_scores)
     return table
 
 
@@ -407,6 +421,7 @@ _QUERY_KEYS = {
     "ranked_ids": list,
     "samples": dict,
     "overlap": list,
+    "top_scores": list,
 }
 
 
@@ -459,7 +474,17 @@ def _parse_query(entry: Any, where: str) -> BaselineQuery:
         ranked_ids=tuple(ranked),
         samples=_parse_samples(table.get("samples", {}), f"{where}.samples"),
         overlap=_unit_list(table.get("overlap", []), f"{where}.overlap"),
+        top_scores=_number_list(table.get("top_scores", []), f"{where}.top_scores"),
     )
+
+
+def _number_list(value: Any, where: str) -> tuple[float, ...]:
+    ok = isinstance(value, list) and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    )
+    if not ok:
+        raise ConfigError(f"{where}: expected a list of finite numbers")
+    return tuple(float(x) for x in value)
 
 
 def _unit_list(value: Any, where: str) -> tuple[float, ...]:

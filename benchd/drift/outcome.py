@@ -91,7 +91,8 @@ class ChangeSignals:
     same order); ``overlap_delta`` is how far it fell below what unchanged
     cycles gave. ``model_changed`` = the fall is at least
     ``min_overlap_drop`` and beyond noise (``overlap_p_value < alpha``,
-    or a reference whose rankings never moved).
+    or a reference whose rankings never moved) — or the store's own top
+    scores shifted by ``min_score_shift`` (relative) beyond noise.
     """
 
     depth: int
@@ -100,6 +101,8 @@ class ChangeSignals:
     overlap_p_value: float
     model_changed: bool
     label_changed: bool = False  # the store's model label differs from the baseline's
+    score_shift: float | None = None  # mean top-score change / mean reference top score
+    score_p_value: float | None = None  # two-sided, against the reference's score noise
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +112,8 @@ class ChangeSignals:
             "overlap_p_value": self.overlap_p_value,
             "model_changed": self.model_changed,
             "label_changed": self.label_changed,
+            "score_shift": self.score_shift,
+            "score_p_value": self.score_p_value,
         }
 
 

@@ -30,6 +30,7 @@ class DriftSettings:
     rolling_window: int = 5  # 0 disables the rolling baseline
     metrics: tuple[str, ...] = DEFAULT_METRICS
     min_overlap_drop: float = 0.1  # ranking-overlap fall that counts as a model change
+    min_score_shift: float = 0.25  # relative shift of the store's top scores that counts too
     seed: int = 0
     level: float = 0.95
     n_permutations: int = 10000
@@ -50,6 +51,7 @@ class DriftSettings:
                 not (0.0 < self.min_overlap_drop <= 1.0),
                 "an overlap fall between 0 (exclusive) and 1",
             ),
+            ("min_score_shift", not self.min_score_shift > 0.0, "a relative shift > 0"),
             ("level", not (0.0 < self.level < 1.0), "a confidence level between 0 and 1"),
             ("n_permutations", not 100 <= self.n_permutations <= MAX_RESAMPLES, _RESAMPLES),
             ("n_bootstrap", not 100 <= self.n_bootstrap <= MAX_RESAMPLES, _RESAMPLES),

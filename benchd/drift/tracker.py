@@ -97,17 +97,26 @@ class Snapshot:
     ranks: Mapping[str, Ranks]
     rankings: Mapping[str, tuple[str, ...]]  # top ``depth`` ids per query
     model: str = ""
+    top_scores: Mapping[str, float] = field(default_factory=dict)  # the store's, where given
+
+
+def top_score(ranked: Sequence[str]) -> float | None:
+    """The store's own score of the first result, when the adapter captured it."""
+    scores = getattr(ranked, "scores", ())
+    return scores[0] if scores and scores[0] is not None else None
 
 
 def snapshot(result: CycleResult, depth: int) -> Snapshot:
-    """The answered queries of ``result``: metrics, expected ranks, top ``depth`` ids."""
+    """The answered queries of ``result``: metrics, expected ranks, top ``depth`` ids, scores."""
     answered = [q for q in result.queries if q.error is None]
+    scores = {q.id: top_score(q.ranked_ids) for q in answered}
     return Snapshot(
         fixture_hash=result.fixture_hash,
         metrics={q.id: q.metrics for q in answered},
         ranks={q.id: expected_ranks(q.expected_ids, q.ranked_ids) for q in answered},
         rankings={q.id: tuple(q.ranked_ids[:depth]) for q in answered},
         model=result.info.model if result.info else "",
+        top_scores={q: s for q, s in scores.items() if s is not None},
     )
 
 
@@ -128,6 +137,7 @@ class Reference:
     pinned_first: bool = False
     moved: bool = False
     count: int = 1  # samples per query, for the outcome
+    scores: Mapping[str, Sequence[float]] = field(default_factory=dict)  # top-score samples
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -239,7 +249,36 @@ def _change(
         p = 0.0 if pool.delta() < -_TOLERANCE else 1.0
     delta = pool.delta()
     changed = delta <= -settings.min_overlap_drop + _TOLERANCE and p < settings.alpha
-    return ChangeSignals(depth, _mean(now), delta, p, changed)
+    shift, score_p = _score_shift(ids, ref, after, noise, settings)
+    shifted = shift is not None and score_p is not None and abs(shift) >= settings.min_score_shift
+    shifted = shifted and score_p is not None and score_p < settings.alpha
+    return ChangeSignals(
+        depth, _mean(now), delta, p, changed or shifted, score_shift=shift, score_p_value=score_p
+    )
+
+
+def _score_shift(
+    ids: Sequence[str], ref: Reference, after: Snapshot, noise: NoiseKind,
+    settings: DriftSettings,
+) -> tuple[float | None, float | None]:
+    """Relative change of the store's top scores, and its two-sided p-value against noise."""
+    scored = [q for q in ids if ref.scores.get(q) and q in after.top_scores]
+    if not scored:
+        return None, None
+    pool = Pool([list(ref.scores[q]) for q in scored], [after.top_scores[q] for q in scored],
+                ref.pinned_first)  # fmt: skip
+    scale = _mean([abs(v[0] if ref.pinned_first else _mean(v)) for v in pool.values])
+    if scale <= _TOLERANCE:
+        return None, None
+    if noise == "measured" or pool.moved():
+        tests = noise_tests(
+            {"score": pool}, n_resamples=settings.n_permutations, seed=settings.seed,
+            two_sided=True,
+        )  # fmt: skip
+        p = tests["score"].p_value
+    else:
+        p = 0.0 if abs(pool.delta()) > _TOLERANCE else 1.0
+    return pool.delta() / scale, p
 
 
 def _stale_reason(ref_ids: Sequence[str], after: Snapshot, ref_hash: str | None) -> str | None:
@@ -316,9 +355,11 @@ def pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) 
             overlap={q: b.overlap for q, b in queries.items()},
             moved=any(o < 1.0 - _TOLERANCE for b in queries.values() for o in b.overlap),
             count=baseline.repeats,
+            scores={q: b.top_scores for q, b in queries.items() if b.top_scores},
         )
     samples: dict[str, dict[str, list[float]]] = {}
     overlap: dict[str, list[float]] = {}
+    scores: dict[str, list[float]] = {}
     for qid, b in queries.items():
         later = [s for s in quiet if qid in s.metrics]
         samples[qid] = {
@@ -327,6 +368,9 @@ def pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) 
         }
         if b.ranked_ids:
             overlap[qid] = [rbo(s.rankings.get(qid, ()), b.ranked_ids, depth) for s in later]
+        if b.top_scores:
+            since = [s.top_scores[qid] for s in later if qid in s.top_scores]
+            scores[qid] = [b.top_scores[0], *since]
     moved = any(o < 1.0 - _TOLERANCE for values in overlap.values() for o in values)
     return Reference(
         samples=samples,
@@ -336,6 +380,7 @@ def pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) 
         pinned_first=True,
         moved=moved,
         count=1 + len(quiet),
+        scores=scores,
     )
 
 
@@ -355,6 +400,10 @@ def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
     moved = any(
         len({s.rankings.get(q) for s in window if q in s.rankings}) > 1 for q in first.rankings
     )
+    scores: dict[str, list[float]] = {}
+    for snap in window:
+        for qid, value in snap.top_scores.items():
+            scores.setdefault(qid, []).append(value)
     return Reference(
         samples=samples,
         ranks=window[-1].ranks,
@@ -362,6 +411,7 @@ def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
         overlap=overlap,
         moved=moved,
         count=len(window),
+        scores=scores,
     )
 
 

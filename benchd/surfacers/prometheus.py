@@ -485,6 +485,16 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         "1 if the reference moved between its cycles, so changes are tested against noise.",
         ["probe"],
     )
+    shift = _gauge(
+        "benchd_drift_score_shift",
+        "Relative change of the store's own top scores against the reference.",
+        ["probe"],
+    )
+    shift_p = _gauge(
+        "benchd_drift_score_shift_p_value",
+        "Chance that noise shifts the store's top scores this much (two-sided).",
+        ["probe"],
+    )
     for s in states:
         drift = s.latest.drift
         if drift is None:
@@ -502,8 +512,12 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         if drift.change is not None:
             for field, family in change.items():
                 family.add_metric([s.name], float(getattr(drift.change, field)))
+            if drift.change.score_shift is not None and drift.change.score_p_value is not None:
+                shift.add_metric([s.name], drift.change.score_shift)
+                shift_p.add_metric([s.name], drift.change.score_p_value)
     yield from families.values()
     yield from change.values()
+    yield from (shift, shift_p)
     yield from (regressed, stale, samples, measured)
 
 

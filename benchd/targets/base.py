@@ -27,6 +27,7 @@ __all__ = [
     "CleansUpAfter",
     "CountsRetries",
     "Progress",
+    "RankedIds",
     "SearchQuery",
     "SendsLoad",
     "ServiceTimer",
@@ -38,6 +39,22 @@ __all__ = [
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
+
+
+class RankedIds(tuple[str, ...]):
+    """Ids in rank order, carrying the store's own score of each where it gave one.
+
+    Still a plain tuple of ids to everything that ranks or scores; the drift
+    stage reads ``scores`` for its label-free score-shift signal. An adapter
+    whose store reports no scores returns a plain tuple.
+    """
+
+    scores: tuple[float | None, ...]
+
+    def __new__(cls, ids: Sequence[str], scores: Sequence[float | None] = ()) -> RankedIds:
+        ranked = super().__new__(cls, ids)
+        ranked.scores = tuple(scores)
+        return ranked
 
 
 @dataclass(frozen=True, slots=True)

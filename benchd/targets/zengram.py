@@ -26,6 +26,7 @@ week.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
 from benchd.targets.answers import count, decode, first_ids
-from benchd.targets.base import SearchQuery
+from benchd.targets.base import RankedIds, SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Answer,
@@ -179,12 +180,11 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         """A 2xx search answer's fixture ids, at most the limit asked for, sentinel removed."""
         what = what or f"GET {self._base}/memory/search"
         sent = min(query.limit + 1, SEARCH_CAP)  # what was asked (room for the sentinel)
-        ids = await decode(answer.body, what, partial(_search_ids, sent, what))
-        return self._ranked_ids(ids)[: query.limit]  # the room left for the sentinel is cut off
-
-    def _ranked_ids(self, ids: Sequence[str]) -> tuple[str, ...]:
-        """Fixture ids in rank order; the sentinel dropped, a record not benchd's labelled."""
-        return tuple(self._label(i) for i in ids if not self._is_sentinel_id(i))
+        ids, scores = await decode(answer.body, what, partial(_search_hits, sent, what))
+        hits = zip(ids, scores, strict=True)
+        kept = [(self._label(i), s) for i, s in hits if not self._is_sentinel_id(i)]
+        kept = kept[: query.limit]  # the room left for the sentinel is cut off
+        return RankedIds([i for i, _ in kept], [s for _, s in kept])
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
@@ -521,10 +521,24 @@ def _health_labels(data: Any) -> tuple[str, str]:
     return model, _label(data.get("version"))
 
 
-def _search_ids(limit: int, what: str, data: Any) -> list[str]:
-    """Server ids of the first ``limit`` results (index format or full payloads)."""
+def _search_hits(limit: int, what: str, data: Any) -> tuple[list[str], list[float | None]]:
+    """Server ids of the first ``limit`` results (index format or full payloads), and scores.
+
+    A score is the result's ``effective_score`` (else ``score``) when it is a
+    finite number; it feeds only the drift stage's label-free signal.
+    """
     results = data.get("results") if isinstance(data, dict) else None
-    return first_ids(results, limit, what)
+    ids = first_ids(results, limit, what)
+    assert isinstance(results, list)  # first_ids refused anything else
+    return ids, [_score(item) for item in results[: len(ids)]]
+
+
+def _score(item: Any) -> float | None:
+    for key in ("effective_score", "score"):
+        value = item.get(key) if isinstance(item, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def _import_counts(sent: int, what: str, data: Any) -> Counts:

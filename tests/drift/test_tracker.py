@@ -14,6 +14,7 @@ from benchd.drift.tracker import DriftSettings, DriftTracker, compare_runs, metr
 from benchd.errors import ConfigError
 from benchd.result import CycleResult, QueryResult
 from benchd.surfacers.log import drift_events, log_cycle
+from benchd.targets.base import RankedIds
 
 HASH = "a" * 64
 
@@ -289,6 +290,31 @@ def test_reordered_rankings_with_the_same_recall_are_a_model_change_not_drift() 
     assert not same.model_changed and same.change is not None and same.change.overlap == 1.0
 
 
+def _scored(result: CycleResult, top: float) -> CycleResult:
+    """``result`` with every ranking carrying the store's scores (top score ``top``)."""
+    queries = tuple(
+        dataclasses.replace(q, ranked_ids=RankedIds(q.ranked_ids, [top] * len(q.ranked_ids)))
+        for q in result.queries
+    )
+    return dataclasses.replace(result, queries=queries)
+
+
+def test_a_shift_of_the_stores_own_scores_is_a_model_change_with_the_same_rankings() -> None:
+    before = _scored(_cycle(_runs([1.0] * 12)), 0.62)
+    baseline = baseline_from_results([before, before])
+    assert baseline.queries["q000"].top_scores == (0.62, 0.62)
+    tracker = DriftTracker("p", baseline=baseline)
+    same = tracker.observe(_scored(_cycle(_runs([1.0] * 12), cycle=2), 0.62))
+    assert same.change is not None and same.change.score_shift == 0.0 and not same.model_changed
+    rescaled = tracker.observe(_scored(_cycle(_runs([1.0] * 12), cycle=3), 0.93))
+    assert rescaled.change is not None and rescaled.change.overlap == 1.0
+    assert rescaled.change.score_shift == pytest.approx(0.5) and rescaled.model_changed
+    assert not rescaled.detected
+    unscored = DriftTracker("p", baseline=baseline_from_result(_cycle(_runs([1.0] * 12))))
+    change = unscored.observe(_cycle(_runs([1.0] * 12))).change
+    assert change is not None and change.score_shift is None  # a store that gives no scores
+
+
 def test_outcome_has_exactly_the_documented_json_shape() -> None:
     tracker = DriftTracker("p", baseline=baseline_from_result(_cycle(_runs([1.0] * 12))))
     outcome = tracker.observe(_cycle(_runs([0.5] * 12)))
@@ -305,6 +331,7 @@ def test_outcome_has_exactly_the_documented_json_shape() -> None:
     }  # fmt: skip
     assert set(decoded["change"]) == {
         "depth", "overlap", "overlap_delta", "overlap_p_value", "model_changed", "label_changed",
+        "score_shift", "score_p_value",
     }  # fmt: skip
 
 
