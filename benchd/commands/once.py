@@ -220,7 +220,7 @@ def _output(
     elif fmt == "junit":
         from benchd.surfacers.junit import render_junit
 
-        print(render_junit(pairs, allow_degraded=allow_degraded))
+        print(redact.mask(render_junit(pairs, allow_degraded=allow_degraded)))
     elif fmt == "trec":
         from benchd.surfacers.trec_run import render_trec_run
 

@@ -195,7 +195,7 @@ def test_the_store_sent_every_secret_back(echo_store: str) -> None:
     assert all(secret in reply.text for secret in (API_KEY, TOKEN, TRACE))
 
 
-@pytest.mark.parametrize("fmt", ["json", "table"])
+@pytest.mark.parametrize("fmt", ["json", "table", "junit"])
 def test_once_masks_what_a_store_echoes(tmp_path: Path, echo_store: str, fmt: str) -> None:
     config = echo_config(tmp_path, echo_store)
     proc = subprocess.run(
