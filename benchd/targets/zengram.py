@@ -270,14 +270,12 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         }
 
     def _lease_text(self) -> str:
-        """The lease in words; it changes every heartbeat, so the store's dedup never skips it."""
+        """The holder in words: fixed for the process, so the sentinel's embedding (and so
+        the store's candidate pool, which it competes for) does not change between cycles."""
         lease = self.lease
         if lease is None:
             return ""
-        return (
-            f" Leased by benchd instance {lease.instance}, pid {lease.pid}, heartbeat "
-            f"{_iso_ms(int(time.time() * 1000))}."
-        )
+        return f" Leased by benchd instance {lease.instance}, pid {lease.pid}, {lease.token}."
 
     def _lease_of(self, existing: Mapping[str, Mapping[str, Any]]) -> Holder | None:
         record = existing.get(sentinel_id(self.config.namespace))
@@ -327,7 +325,18 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return answer.status != 404
 
     async def _write_sentinel(self) -> None:
-        imported, skipped, _ = await self._import_batch([self._sentinel_record()])
+        """Write the sentinel (and lease); a heartbeat deletes this process's own first.
+
+        The store skips an import whose text it already holds (dedup runs
+        before the upsert), so the heartbeat in the metadata would never be
+        refreshed: delete-then-import writes it with the same text, hence
+        the same embedding, every cycle.
+        """
+        record = self._sentinel_record()
+        listed = self._listed.get(record["id"])
+        if listed is not None and content_of(listed) == record["content"]:
+            await self._delete_one(record["id"])
+        imported, skipped, _ = await self._import_batch([record])
         if imported + skipped == 0:
             raise TargetProtocolError(
                 f"POST {self._base}/export/import: the store rejected benchd's sentinel record; "
