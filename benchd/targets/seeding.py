@@ -467,8 +467,14 @@ class SeededStore(ABC, Generic[R]):
             )
 
     def _check_ownership(self, plan: SeedPlan, existing: Mapping[str, R]) -> bool:
-        """False for an empty or benchd-marked namespace, True if adopted, else an error."""
+        """False for an empty or benchd-marked namespace, True if adopted, else an error.
+
+        A namespace holding only records under benchd's own ids is benchd's too
+        (a heartbeat whose re-import failed after its delete leaves it so).
+        """
         if not existing or self._sentinels(existing):
+            return False
+        if len(self._claimed(existing)) == len(existing):
             return False
         if plan.adopt_namespace:
             log.warning(
