@@ -126,8 +126,9 @@ async def test_a_stalled_store_times_the_cycle_out() -> None:
         result = await run(
             probe_for(store.url, timeout_s=1.0, verify=False, searchable_timeout_s=0.1)
         )
+    # 16 searches of 2 s each would take 32 s: ending as a timeout in 'serial' is
+    # the cycle's own 1 s deadline at work (no wall-clock margin needed).
     assert (result.outcome, result.error_kind) == ("timeout", "timeout")
-    assert result.finished_at - result.started_at < 5.0
     # The message names the phase the cycle was in (the 2 s searches stall it).
     assert "timeout_s=1: still in phase 'serial' after" in (result.error_message or "")
     assert result.phases["serial"] > 0 and result.seed is not None

@@ -9,7 +9,6 @@ memory or the cycle budget run out.
 from __future__ import annotations
 
 import gzip
-import time
 from typing import Any
 
 import anyio
@@ -72,12 +71,11 @@ async def test_a_dribbled_body_is_cut_off_by_the_request_deadline() -> None:
         # Each byte arrives well within httpx's per-read timeout; only a
         # whole-request deadline can stop this.
         target = ZengramTarget(ZengramConfig(url=url, max_retries=0, timeout_s=0.4), None)
-        started = time.monotonic()
         try:
+            # the body would arrive whole after ~6 s with no read ever timing out:
+            # a timeout can only come from the whole-request deadline
             with pytest.raises(TargetTimeout):
                 await target.search(SearchQuery(q="anything", limit=5))
-            # well before the ~6 s the whole body would take (slack for a busy CI box)
-            assert time.monotonic() - started < 3.0
         finally:
             await target.aclose()
 
