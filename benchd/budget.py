@@ -135,9 +135,10 @@ def cycle_cost(
         "searchable": polls,
         "serial": queries,
         "load": _load_reads(probe, read_rate),
+        "lease": _setting(settings, "lease_reads_per_cycle", 0),
     }
     writes = {
-        "sentinel": 1 if first else 0,
+        "sentinel": 1 if first else _setting(settings, "lease_writes_per_cycle", 0),
         "import": imports if (first or cleanup != "never") else 0,
         "delete": memories if (cleanup != "never" and not first) or cleanup == "after" else 0,
     }
@@ -251,7 +252,8 @@ def _warnings(
         out.append(
             f"{who}: the schedule needs {plan.writes_per_min:.1f} writes/min of "
             f"writes_per_min = {budget.writes_per_min} ({detail}); cycles will wait on 429s. "
-            'Use cleanup = "never" (no writes in steady state), a longer interval_s, '
+            'Use cleanup = "never" (in steady state only the lease heartbeat writes), '
+            "a longer interval_s, "
             "or fewer probes on this key"
         )
     if plan.reads_per_min > budget.reads_per_min:

@@ -35,14 +35,15 @@ def config(*probes: ProbeConfig) -> Config:
 
 def test_cleanup_modes_cost_what_they_send() -> None:
     p = probe("a", cleanup="before")
-    assert cycle_cost(p, *SMOKE, read_rate=2.0).writes == {"sentinel": 0, "import": 1, "delete": 36}
+    # a steady-state zengram cycle re-writes its lease: the sentinel deleted + re-imported
+    assert cycle_cost(p, *SMOKE, read_rate=2.0).writes == {"sentinel": 2, "import": 1, "delete": 36}
     never = probe("a", cleanup="never")
-    assert cycle_cost(never, *SMOKE, read_rate=2.0).total_writes == 0
+    assert cycle_cost(never, *SMOKE, read_rate=2.0).total_writes == 2
     assert cycle_cost(never, *SMOKE, read_rate=2.0, first=True).writes == {
         "sentinel": 1, "import": 1, "delete": 0,
     }  # fmt: skip
     reads = cycle_cost(never, *SMOKE, read_rate=2.0).reads
-    assert reads == {"export": 2, "searchable": 1, "serial": 16, "load": 0}
+    assert reads == {"export": 2, "searchable": 1, "serial": 16, "load": 0, "lease": 1}
 
 
 def test_a_load_pass_costs_its_share_of_the_read_budget() -> None:
@@ -64,9 +65,9 @@ def test_probes_sharing_a_key_and_replicas_split_its_read_budget() -> None:
 
 def test_a_cycle_that_cannot_finish_within_its_timeout_is_named() -> None:
     big = dataclasses.replace(probe("big", cleanup="before"), timeout_s=60.0)
-    plan = plan_budgets(config(big), {"big": (600, 16)})  # 600 deletes + 2 imports a cycle
+    plan = plan_budgets(config(big), {"big": (600, 16)})  # 600 deletes + 2 imports + 2 lease writes
     assert any(
-        "one cycle of probe 'big' sends up to 602 writes" in w and "timeout_s = 60" in w
+        "one cycle of probe 'big' sends up to 604 writes" in w and "timeout_s = 60" in w
         for w in plan.warnings
     )
 
@@ -96,7 +97,7 @@ max_retries = 0
     with BenchdProcess(["--config", str(path)], env=env) as benchd:
         event = benchd.wait_for(lambda e: e.get("event") == "budget")
     assert event.get("level", event.get("log_level")) == "warning", event
-    assert "148.0 writes/min of writes_per_min = 60" in event["warning"]
+    assert "156.0 writes/min of writes_per_min = 60" in event["warning"]
     assert "budget-daemon-key-77" not in "\n".join(benchd.lines)
 
 
@@ -104,7 +105,7 @@ def test_three_replicas_cleaning_up_every_cycle_overspend_one_window() -> None:
     budget = BudgetSettings(replicas=3)
     a = dataclasses.replace(probe("a", cleanup="before"), budget=budget)
     (warning,) = plan_budgets(config(a), {"a": SMOKE}).warnings
-    assert "one cycle of probe 'a' sends up to 111 writes against writes_per_min = 60" in warning
+    assert "one cycle of probe 'a' sends up to 117 writes against writes_per_min = 60" in warning
 
 
 def test_an_open_rate_above_the_read_share_is_named() -> None:

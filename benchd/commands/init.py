@@ -62,9 +62,10 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
             (
                 "cleanup",
                 "never",
-                "never: keep the corpus (unchanged records are not re-sent: no writes in steady "
-                "state); before: delete+reimport each cycle (fresh embeddings, one write per "
-                "record); after: delete when done. See README 'Budgets and choosing cleanup'",
+                "never: keep the corpus (unchanged records are not re-sent: in steady state only "
+                "the lease heartbeat writes, 2 a cycle); before: delete+reimport each cycle "
+                "(fresh embeddings, one write per record); after: delete when done. "
+                "See README 'Budgets and choosing cleanup'",
             ),
         ),
     ),

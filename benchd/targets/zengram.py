@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import httpx
@@ -83,6 +83,11 @@ def _non_negative(v: float) -> str | None:
 @dataclass(frozen=True, slots=True)
 class ZengramConfig:
     """``[probe.target]`` keys for ``kind = "zengram"``."""
+
+    # What keeping the lease costs each writing cycle, for the budget planner:
+    # the heartbeat deletes and re-imports the sentinel, then reads it back.
+    lease_writes_per_cycle: ClassVar[int] = 2
+    lease_reads_per_cycle: ClassVar[int] = 1
 
     url: str = field(metadata=check(http_url_problem))
     api_key_env: str | None = None
