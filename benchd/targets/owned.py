@@ -29,6 +29,7 @@ __all__ = [
     "foreign_label",
     "is_sentinel",
     "legacy_sentinel_id",
+    "namespace_problem",
     "owned_id",
     "owned_prefix",
     "owner_mark",
@@ -38,6 +39,22 @@ __all__ = [
 
 MAX_ID_CHARS = 128
 """Ids benchd writes are at most this long (stores cap ids; the reference store at 256)."""
+
+MAX_NAMESPACE_CHARS = 64
+
+
+def namespace_problem(value: str) -> str | None:
+    """Config check for a reserved namespace: it goes into every id, URL and query benchd sends.
+
+    Printable, no whitespace, at most 64 characters; never empty or ``global``.
+    """
+    if not value or value == "global":
+        return "must be a dedicated namespace, never empty or 'global'"
+    if len(value) > MAX_NAMESPACE_CHARS:
+        return f"must be at most {MAX_NAMESPACE_CHARS} characters"
+    if not value.isprintable() or any(c.isspace() for c in value):
+        return "must be printable, without spaces or control characters (e.g. 'benchd-eval')"
+    return None
 
 OWNER_KEY = "benchd_owner"
 """The metadata key of benchd's mark on a record it wrote (namespace and fixture id)."""

@@ -54,6 +54,7 @@ from benchd.targets.lease import Holder, holder_of
 from benchd.targets.owned import (
     OWNER_KEY,
     legacy_sentinel_id,
+    namespace_problem,
     owner_mark,
     sentinel_id,
     sentinel_text,
@@ -92,16 +93,7 @@ class ZengramConfig:
     url: str = field(metadata=check(http_url_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
-    namespace: str = field(
-        default="benchd-eval",
-        metadata=check(
-            lambda v: (
-                None
-                if v and v != "global"
-                else "must be a dedicated client_id, never empty or 'global'"
-            )
-        ),
-    )
+    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "before"
     model: str = ""  # label for the store's embedding model when /health has none
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))

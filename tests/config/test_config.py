@@ -72,6 +72,10 @@ def test_good_config_decodes_every_section(tmp_path: Path) -> None:
         ("interval_s = 60", 'interval_s = "60"', "probe[0].interval_s: expected number"),
         ('kind = "zengram"', 'kind = "nope"', "probe[0].target.kind: unknown kind 'nope'"),
         ('namespace = "benchd-eval"', 'namespace = "global"', "probe[0].target.namespace"),
+        # found by the validate-then-once property test: a control character went
+        # into every id benchd writes and ended `once` with an internal error
+        ('namespace = "benchd-eval"', 'namespace = "\\u001f"', "probe[0].target.namespace"),
+        ('namespace = "benchd-eval"', 'namespace = "a b"', "probe[0].target.namespace: must be"),
         ('url = "${STORE_URL}"', 'url = "${NOT_SET_ANYWHERE}"', "NOT_SET_ANYWHERE"),
         ('listen = "127.0.0.1:9999"', 'listen = "nope"', "server.listen"),
     ],

@@ -18,6 +18,7 @@ from benchd.targets.client import (
     positive_problem,
 )
 from benchd.targets.http.templating import parse_path, template_problem
+from benchd.targets.owned import namespace_problem
 
 __all__ = [
     "DeleteTemplate",
@@ -190,9 +191,7 @@ class HttpConfig:
     export: ExportTemplate | None = None
     delete: DeleteTemplate | None = None
     health: HealthTemplate | None = None
-    namespace: str = field(
-        default="benchd-eval", metadata=check(lambda v: None if v else "must not be empty")
-    )
+    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
     auth_header: str = field(
