@@ -393,9 +393,10 @@ async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> tuple
 async def _next_send(plan: _ClosedPlan, gate: _Gate, scope: anyio.CancelScope) -> int | None:
     """Wait for this worker's turn (pacing, 429 pauses); its request number, or None."""
     while (at := gate.reserve()) is not None:
-        if at > time.perf_counter():
+        wait = at - time.perf_counter()  # read the clock once: it moves between two reads
+        if wait > 0:
             scope.deadline = math.inf  # a wait is not part of any request's timeout
-            await anyio.sleep(at - time.perf_counter())
+            await anyio.sleep(wait)
             if gate.paused_until > at:  # a 429 came in while this worker waited
                 continue
         return plan.take(at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 
@@ -243,3 +244,36 @@ async def test_a_429_without_retry_after_stops_the_pass_marked_rate_limited(
     run = await _run(target, 4, LoadProfile(mode="closed", concurrency=1, requests=20))
     assert run.rate_limited
     assert OUTCOMES[run.outcome[-1]] != "ok" and len(run) == 3  # q0, q1, then q2's 429
+
+
+async def test_a_turn_due_between_two_clock_reads_is_sent_not_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The clock moves between "is my turn in the future?" and "sleep until it".
+
+    CI saw it: on a loaded box the second read passed the turn, the sleep was
+    asked for a negative delay and the whole cycle failed as an internal
+    error. Here the clock says "1 µs early" once, then "1 µs late".
+    """
+    from types import SimpleNamespace
+
+    import benchd.load as load
+
+    turn = 100.0
+    reads = iter([turn - 1e-6, turn + 1e-6])
+    monkeypatch.setattr(load, "time", SimpleNamespace(perf_counter=lambda: next(reads, turn + 1)))
+
+    class OneTurn:
+        paused_until = 0.0
+        given = False
+
+        def reserve(self) -> float | None:
+            if self.given:
+                return None
+            self.given = True
+            return turn
+
+    plan = load._ClosedPlan(origin=0.0, stop_at=math.inf, budget=None)
+    with anyio.CancelScope() as scope:
+        seq = await load._next_send(plan, OneTurn(), scope)  # type: ignore[arg-type]
+    assert seq == 0
