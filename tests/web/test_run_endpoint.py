@@ -65,6 +65,14 @@ searchable_timeout_s = 30.0
 """
 
 
+def set_faults(store: RefStoreThread, specs: list[str]) -> None:
+    reply = httpx.post(
+        store.url + "/admin/config", json={"faults": specs},
+        headers={"x-api-key": store.api_key}, timeout=10,
+    )  # fmt: skip
+    assert reply.status_code == 200, reply.text
+
+
 def post_until_started(benchd: BenchdProcess, name: str) -> httpx.Response:
     """POST run, honouring 429's Retry-After, until a cycle starts (bounded)."""
     deadline = time.monotonic() + 120
@@ -99,12 +107,19 @@ def test_cycles_on_demand(store: RefStoreThread, tmp_path: Path) -> None:
         assert 1 <= int(refused.headers["Retry-After"]) <= 200
         assert "read budget" in refused.json()["message"]
 
-        started = post_until_started(benchd, "quick")
-        assert started.status_code == 202, started.text
-        cycle = started.json()["cycle"]
-        assert started.json() == {"status": "started", "probe": "quick", "cycle": cycle}
-        busy = benchd.post("/api/probes/quick/run")
-        assert busy.status_code == 409 and "already running" in busy.json()["message"]
+        # The store holds every search 3 s, so the cycle is still running when
+        # the second POST arrives however loaded the machine (a smoke cycle on
+        # loopback is otherwise over in a fraction of a second: a race).
+        set_faults(store, ["latency=fixed:3s@search"])
+        try:
+            started = post_until_started(benchd, "quick")
+            assert started.status_code == 202, started.text
+            cycle = started.json()["cycle"]
+            assert started.json() == {"status": "started", "probe": "quick", "cycle": cycle}
+            busy = benchd.post("/api/probes/quick/run")
+            assert busy.status_code == 409 and "already running" in busy.json()["message"]
+        finally:
+            set_faults(store, [])
 
         done = benchd.wait_for(
             lambda e: e.get("event") == "cycle" and e["probe"] == "quick" and e["cycle"] == cycle
