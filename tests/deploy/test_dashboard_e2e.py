@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,7 @@ def test_dashboard_covers_what_operators_need() -> None:
         "benchd_requests_total",
         "benchd_seed_last_records",
         "benchd_time_to_searchable_seconds",
+        "benchd_threshold_breached",
     ):
         assert needed in exprs, needed
     assert re.search(r"histogram_quantile\(0\.99, sum by \([^)]*\ble\b", exprs)
@@ -153,3 +155,39 @@ def test_annotation_and_variable_queries_are_valid_promql(prometheus_with_benchd
         what="benchd_up",
     )
     assert [p["metric"]["probe"] for p in probes] == ["embedded"]
+
+
+@pytest.mark.promtool
+def test_the_thresholds_panel_counts_breaches_and_reads_zero_without_thresholds(
+    tmp_path: Path,
+) -> None:
+    """The panel's own PromQL, through promtool: 1 of 2 breached, none breached, none set.
+
+    The embedded default sets no thresholds, so the live test above sees only
+    the zero branch; this one sees the count.
+    """
+    panel = next(p for p in _panels() if "benchd_threshold_breached" in p["targets"][0]["expr"])
+    expr = panel["targets"][0]["expr"].replace("$probe", ".*")
+    series = {
+        'benchd_up{probe="staging"}': "1x5",
+        'benchd_up{probe="calm"}': "1x5",
+        'benchd_up{probe="bare"}': "1x5",
+        'benchd_threshold_breached{probe="staging",threshold="serial:recall@10>=0.8"}': "1x5",
+        'benchd_threshold_breached{probe="staging",threshold="load:p99<=0.5"}': "0x5",
+        'benchd_threshold_breached{probe="calm",threshold="serial:hit@5>=0.9"}': "0x5",
+    }
+    lines = ["rule_files: []", "evaluation_interval: 1m", "tests:", "  - interval: 1m",
+             "    input_series:"]  # fmt: skip
+    for name, values in series.items():
+        lines += [f"      - series: {json.dumps(name)}", f"        values: {json.dumps(values)}"]
+    lines += ["    promql_expr_test:", f"      - expr: {json.dumps(expr)}", "        eval_time: 2m",
+              "        exp_samples:"]  # fmt: skip
+    for probe, count in (("staging", 1), ("calm", 0), ("bare", 0)):
+        lines += [f"          - labels: '{{probe=\"{probe}\"}}'", f"            value: {count}"]
+    unit = tmp_path / "panel_test.yml"
+    unit.write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        [require_tool("promtool"), "test", "rules", unit.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
