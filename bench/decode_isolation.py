@@ -12,9 +12,11 @@ load sender (the code path a probe uses), first alone, then beside probe a,
 which runs a closed loop (concurrency 1) against the 10 MB answers with
 ``max_response_bytes`` raised to 16 MiB so they are decoded, not refused.
 It prints b's corrected p99 in both runs and their ratio (the goal: beside
-within 5 ms of alone), then the same beside-run with the decode worker
-turned off (every answer decoded on the loop), to show what the worker
-buys. Not a test: figures depend on the machine.
+within 5 ms of alone), then b beside probe a at the default
+``max_response_bytes`` (8 MiB: the 10 MB answers are refused on their
+declared length, unread — what a default probe does), then the beside-run
+with the decode worker turned off (every answer decoded on the loop), to
+show what the worker buys. Not a test: figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -128,6 +130,23 @@ async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
             tg.start_soon(run_a)
             tg.start_soon(run_b)
             tg.start_soon(ticker.run, seconds)
+        # At the default max_response_bytes (8 MiB) the 10 MB answers are
+        # refused on their declared length, unread: what a default probe does.
+        a_default = _target(f"{base}/a")
+        capped: dict[str, LoadRun] = {}
+
+        async def run_a_capped() -> None:
+            capped["a"] = await _pass(a_default, closed_a)
+
+        async def run_b_capped() -> None:
+            capped["b"] = await _pass(b, open_b)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_a_capped)
+                tg.start_soon(run_b_capped)
+        finally:
+            await a_default.aclose()
         inline_limit = answers.INLINE_DECODE_BYTES
         answers.INLINE_DECODE_BYTES = 1 << 40  # the worker off: every decode on the loop
         try:
@@ -147,7 +166,13 @@ async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
     finally:
         await a.aclose()
         await b.aclose()
-    return {"alone": alone, "beside": beside, "off": beside_off, "stall_ms": ticker.worst_ms()}
+    return {
+        "alone": alone,
+        "beside": beside,
+        "capped": capped,
+        "off": beside_off,
+        "stall_ms": ticker.worst_ms(),
+    }
 
 
 def main() -> None:
@@ -182,6 +207,14 @@ def main() -> None:
         f"{p_beside - p_alone:+.2f} ms (goal: within 5 ms)"
     )
     print(f"  longest the event loop was held beside probe a: {runs['stall_ms']:.1f} ms")
+    capped = runs["capped"]
+    p_capped = _p99_ms(capped["b"])
+    refused = sum(1 for o in capped["a"].outcome if o != 0)
+    print(
+        f"  beside probe a at the default cap (8 MiB) {p_capped:6.2f} ms   late "
+        f"{capped['b'].late}   ({refused} of {len(capped['a'])} answers refused unread), "
+        f"difference {p_capped - p_alone:+.2f} ms"
+    )
     print(
         f"  beside probe a, decode worker off       {p_off:8.2f} ms   late {off['b'].late}"
         f"   ({len(off['a'])} answers decoded on the loop)"
