@@ -11,12 +11,14 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -136,3 +138,20 @@ class BenchdProcess:
         self.signal(signal.SIGTERM)
         assert self.proc is not None
         return self.proc.wait(timeout=timeout)
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A throw-away certificate for 127.0.0.1 and localhost, made with ``openssl``: (cert, key)."""
+    import pytest
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command line to make a test certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert),
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    return cert, key

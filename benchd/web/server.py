@@ -11,6 +11,11 @@ missing at the protocol level:
 * **header timeout**: a deadline armed when a connection opens (and again
   after each response) and cancelled once the whole request has arrived;
   at the deadline the server closes the connection;
+* **TLS handshake timeout**: uvicorn passes none to ``create_server``, so a
+  client that opens a TLS connection and says nothing would hold it for
+  asyncio's default 60 s before the header deadline (armed once the
+  handshake is done) applies; :class:`_Server` bounds the handshake by the
+  header timeout;
 * **idle timeout**: uvicorn's keep-alive timeout between requests;
 * **connection cap**: beyond ``max_connections`` open connections a new one
   gets ``503`` and is closed at once;
@@ -241,6 +246,44 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server on sockets bound beforehand, with a bound on the TLS handshake.
+
+    Only the part of ``uvicorn.Server.startup`` benchd uses (given sockets,
+    lifespan off), plus ``ssl_handshake_timeout``.
+    """
+
+    def __init__(self, config: uvicorn.Config, handshake_timeout_s: float) -> None:
+        super().__init__(config)
+        self._handshake_timeout_s = handshake_timeout_s
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        assert sockets is not None, "serve_web binds its socket itself"
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        loop = asyncio.get_running_loop()
+        handshake = self._handshake_timeout_s if config.ssl is not None else None
+        self.servers = [
+            await loop.create_server(
+                create_protocol,
+                sock=sock,
+                ssl=config.ssl,
+                backlog=config.backlog,
+                ssl_handshake_timeout=handshake,
+            )
+            for sock in sockets
+        ]
+        self.started = True
+
+
 @asynccontextmanager
 async def serve_web(
     app: ASGIApp,
@@ -277,7 +320,7 @@ async def serve_web(
     )
     config.load()
     config.ssl = ssl_context  # uvicorn's own loader only takes file names
-    server = uvicorn.Server(config)
+    server = _Server(config, limits.header_timeout_s)
     server.lifespan = config.lifespan_class(config)
     loop = asyncio.get_running_loop()
     handler = _AcceptErrorLog(loop, limits, stats)

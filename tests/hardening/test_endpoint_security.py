@@ -7,7 +7,6 @@ self-signed one made with the ``openssl`` command line.
 from __future__ import annotations
 
 import os
-import shutil
 import ssl
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from drill_support import ENV, free_port, probe_toml, write_config, write_tiny_fixture
-from support import BenchdProcess
+from support import BenchdProcess, self_signed_cert
 
 from benchd.config.load import DEFAULT_LISTEN, ServerConfig, parse_listen
 from benchd.config.web import read_web_config
@@ -29,18 +28,7 @@ TOKEN = "reload-token-7a2c90d1e5f3"
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command line to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert),
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    return cert, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"))
 
 
 def daemon_config(tmp_path: Path, web: str) -> Path:

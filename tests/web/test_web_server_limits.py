@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import SocketStream
+from support import self_signed_cert
 
 from benchd.surfacers.book import ResultBook
 from benchd.web.app import build_app
@@ -112,6 +114,26 @@ async def test_connections_beyond_the_cap_get_503_and_are_closed() -> None:
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"{bound.url}/healthz")).status_code == 200
         for stream in (*held, extra):
+            await stream.aclose()
+
+
+async def test_a_silent_tls_client_is_closed_at_the_header_timeout(tmp_path: Path) -> None:
+    """A TLS connection that never sends its ClientHello: without a handshake
+    timeout asyncio holds it 60 s, before the header deadline can start."""
+    cert, key = self_signed_cert(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    limits = ServerLimits(header_timeout_s=1.0, idle_timeout_s=1.0)
+    app = build_app(ResultBook())
+    async with serve_web(app, "127.0.0.1", 0, ssl_context=context, limits=limits) as bound:
+        silent = [await anyio.connect_tcp("127.0.0.1", bound.port) for _ in range(10)]
+        with anyio.fail_after(30):  # a bound against hanging (asyncio's own default is 60 s)
+            for stream in silent:
+                assert await closed_by_server(stream)
+        trust = ssl.create_default_context(cafile=str(cert))
+        async with httpx.AsyncClient(verify=trust) as client:  # a real TLS client still gets in
+            assert (await client.get(f"{bound.url}/healthz")).status_code == 200
+        for stream in silent:
             await stream.aclose()
 
 
