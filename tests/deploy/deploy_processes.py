@@ -151,10 +151,18 @@ def _get_ok(url: str) -> bool:
 
 @contextmanager
 def run_benchd(
-    args: Sequence[str] = (), *, env: dict[str, str] | None = None, timeout: float = 30.0
+    args: Sequence[str] = (),
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 30.0,
+    program: Sequence[str] = BENCHD,
 ) -> Iterator[Running]:
-    """``benchd run --listen 127.0.0.1:0 ARGS``; the URL comes from its 'started' log line."""
-    cmd = [*BENCHD, "run", "--listen", "127.0.0.1:0", "--log-format", "json", *args]
+    """``benchd run --listen 127.0.0.1:0 ARGS``; the URL comes from its 'started' log line.
+
+    ``program`` is how benchd is started (``python -m benchd`` unless told,
+    e.g. the installed console script, as a systemd unit starts it).
+    """
+    cmd = [*program, "run", "--listen", "127.0.0.1:0", "--log-format", "json", *args]
     proc = _spawn(cmd, env)
     logs = LogReader(proc)
     try:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from deploy_processes import run_benchd
 from deploy_support import DEPLOY
 
 from benchd.config.load import load_config
@@ -98,3 +102,42 @@ def test_example_config_loads_with_the_env_file_and_the_credential(
     assert target.settings.namespace == env["BENCHD_NAMESPACE"]
     assert target.secret is not None and target.secret.reveal() == "unit-test-key"
     assert "BENCHD_API_KEY" not in env  # the key is a credential, not in the env file
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _probe(name: str, port: int) -> str:
+    return (
+        f'[[probe]]\nname = "{name}"\nfixture = "packaged:smoke"\ninterval_s = 3600\n'
+        f'[probe.target]\nkind = "zengram"\nurl = "http://127.0.0.1:{port}"\n'
+        'api_key_env = "UNIT_RELOAD_KEY"\n'
+    )
+
+
+def test_exec_reload_as_systemd_runs_it_reloads_the_main_process(tmp_path: Path) -> None:
+    """``systemctl reload benchd`` runs ExecReload with $MAINPID = the ExecStart process.
+
+    benchd is started as the unit starts it (the installed console script, so
+    its pid is MAINPID for Type=exec), the config is changed, and the unit's
+    own ExecReload line is run: the running daemon reloads, and stays up.
+    """
+    (reload_line,) = _service()["ExecReload"]
+    console_script = Path(sys.executable).with_name("benchd")
+    config = tmp_path / "benchd.toml"
+    port = _closed_port()
+    config.write_text(_probe("before", port))
+    env = {"UNIT_RELOAD_KEY": "unit-reload-key"}
+    with run_benchd(["--config", str(config)], env=env, program=[str(console_script)]) as benchd:
+        config.write_text(_probe("after", port))
+        command = shlex.split(reload_line.replace("$MAINPID", str(benchd.proc.pid)))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+        assert done.returncode == 0, done.stderr
+        reloaded = benchd.logs.wait_json(
+            lambda e: e.get("event") in ("reloaded", "reload failed"), time.monotonic() + 30
+        )
+        assert reloaded["event"] == "reloaded" and reloaded["probes"] == ["after"], reloaded
+        assert benchd.proc.poll() is None  # SIGHUP reloaded it; it did not end it
