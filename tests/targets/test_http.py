@@ -115,6 +115,9 @@ async def test_reference_store_ranks_the_same_through_http_as_through_zengram(
         through_zengram = await rankings(zengram, queries, fixture.memories)
     assert through_http == through_zengram
     assert sum(1 for r in through_http if r) == len(queries)  # every query found something
+    # the shipped example reads the store's scores too: drift's score shift sees them
+    assert [r.scores for r in through_http] == [r.scores for r in through_zengram]
+    assert all(r.scores and all(isinstance(s, float) for s in r.scores) for r in through_http)
 
 
 async def test_seed_goes_in_batches_and_is_verified_through_export(
@@ -352,6 +355,33 @@ def test_id_path_errors_name_the_path_and_the_endpoint(
     assert str(err.value).startswith("GET http://127.0.0.1:8084/memory/search: ")
 
 
+def test_scores_come_with_their_ids_sentinel_removed_and_odd_values_as_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    t = offline(monkeypatch, scores="results[*].s")
+    sentinel = sentinel_id("benchd-eval")
+    body = {"results": [{"id": "a", "s": 0.9}, {"id": sentinel, "s": 0.8},
+                        {"id": "b", "s": "high"}, {"id": "c", "s": float("nan")},
+                        {"id": "d", "s": 3}]}  # fmt: skip
+    ranked = parse_answer(t, 200, {}, json.dumps(body).encode(), limit=3)
+    assert list(ranked) == ["!a", "!b", "!c"]  # the sentinel is out, its score with it
+    assert ranked.scores == (0.9, None, None)  # type: ignore[attr-defined]
+    unscored = parse_answer(offline(monkeypatch, scores=None), 200, {}, json.dumps(body).encode())
+    assert set(unscored.scores) == {None}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"results": [{"id": "a", "s": 1}, {"id": "b"}]}, {"results": [{"id": "a"}], "s": 1}],
+)
+def test_a_scores_path_that_misses_a_result_is_a_protocol_error(
+    monkeypatch: pytest.MonkeyPatch, body: Any
+) -> None:
+    t = offline(monkeypatch, scores="results[*].s")
+    with pytest.raises(TargetProtocolError, match=r"scores path 'results\[\*\]\.s'"):
+        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t._search_what)
+
+
 def test_non_json_and_error_statuses_are_classified(monkeypatch: pytest.MonkeyPatch) -> None:
     t = offline(monkeypatch)
     with pytest.raises(TargetProtocolError, match="not JSON"):
@@ -378,7 +408,7 @@ def test_a_header_that_cannot_carry_the_query_is_refused(monkeypatch: pytest.Mon
 
 
 def test_integer_ids_and_nested_id_lists_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    t = offline(monkeypatch, ids="ids[0]")
+    t = offline(monkeypatch, ids="ids[0]", scores=None)
     # ids benchd did not write are labelled so they can never score as a fixture id
     assert parse_answer(t, 200, {}, b'{"ids": [["a", 7]]}') == ("!a", "!7")
 

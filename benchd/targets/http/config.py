@@ -94,6 +94,9 @@ class SearchTemplate:
     headers: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     max_k: int | None = None  # the store's own cap on {k}
+    # the store's own score of each result, parallel to ``ids`` (e.g.
+    # "results[*].score"): only the drift stage's label-free score shift reads it
+    scores: str | None = field(default=None, metadata=check(_path_problem))
 
     def __post_init__(self) -> None:
         _request_problem(self, SEARCH_NAMES)

@@ -9,6 +9,7 @@ the configured path when an answer does not fit.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +32,7 @@ __all__ = [
     "ids_at",
     "legacy_sentinel_digest",
     "more_pages",
-    "search_ids",
+    "search_hits",
     "sentinel_id",
     "sentinel_memory",
 ]
@@ -123,9 +124,31 @@ def more_pages(export: ExportTemplate, data: Any, page: int, offset: int, what: 
 # -- answer reducers: module-level, so large answers are reduced in the decode worker --
 
 
-def search_ids(path: str, limit: int, what: str, data: Any) -> list[str]:
-    """The first ``limit`` server ids of a search answer."""
-    return ids_at(path, data, what, limit)
+def search_hits(
+    path: str, scores: str | None, limit: int, what: str, data: Any
+) -> tuple[list[str], list[float | None]]:
+    """The first ``limit`` server ids of a search answer, and the store's score of each.
+
+    With no ``scores`` path every score is None. A scores path that does not
+    give one value per id is a protocol error; a value that is not a finite
+    number is None (scores feed only the drift stage's score shift).
+    """
+    ids = ids_at(path, data, what, limit)
+    if not scores:
+        return ids, [None] * len(ids)
+    every = _at(path, data, what, "ids")
+    column = _at(scores, data, what, "scores")
+    if not isinstance(column, list) or len(column) != len(every):
+        raise TargetProtocolError(
+            f"{what}: scores path {scores!r} must give one value per id ({len(every)})"
+        )
+    return ids, [_finite(v) for v in column[: len(ids)]]
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def health_labels(health: HealthTemplate, what: str, data: Any) -> tuple[str, str]:

@@ -27,7 +27,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
 from benchd.targets.answers import decode
-from benchd.targets.base import SearchQuery
+from benchd.targets.base import RankedIds, SearchQuery
 from benchd.targets.client import Answer
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
@@ -37,7 +37,7 @@ from benchd.targets.http.records import (
     export_page,
     health_labels,
     legacy_sentinel_digest,
-    search_ids,
+    search_hits,
     sentinel_memory,
 )
 from benchd.targets.http.templating import MISSING, as_text, render, render_text
@@ -164,10 +164,13 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         """A 2xx search answer's fixture ids: at most the limit asked for, sentinels removed."""
         what = what or self._search_what
         sent = self._search_values(query)["k"]  # what was asked (room for the sentinel)
-        reduce = partial(search_ids, self.config.search.ids, sent, what)
-        ids = await decode(answer.body, what, reduce)
-        ranked = tuple(self._label(i) for i in ids if i not in self._sentinel_ids)
-        return ranked[: query.limit]  # the room left for the sentinel is cut off
+        search = self.config.search
+        reduce = partial(search_hits, search.ids, search.scores, sent, what)
+        ids, scores = await decode(answer.body, what, reduce)
+        hits = zip(ids, scores, strict=True)
+        kept = [(self._label(i), s) for i, s in hits if i not in self._sentinel_ids]
+        kept = kept[: query.limit]  # the room left for the sentinel is cut off
+        return RankedIds([i for i, _ in kept], [s for _, s in kept])
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
