@@ -2,7 +2,7 @@
 
 One command::
 
-    .venv/bin/python bench/decode_isolation.py [--seconds 10] [--rate 50]
+    .venv/bin/python bench/decode_isolation.py [--seconds 10] [--rate 50] [--separate-stores]
 
 A loopback store runs in a subprocess: ``/a/memory/search`` answers a 10 MB
 search result (580,000 ids, with ``Content-Length``), ``/b/memory/search``
@@ -16,7 +16,10 @@ within 5 ms of alone), then b beside probe a at the default
 ``max_response_bytes`` (8 MiB: the 10 MB answers are refused on their
 declared length, unread — what a default probe does), then the beside-run
 with the decode worker turned off (every answer decoded on the loop), to
-show what the worker buys. Not a test: figures depend on the machine.
+show what the worker buys. One store process serves both probes unless
+``--separate-stores``: then b's answers cannot queue behind a's 10 MB in the
+store stand-in itself, and what is left is benchd's own cost (and the
+machine's cores). Not a test: figures depend on the machine.
 """
 
 from __future__ import annotations
@@ -109,9 +112,9 @@ def _p99_ms(run: LoadRun) -> float:
     return result.corrected.p99 * 1000
 
 
-async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
-    b = _target(f"{base}/b")
-    a = _target(f"{base}/a", max_response_bytes=16 << 20)
+async def _measure(base_a: str, base_b: str, seconds: float, rate: float) -> dict[str, Any]:
+    b = _target(f"{base_b}/b")
+    a = _target(f"{base_a}/a", max_response_bytes=16 << 20)
     open_b = LoadProfile(mode="open", rate=rate, duration_s=seconds, concurrency=8)
     closed_a = LoadProfile(mode="closed", concurrency=1, duration_s=seconds, request_timeout_s=60)
     try:
@@ -132,7 +135,7 @@ async def _measure(base: str, seconds: float, rate: float) -> dict[str, Any]:
             tg.start_soon(ticker.run, seconds)
         # At the default max_response_bytes (8 MiB) the 10 MB answers are
         # refused on their declared length, unread: what a default probe does.
-        a_default = _target(f"{base}/a")
+        a_default = _target(f"{base_a}/a")
         capped: dict[str, LoadRun] = {}
 
         async def run_a_capped() -> None:
@@ -179,21 +182,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument(
+        "--separate-stores",
+        action="store_true",
+        help="serve probe a and probe b from two store processes (two stores, as when the "
+        "probes point at different services), so b's answers never queue behind a's 10 MB",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(_serve())
         return
-    store = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
-    )
+    count = 2 if args.separate_stores else 1
+    stores = [
+        subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
     try:
-        assert store.stdout is not None
-        port = int(store.stdout.readline())
-        runs = anyio.run(_measure, f"http://127.0.0.1:{port}", args.seconds, args.rate)
+        bases = []
+        for store in stores:
+            assert store.stdout is not None
+            bases.append(f"http://127.0.0.1:{int(store.stdout.readline())}")
+        runs = anyio.run(_measure, bases[0], bases[-1], args.seconds, args.rate)
     finally:
-        store.terminate()
-        store.wait(timeout=10)
+        for store in stores:
+            store.terminate()
+            store.wait(timeout=10)
+    layout = "a store process each" if args.separate_stores else "one store process for both"
+    print(f"stores: {layout}")
     alone, beside, off = runs["alone"], runs["beside"], runs["off"]
     p_alone, p_beside, p_off = _p99_ms(alone), _p99_ms(beside["b"]), _p99_ms(off["b"])
     print(f"probe b, open loop {args.rate:g}/s for {args.seconds:g} s, corrected p99:")
