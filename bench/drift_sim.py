@@ -1,6 +1,7 @@
 """What a fixture of a given size can see at a given noise level: benchd's drift rule by simulation.
 
-Run: ``.venv/bin/python bench/drift_sim.py [--cycles 10000] [--permutations 1000]``
+Run: ``.venv/bin/python bench/drift_sim.py [--cycles 10000] [--permutations 1000]
+[--sizes 12 50 200] [--noise 0 0.1 0.3]``
 
 The simulated store answers each labeled query with a fixed top 10 (1-3
 relevant ids placed in the top 14 of a 30-document ranking, so some fall
@@ -178,6 +179,12 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=10_000, help="cycles (and trials) per cell")
     parser.add_argument("--permutations", type=int, default=1000, help="noise-test resamples")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=list(SIZES), help="fixture sizes (rows)"
+    )
+    parser.add_argument(
+        "--noise", type=float, nargs="+", default=list(NOISE), help="swap probabilities"
+    )
     args = parser.parse_args()
     settings = DriftSettings(
         metrics=("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_all"),
@@ -191,8 +198,10 @@ def main() -> None:
     )
     print("| queries | swap p | false alarms | power @5 pts | power @10 pts | power @20 pts |")
     print("|---:|---:|---|---|---|---|")
-    for n in SIZES:
-        for p in NOISE:
+    # each cell is seeded from its own (size, noise): a cell run alone (--sizes,
+    # --noise, e.g. in parallel processes) prints the same row as in a full run
+    for n in args.sizes:
+        for p in args.noise:
             start = time.perf_counter()
             seed = args.seed * 1000 + n + int(p * 100)
             fa = false_alarms(n, p, args.cycles, settings, seed)
