@@ -537,9 +537,9 @@ json_values = st.recursive(
 
 
 @functools.cache
-def _parsing_target(ids: str) -> HttpTarget:
-    """One target per id path (parsing needs no connection; building a client is slow)."""
-    search = {"path": "/s", "ids": ids}
+def _parsing_target(ids: str, scores: str | None = None) -> HttpTarget:
+    """One target per id and scores path (parsing needs no connection; a client is slow)."""
+    search = {"path": "/s", "ids": ids} | ({"scores": scores} if scores else {})
     return HttpTarget(parse_target({**BASE, "search": search}).settings, None)
 
 
@@ -557,3 +557,36 @@ def test_any_search_answer_gives_ids_or_one_target_error(path: str, body: Any, s
         assert "\n" not in str(exc)
     else:
         assert status < 300 and all(isinstance(i, str) for i in ranked)
+
+
+_ids = st.text(max_size=4) | st.integers()
+_scores = st.floats(allow_nan=False) | json_values  # mostly numbers, some anything
+_scored = st.fixed_dictionaries(
+    {"id": _ids, "score": _scores, "s": st.lists(_scores, min_size=1, max_size=2)}
+)
+_any_result = st.fixed_dictionaries(
+    {"id": _ids}, optional={"score": _scores, "s": st.lists(_scores, max_size=2)}
+)
+search_answers = st.fixed_dictionaries(
+    {"results": st.lists(_scored, max_size=12) | st.lists(_any_result, max_size=12)},
+    optional={"scores": st.lists(_scores, max_size=12)},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scores=st.sampled_from(["results[*].score", "scores", "results[*].s[0]", "x"]),
+    body=search_answers | json_values,
+)
+def test_any_answer_with_a_scores_path_gives_aligned_scores_or_one_target_error(
+    scores: str, body: Any
+) -> None:
+    target = _parsing_target("results[*].id", scores)
+    try:
+        ranked = parse_answer(target, 200, {}, json.dumps(body).encode())
+    except TargetError as exc:
+        assert "\n" not in str(exc)
+    else:
+        got = ranked.scores  # type: ignore[attr-defined]
+        assert len(got) == len(ranked)
+        assert all(s is None or (isinstance(s, float) and math.isfinite(s)) for s in got)
