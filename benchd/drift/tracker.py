@@ -250,8 +250,12 @@ def _change(
     delta = pool.delta()
     changed = delta <= -settings.min_overlap_drop + _TOLERANCE and p < settings.alpha
     shift, score_p = _score_shift(ids, ref, after, noise, settings)
-    shifted = shift is not None and score_p is not None and abs(shift) >= settings.min_score_shift
-    shifted = shifted and score_p is not None and score_p < settings.alpha
+    shifted = (
+        shift is not None
+        and score_p is not None
+        and abs(shift) >= settings.min_score_shift
+        and score_p < settings.alpha
+    )
     return ChangeSignals(
         depth, _mean(now), delta, p, changed or shifted, score_shift=shift, score_p_value=score_p
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import weakref
@@ -49,6 +50,7 @@ __all__ = [
     "Spill",
     "count",
     "decode",
+    "finite_number",
     "first_ids",
     "listing_limit",
     "loads",
@@ -267,6 +269,13 @@ async def decode(body: Body, what: str, reduce: Callable[[Any], T] | None = None
         if isinstance(body, Spill):
             body.discard()
     return result
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite JSON number (not a boolean), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def first_ids(items: Any, limit: int, what: str, field: str = "id") -> list[str]:

@@ -38,7 +38,7 @@ from benchd.logging import get_logger
 from benchd.progress import enter_phase
 from benchd.result import SeedReport
 from benchd.targets.answers import listing_limit
-from benchd.targets.base import Progress, SearchQuery
+from benchd.targets.base import Progress, RankedIds, SearchQuery
 from benchd.targets.client import Answer, ClientSettings, open_clients, run_bounded
 from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
@@ -220,6 +220,16 @@ class SeededStore(ABC, Generic[R]):
     def _is_sentinel_id(self, server_id: str) -> bool:
         ns = self._plan().namespace
         return server_id in (sentinel_id(ns), legacy_sentinel_id(ns))
+
+    def _ranked(self, ids: Sequence[str], scores: Sequence[float | None], limit: int) -> RankedIds:
+        """A search's server ids (and scores) as scoring sees them.
+
+        Labelled (fixture ids, or foreign labels), the sentinel dropped, then cut
+        to ``limit``: the room asked for the sentinel is never scored.
+        """
+        hits = zip(ids, scores, strict=True)
+        kept = [(self._label(i), s) for i, s in hits if not self._is_sentinel_id(i)][:limit]
+        return RankedIds([i for i, _ in kept], [s for _, s in kept])
 
     def _claimed(self, existing: Mapping[str, R]) -> dict[str, str]:
         """Server id -> fixture id of every listed record benchd wrote (no sentinel)."""

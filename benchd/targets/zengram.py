@@ -26,7 +26,6 @@ week.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,8 +40,8 @@ from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
-from benchd.targets.answers import count, decode, first_ids
-from benchd.targets.base import RankedIds, SearchQuery
+from benchd.targets.answers import count, decode, finite_number, first_ids
+from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Answer,
@@ -178,10 +177,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         what = what or f"GET {self._base}/memory/search"
         sent = min(query.limit + 1, SEARCH_CAP)  # what was asked (room for the sentinel)
         ids, scores = await decode(answer.body, what, partial(_search_hits, sent, what))
-        hits = zip(ids, scores, strict=True)
-        kept = [(self._label(i), s) for i, s in hits if not self._is_sentinel_id(i)]
-        kept = kept[: query.limit]  # the room left for the sentinel is cut off
-        return RankedIds([i for i, _ in kept], [s for _, s in kept])
+        return self._ranked(ids, scores, query.limit)
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
@@ -541,9 +537,9 @@ def _search_hits(limit: int, what: str, data: Any) -> tuple[list[str], list[floa
 
 def _score(item: Any) -> float | None:
     for key in ("effective_score", "score"):
-        value = item.get(key) if isinstance(item, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
+        value = finite_number(item.get(key)) if isinstance(item, dict) else None
+        if value is not None:
+            return value
     return None
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from deploy_processes import run_benchd
+from deploy_processes import free_port, run_benchd
 from deploy_support import DEPLOY
 
 from benchd.config.load import load_config
@@ -104,12 +103,6 @@ def test_example_config_loads_with_the_env_file_and_the_credential(
     assert "BENCHD_API_KEY" not in env  # the key is a credential, not in the env file
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _probe(name: str, port: int) -> str:
     return (
         f'[[probe]]\nname = "{name}"\nfixture = "packaged:smoke"\ninterval_s = 3600\n'
@@ -128,7 +121,7 @@ def test_exec_reload_as_systemd_runs_it_reloads_the_main_process(tmp_path: Path)
     (reload_line,) = _service()["ExecReload"]
     console_script = Path(sys.executable).with_name("benchd")
     config = tmp_path / "benchd.toml"
-    port = _closed_port()
+    port = free_port()  # nothing listens there: the probe's cycles fail, reloads still work
     config.write_text(_probe("before", port))
     env = {"UNIT_RELOAD_KEY": "unit-reload-key"}
     with run_benchd(["--config", str(config)], env=env, program=[str(console_script)]) as benchd:

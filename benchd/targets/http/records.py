@@ -9,12 +9,11 @@ the configured path when an answer does not fit.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from benchd.errors import TargetProtocolError
-from benchd.targets.answers import count
+from benchd.targets.answers import count, finite_number
 from benchd.targets.http.config import ExportTemplate, HealthTemplate, SeedTemplate
 from benchd.targets.http.templating import PathError, as_text, extract, lookup, parse_path
 from benchd.targets.owned import OWNER_KEY, sentinel_id, sentinel_text
@@ -142,13 +141,7 @@ def search_hits(
         raise TargetProtocolError(
             f"{what}: scores path {scores!r} must give one value per id ({len(every)})"
         )
-    return ids, [_finite(v) for v in column[: len(ids)]]
-
-
-def _finite(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+    return ids, [finite_number(v) for v in column[: len(ids)]]
 
 
 def health_labels(health: HealthTemplate, what: str, data: Any) -> tuple[str, str]:

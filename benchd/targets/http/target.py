@@ -27,7 +27,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
 from benchd.targets.answers import decode
-from benchd.targets.base import RankedIds, SearchQuery
+from benchd.targets.base import SearchQuery
 from benchd.targets.client import Answer
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
@@ -167,10 +167,10 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         search = self.config.search
         reduce = partial(search_hits, search.ids, search.scores, sent, what)
         ids, scores = await decode(answer.body, what, reduce)
-        hits = zip(ids, scores, strict=True)
-        kept = [(self._label(i), s) for i, s in hits if i not in self._sentinel_ids]
-        kept = kept[: query.limit]  # the room left for the sentinel is cut off
-        return RankedIds([i for i, _ in kept], [s for _, s in kept])
+        return self._ranked(ids, scores, query.limit)
+
+    def _is_sentinel_id(self, server_id: str) -> bool:
+        return server_id in self._sentinel_ids  # the store may have assigned the sentinel's id
 
     # -- seeding hooks (the flow is SeededStore's) ----------------------------------
 
