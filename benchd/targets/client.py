@@ -29,7 +29,7 @@ import email.utils
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -337,18 +337,21 @@ async def _read_bounded(
 
 
 async def run_bounded(
-    items: Sequence[T], fn: Callable[[T], Awaitable[None]], *, limit: int
+    items: Iterable[T], fn: Callable[[T], Awaitable[None]], *, limit: int
 ) -> None:
     """Run ``fn(item)`` for every item, at most ``limit`` at a time.
 
-    The first :class:`TargetError` cancels the rest and is re-raised as
-    itself (not wrapped in an ExceptionGroup), so callers see one error.
+    A fixed pool of ``limit`` workers pulls items from one iterator, so memory
+    does not grow with the item count (a task per item up front cost ~6 KiB
+    each before the limit admitted any). The first :class:`TargetError`
+    stops the pool and is re-raised as itself (not wrapped in an
+    ExceptionGroup), so callers see one error.
     """
-    limiter = anyio.CapacityLimiter(max(1, limit))
+    feed = iter(items)
     failure: list[TargetError] = []
 
-    async def one(item: T, scope: anyio.CancelScope) -> None:
-        async with limiter:
+    async def worker(scope: anyio.CancelScope) -> None:
+        for item in feed:
             if failure:
                 return
             try:
@@ -356,10 +359,11 @@ async def run_bounded(
             except TargetError as exc:
                 failure.append(exc)
                 scope.cancel()
+                return
 
     async with anyio.create_task_group() as tg:
-        for item in items:
-            tg.start_soon(one, item, tg.cancel_scope)
+        for _ in range(max(1, limit)):
+            tg.start_soon(worker, tg.cancel_scope)
     if failure:
         raise failure[0]
 
