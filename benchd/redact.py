@@ -1,4 +1,11 @@
-"""The one place benchd masks secrets, used by every way out of the process.
+"""The one place benchd masks secrets, and the one way text leaves the process.
+
+:func:`text` is the output path for every string that came from a store or a
+config: it makes the string encodable (a lone surrogate, valid in JSON but
+not in UTF-8, becomes U+FFFD), masks secrets *before* cutting (a key split
+across line breaks too, and a fragment of a key that something upstream
+already cut), then bounds its length. :func:`label` is the same for a
+Prometheus label value, on one line and shorter.
 
 Logs (a structlog processor), the ``once`` table and JSON, stderr, ``/api/status``,
 ``/metrics`` and error text quoted from a store's answer all pass through here.
@@ -31,16 +38,23 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 __all__ = [
+    "LABEL_CHARS",
+    "LOG_CHARS",
     "MASK",
+    "MIN_FRAGMENT",
     "MIN_SECRET_LEN",
     "SECRET_HEADERS",
+    "TEXT_CHARS",
     "clear_secrets",
+    "encodable",
+    "label",
     "mask",
     "mask_value",
     "processor",
     "public_url",
     "register_secret",
     "register_url",
+    "text",
 ]
 
 MASK = "***"
@@ -58,9 +72,28 @@ SECRET_HEADERS = frozenset(
 )
 """Header names whose values are always secrets, wherever their value came from."""
 
+TEXT_CHARS = 2000
+"""Longest text shown from a store or config (an error message, a query text, an id)."""
+
+LABEL_CHARS = 256
+"""Longest Prometheus label value benchd exports (``validate`` refuses longer config labels)."""
+
+LOG_CHARS = 16384
+"""Longest single value in a log line (a traceback fits)."""
+
+MIN_FRAGMENT = 8
+"""A run of at least this many characters of a secret's start (or end) is masked anywhere."""
+
+_ELLIPSIS = "\u2026"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# between two characters of a secret: a line break (real or JSON-escaped) and its indent
+_BREAK = r"(?:\r\n|\r|\n|\\r\\n|\\n|\\r)[ \t>]*"
+_BROKEN = re.compile(r"[\r\n]|\\[rn]")
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer secret is masked whole
+_split: tuple[re.Pattern[str], ...] = ()  # each secret with a line break allowed anywhere in it
+_NOTHING = re.compile(r"(?!)")
+_probe: re.Pattern[str] = _NOTHING  # any secret's first or last MIN_FRAGMENT characters
 
 
 def register_secret(value: str) -> None:
@@ -70,8 +103,14 @@ def register_secret(value: str) -> None:
     if len(value) < MIN_SECRET_LEN:
         return
     forms = {value, quote(value, safe=""), json.dumps(value)[1:-1]}
+    global _split, _probe
     with _lock:
         _secrets = tuple(sorted(set(_secrets) | forms, key=len, reverse=True))
+        _split = tuple(
+            re.compile(f"(?:{_BREAK})?".join(re.escape(c) for c in form)) for form in _secrets
+        )
+        ends = {e for f in _secrets for e in (f[:MIN_FRAGMENT], f[-MIN_FRAGMENT:])}
+        _probe = re.compile("|".join(re.escape(e) for e in sorted(ends)))
 
 
 def register_url(url: str) -> None:
@@ -92,29 +131,112 @@ def register_url(url: str) -> None:
 
 def clear_secrets() -> None:
     """Forget every registered secret (tests only)."""
-    global _secrets
+    global _secrets, _split, _probe
     with _lock:
-        _secrets = ()
+        _secrets, _split, _probe = (), (), _NOTHING
 
 
-def mask(text: str) -> str:
-    """``text`` with every registered secret and every URL's user info masked."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return _USERINFO.sub(rf"\1{MASK}@", text) if "@" in text else text
+def text(value: object, limit: int = TEXT_CHARS, *, one_line: bool = False) -> str:
+    """``value`` as text any output can carry: encodable, secrets masked, at most ``limit`` long.
+
+    The order matters: masking runs on the whole text before it is cut, so a
+    cut never leaves part of a key standing. ``one_line`` turns line breaks
+    and other control characters into spaces (labels, table cells).
+    """
+    out = encodable(value if isinstance(value, str) else str(value))
+    out = _masked(out)
+    if one_line:
+        out = _CONTROLS.sub(" ", out)
+    if len(out) > limit:
+        out = out[: max(0, limit - 1)] + _ELLIPSIS
+    return out
 
 
-def mask_value(value: Any) -> Any:
-    """:func:`mask` applied to every string inside ``value`` (dicts, lists, tuples), keys too."""
+def label(value: object) -> str:
+    """:func:`text` for a Prometheus label value: one line, at most :data:`LABEL_CHARS`."""
+    return text(value, LABEL_CHARS, one_line=True)
+
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def encodable(value: str) -> str:
+    """``value`` with every code point UTF-8 cannot carry (lone surrogates) replaced by U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # a high surrogate followed by a low one is a pair: utf-16 joins it, lone ones become U+FFFD
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
+def mask(value: str) -> str:
+    """``value`` with secrets masked and made encodable, not cut (see :func:`text`)."""
+    return _masked(encodable(value))
+
+
+def _masked(out: str) -> str:
+    secrets = _secrets
+    if not secrets:
+        return _USERINFO.sub(rf"\1{MASK}@", out) if "@" in out else out
+    if _BROKEN.search(out) is not None:  # a secret split across lines, masked whole first
+        for pattern in _split:
+            out = pattern.sub(MASK, out)
+    # one regex pass finds any whole secret or any fragment long enough to mask
+    if _probe.search(out) is not None:
+        for secret in secrets:
+            if secret in out:
+                out = out.replace(secret, MASK)
+        out = _fragments(out, secrets)
+    return _USERINFO.sub(rf"\1{MASK}@", out) if "@" in out else out
+
+
+def _fragments(out: str, secrets: tuple[str, ...]) -> str:
+    """Mask runs of :data:`MIN_FRAGMENT`+ characters that begin or end a secret.
+
+    A store (or an adapter) that cut a label before benchd saw it leaves a
+    key's prefix standing; whole secrets are already masked when this runs.
+    """
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        if len(secret) <= MIN_FRAGMENT:
+            continue
+        head, tail = secret[:MIN_FRAGMENT], secret[-MIN_FRAGMENT:]
+        start = out.find(head)
+        while start >= 0:
+            n = MIN_FRAGMENT
+            while start + n < len(out) and n < len(secret) and out[start + n] == secret[n]:
+                n += 1
+            spans.append((start, start + n))
+            start = out.find(head, start + n)
+        end = out.find(tail)
+        while end >= 0:
+            stop, n = end + MIN_FRAGMENT, MIN_FRAGMENT
+            while end - 1 >= 0 and n < len(secret) and out[end - 1] == secret[-n - 1]:
+                end, n = end - 1, n + 1
+            spans.append((end, stop))
+            end = out.find(tail, stop)
+    if not spans:
+        return out
+    pieces, at = [], 0
+    for start, stop in sorted(spans):
+        if stop <= at:
+            continue
+        pieces += [out[at : max(at, start)], MASK]
+        at = stop
+    return "".join(pieces) + out[at:]
+
+
+def mask_value(value: Any, limit: int = LOG_CHARS) -> Any:
+    """:func:`text` applied to every string inside ``value`` (dicts, lists, tuples), keys too."""
     if isinstance(value, str):
-        return mask(value)
+        return text(value, limit)
     if isinstance(value, Mapping):
-        return {mask_value(k): mask_value(v) for k, v in value.items()}
+        return {mask_value(k, limit): mask_value(v, limit) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(mask_value(v) for v in value)
+        return type(value)(mask_value(v, limit) for v in value)
     if isinstance(value, BaseException):
-        return mask(f"{type(value).__name__}: {value}")
+        return text(f"{type(value).__name__}: {value}", limit)
     return value
 
 

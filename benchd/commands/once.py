@@ -246,7 +246,7 @@ async def _handle(args: argparse.Namespace) -> int:
     degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:
         line = f"benchd: probe {r.probe} {r.outcome}: {r.error_message}"
-        print(redact.mask(line), file=sys.stderr)
+        print(redact.text(line), file=sys.stderr)
     for r in degraded:
         reasons = ", ".join(r.degraded_reasons)
         note = " (allowed by --allow-degraded)" if args.allow_degraded else ""

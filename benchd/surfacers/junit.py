@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from benchd import redact
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import Verdict
 
@@ -27,7 +28,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _text(value: object) -> str:
-    return _NOT_XML.sub("?", str(value))
+    return _NOT_XML.sub("?", redact.text(value))
 
 
 def _case(parent: ET.Element, probe: str, name: str, time_s: float) -> ET.Element:

@@ -112,9 +112,9 @@ class BookCollector(Collector):
 
 
 def _masked(family: Metric) -> Metric:
-    """``family`` with secrets masked in every label value (a model label a store echoed)."""
+    """``family`` with every label value through :func:`benchd.redact.label` (bounded too)."""
     for i, sample in enumerate(family.samples):
-        labels = {k: redact.mask(v) for k, v in sample.labels.items()}
+        labels = {k: redact.label(v) for k, v in sample.labels.items()}
         if labels != sample.labels:
             family.samples[i] = sample._replace(labels=labels)
     return family
@@ -163,7 +163,7 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
             {
                 "target": s.latest.target,
                 "corpus": s.latest.corpus,
-                "model": redact.mask(s.model),
+                "model": redact.label(s.model),
             },
         )
         for kind, count in sorted(s.cycle_errors.items()):

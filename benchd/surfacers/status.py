@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from benchd import __version__
-from benchd.redact import mask, public_url
+from benchd.redact import public_url, text
 from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
@@ -148,7 +148,7 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
     last = state.latest
     if last.outcome in ("failed", "timeout"):
         kind = last.error_kind or last.outcome
-        message = mask(last.error_message or "no message")
+        message = text(last.error_message or "no message")
         streak = _failure_streak(state)
         tail = f" ({streak} cycles in a row)" if streak > 1 else ""
         return "failing", f"{kind}: {message}{tail}"
@@ -318,11 +318,11 @@ def _json_safe(value: Any) -> Any:
     if kind is float:
         return value if math.isfinite(value) else None
     if kind is str:
-        return mask(value)
+        return text(value)
     if kind is int or kind is bool or value is None:
         return value
     if kind is dict or isinstance(value, Mapping):
-        return {mask(str(k)): _json_safe(v) for k, v in value.items()}
+        return {text(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_json_safe(v) for v in value]
     if isinstance(value, bool | numbers.Integral):  # IntEnum, numpy integers

@@ -83,13 +83,13 @@ def _aggregate_block(result: CycleResult) -> list[str]:
 
 
 def _header(result: CycleResult) -> list[str]:
-    model = result.info.model if result.info and result.info.model else "unknown"
+    model = redact.label(result.info.model) if result.info and result.info.model else "unknown"
     lines = [
         f"probe {result.probe}  target={result.target} corpus={result.corpus} model={model}  "
         f"outcome={result.outcome}  {result.duration_s:.2f}s"
     ]
     if result.error_message:
-        lines.append(f"  error ({result.error_kind}): {result.error_message}")
+        lines.append(f"  error ({result.error_kind}): {redact.text(result.error_message)}")
     if result.degraded_reasons:
         lines.append(f"  degraded: {', '.join(result.degraded_reasons)}")
     if result.seed is not None:

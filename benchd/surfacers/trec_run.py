@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from benchd import redact
 from benchd.result import CycleResult
 
 __all__ = ["render_trec_run", "trec_lines"]
@@ -32,7 +33,7 @@ _SPACE = re.compile(r"\s")
 def _column(value: str) -> str:
     if not value:
         return "%00"
-    return _SPACE.sub(lambda m: f"%{ord(m.group()):02X}", value)
+    return _SPACE.sub(lambda m: f"%{ord(m.group()):02X}", redact.text(value))
 
 
 def _as_returned(doc: str, relevant: frozenset[str]) -> str:

@@ -39,6 +39,7 @@ import anyio.to_process
 from anyio import BrokenWorkerProcess
 from anyio.lowlevel import RunVar
 
+from benchd import redact
 from benchd.errors import TargetProtocolError
 
 __all__ = [
@@ -235,7 +236,7 @@ def reduced(body: bytes, what: str, reduce: Callable[[Any], T] | None) -> T:
     except TargetProtocolError:
         raise
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
-        detail = str(exc)[:200].replace("\n", " ")
+        detail = redact.text(exc, 200, one_line=True)
         raise TargetProtocolError(
             f"{what}: unexpected answer ({type(exc).__name__}: {detail})"
         ) from None

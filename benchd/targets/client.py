@@ -184,8 +184,7 @@ def _error_detail(body: Body) -> str:
         return ""
     if isinstance(data, dict) and isinstance(data.get("error"), str):
         # masked before the cut, so a key the store echoed is never left half-shown
-        text = redact.mask(data["error"])[:200].replace("\n", " ").replace("\r", " ")
-        return f" ({text})"  # redact: the guard helper masks secrets in store text
+        return f" ({redact.text(data['error'], 200, one_line=True)})"
     return ""
 
 

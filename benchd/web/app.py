@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from benchd.config.web import WebAuth
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
+from benchd.redact import text
 from benchd.scheduler import Busy, OverBudget, Schedule, Started, TriggerOutcome
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
@@ -247,7 +248,7 @@ def _status_body(
 
 
 def _message(status_code: int, status: str, message: str) -> JSONResponse:
-    return JSONResponse({"status": status, "message": message}, status_code=status_code)
+    return JSONResponse({"status": status, "message": text(message)}, status_code=status_code)
 
 
 def build_app(
