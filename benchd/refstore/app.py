@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from benchd.embed.models import EmbedderError, EmbedderSpecError
 from benchd.logging import get_logger
-from benchd.refstore.embedders import EmbedderError, EmbedderSpecError
 from benchd.refstore.faults import FaultInjector, FaultPlan, FaultSpecError, parse_faults
 from benchd.refstore.guard import Guard, GuardState
 from benchd.refstore.records import parse_timestamp

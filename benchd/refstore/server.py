@@ -20,13 +20,13 @@ from typing import Any
 import uvicorn
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from benchd.embed.models import EmbedderError, EmbedderSpecError
 from benchd.errors import UsageError
 from benchd.logging import get_logger
 from benchd.redact import register_secret
 from benchd.refstore.app import build_app
 from benchd.refstore.clock import StoreClock
 from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.embedders import EmbedderError, EmbedderSpecError
 from benchd.refstore.faults import FaultInjector, FaultSpecError, parse_faults
 from benchd.refstore.guard import GuardState
 from benchd.refstore.profiles import profile_named

@@ -17,9 +17,9 @@ import anyio
 import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from benchd.embed.models import Embedder, EmbedderSpecError, parse_embedder
 from benchd.refstore.catalog import SearchFilter
 from benchd.refstore.clock import StoreClock
-from benchd.refstore.embedders import Embedder, EmbedderSpecError, parse_embedder
 from benchd.refstore.index import MemoryIndex
 from benchd.refstore.profiles import DECAY_TYPES, IMPORT_CHUNK, Profile
 from benchd.refstore.records import InvalidRecord, NewRecord, parse_record, parse_timestamp

@@ -18,15 +18,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from benchd.refstore.embedders import (
+from benchd.embed.models import (
     EmbedderError,
     EmbedderSpecError,
     HashEmbedder,
     parse_embedder,
 )
+from benchd.embed.wordpiece import WordPiece
 from benchd.refstore.server import running_refstore, serve_app
 from benchd.refstore.testing import make_config
-from benchd.refstore.wordpiece import WordPiece
 
 # -- hash ---------------------------------------------------------------------------------
 
@@ -42,7 +42,7 @@ def test_hash_vectors_are_unit_length_and_deterministic() -> None:
 
 def test_hash_vectors_do_not_depend_on_python_hash_randomisation() -> None:
     code = (
-        "from benchd.refstore.embedders import HashEmbedder;"
+        "from benchd.embed.models import HashEmbedder;"
         "print(HashEmbedder(64).embed_sync(['port 5544 staging'])[0].tobytes().hex())"
     )
     outputs = {

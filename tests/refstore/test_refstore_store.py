@@ -8,8 +8,8 @@ import anyio
 import numpy as np
 import pytest
 
+from benchd.embed.models import FloatMatrix, HashEmbedder
 from benchd.refstore.catalog import Catalog
-from benchd.refstore.embedders import FloatMatrix, HashEmbedder
 from benchd.refstore.store import RefStore, SearchQuery
 
 

@@ -1,0 +1,237 @@
+"""The embed stage: a target's corpus and queries turned into vectors on benchd's side.
+
+Stores that need vectors from the caller (pgvector, Chroma, Milvus, an HTTP
+store with ``{embedding}`` placeholders) get them here, from one
+``[probe.target.embed]`` table::
+
+    [probe.target.embed]
+    model = "minilm"        # hash:DIMS | minilm | e5 | openai:URL#MODEL
+    batch_size = 64         # texts per call to the model
+    cache = true            # keep vectors on disk by model, role and text
+    cache_dir = ""          # default: $BENCHD_CACHE_DIR, $XDG_CACHE_HOME/benchd, ~/.cache/benchd
+
+The embedder's label is the probe's model label (``TargetInfo.model``), so
+switching it is a model change to drift and ``benchd_probe_info``. Vectors
+are looked up in memory, then on disk (:mod:`benchd.embed.cache`), and only
+what neither holds reaches the model: an unchanged corpus is embedded once
+per machine, not once per cycle. Nothing is downloaded: ``minilm`` and
+``e5`` read weights from the ``models`` extra.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from benchd.config.schema import check
+from benchd.embed.cache import Role, VectorCache, default_cache_dir
+from benchd.embed.models import (
+    Embedder,
+    EmbedderError,
+    EmbedderSpecError,
+    FloatMatrix,
+    parse_embedder,
+    read_spec,
+    spec_problem,
+)
+from benchd.errors import TargetProtocolError, TargetUnreachable
+from benchd.logging import get_logger
+
+__all__ = ["MAX_BATCH", "EmbedConfig", "EmbedStage"]
+
+log = get_logger("benchd.embed")
+
+MAX_BATCH = 4096
+_MEMORY_ROWS = 20_000  # vectors kept in memory per stage (queries and the latest corpus)
+
+
+def _batch_problem(value: int) -> str | None:
+    return None if 1 <= value <= MAX_BATCH else f"must be in 1..{MAX_BATCH}"
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedConfig:
+    """``[probe.target.embed]``: which embedder computes the vectors, and how they are kept."""
+
+    model: str = field(metadata=check(spec_problem))
+    batch_size: int = field(default=64, metadata=check(_batch_problem))
+    cache: bool = True
+    cache_dir: str = ""
+
+    @property
+    def label(self) -> str:
+        """The embedder's label (the probe's model label), without building the embedder."""
+        return read_spec(self.model).label
+
+    @property
+    def dims(self) -> int | None:
+        """The vectors' dimensions where known before use (None for an endpoint)."""
+        return read_spec(self.model).dims
+
+
+class EmbedStage:
+    """Vectors for texts: memory, then the disk cache, then the model in batches.
+
+    ``calls`` counts the batches sent to the model and ``embedded`` the texts
+    in them, so tests and ``bench/`` can tell a cached corpus from a
+    recomputed one. The model is built on first need, in a worker thread.
+    """
+
+    def __init__(
+        self, config: EmbedConfig, *, make: Callable[[str], Embedder] = parse_embedder
+    ) -> None:
+        self.config = config
+        self.label = config.label
+        self.calls = 0
+        self.embedded = 0
+        self._make = make
+        self._embedder: Embedder | None = None
+        self._build_lock = anyio.Lock()
+        self._cache: VectorCache | None = None
+        self._cache_tried = not config.cache
+        self._memory: dict[tuple[Role, str], FloatMatrix] = {}
+        self._dims = config.dims
+
+    @property
+    def dims(self) -> int | None:
+        """The vectors' dimensions: from the spec, else from the first vector computed."""
+        return self._dims
+
+    async def passages(self, texts: Sequence[str]) -> FloatMatrix:
+        """Unit vectors of stored texts (row i for ``texts[i]``)."""
+        return await self._vectors("passage", texts)
+
+    async def queries(self, texts: Sequence[str]) -> FloatMatrix:
+        """Unit vectors of search queries (e5 embeds them differently from passages)."""
+        return await self._vectors("query", texts)
+
+    async def query(self, text: str) -> list[float]:
+        """One query's vector as a plain list (what client libraries take)."""
+        return [float(x) for x in (await self.queries([text]))[0]]
+
+    async def aclose(self) -> None:
+        """Release the model's resources and the cache file."""
+        if self._embedder is not None:
+            await self._embedder.aclose()
+            self._embedder = None
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # -- steps -----------------------------------------------------------------
+
+    async def _vectors(self, role: Role, texts: Sequence[str]) -> FloatMatrix:
+        rows: dict[int, FloatMatrix] = {}
+        for i, text in enumerate(texts):
+            hit = self._memory.get((role, text))
+            if hit is not None:
+                rows[i] = hit
+        todo = [i for i in range(len(texts)) if i not in rows]
+        if todo:
+            rows.update(await self._from_disk_or_model(role, [texts[i] for i in todo], todo))
+        if not texts:
+            return np.zeros((0, self._dims or 1), dtype=np.float32)
+        return np.vstack([rows[i] for i in range(len(texts))]).astype(np.float32, copy=False)
+
+    async def _from_disk_or_model(
+        self, role: Role, texts: list[str], where: list[int]
+    ) -> dict[int, FloatMatrix]:
+        cache = await self._open_cache()
+        found: dict[int, FloatMatrix] = {}
+        if cache is not None:
+            cached = await self._cached(cache, role, texts)
+            found = {j: v for j, v in cached.items() if self._dims in (None, v.shape[0])}
+        missing = [j for j in range(len(texts)) if j not in found]
+        if missing:
+            computed = await self._compute(role, [texts[j] for j in missing])
+            found.update(zip(missing, computed, strict=True))
+            if cache is not None:
+                await self._store(cache, role, [texts[j] for j in missing], computed)
+        self._remember(role, texts, found)
+        return {where[j]: v for j, v in found.items()}
+
+    def _remember(self, role: Role, texts: list[str], found: dict[int, FloatMatrix]) -> None:
+        if len(self._memory) + len(found) > _MEMORY_ROWS:
+            self._memory.clear()
+        for j, vector in found.items():
+            self._memory[(role, texts[j])] = vector
+
+    async def _compute(self, role: Role, texts: list[str]) -> FloatMatrix:
+        embedder = await self._model()
+        size = self.config.batch_size
+        parts: list[FloatMatrix] = []
+        for start in range(0, len(texts), size):
+            batch = texts[start : start + size]
+            try:
+                if role == "query":
+                    part = await embedder.embed_queries(batch)
+                else:
+                    part = await embedder.embed(batch)
+            except EmbedderError as exc:
+                raise TargetUnreachable(f"embed stage ({self.label}): {exc}") from None
+            self.calls += 1
+            self.embedded += len(batch)
+            parts.append(self._checked(part, len(batch)))
+        return np.vstack(parts)
+
+    def _checked(self, part: FloatMatrix, rows: int) -> FloatMatrix:
+        dims = int(part.shape[1]) if part.ndim == 2 else 0
+        if part.shape[0] != rows or dims == 0 or not np.isfinite(part).all():
+            raise TargetProtocolError(
+                f"embed stage ({self.label}): the embedder answered {part.shape} for {rows} "
+                "texts, or non-finite values"
+            )
+        if self._dims is not None and dims != self._dims:
+            raise TargetProtocolError(
+                f"embed stage ({self.label}): the embedder's vectors changed from "
+                f"{self._dims} to {dims} dimensions"
+            )
+        self._dims = dims
+        return part
+
+    async def _model(self) -> Embedder:
+        if self._embedder is None:
+            async with self._build_lock:
+                if self._embedder is None:
+                    self._embedder = await anyio.to_thread.run_sync(self._build)
+        return self._embedder
+
+    def _build(self) -> Embedder:
+        try:
+            return self._make(self.config.model)
+        except EmbedderSpecError as exc:
+            raise TargetUnreachable(f"embed stage: {exc}") from None
+
+    async def _open_cache(self) -> VectorCache | None:
+        if self._cache_tried:
+            return self._cache
+        self._cache_tried = True
+        directory = Path(self.config.cache_dir) if self.config.cache_dir else default_cache_dir()
+        try:
+            self._cache = await anyio.to_thread.run_sync(VectorCache, directory)
+        except (OSError, sqlite3.Error) as exc:  # unwritable, corrupt or locked: compute instead
+            log.warning("embed cache unavailable", directory=str(directory), error=str(exc))
+        return self._cache
+
+    async def _cached(
+        self, cache: VectorCache, role: Role, texts: list[str]
+    ) -> dict[int, FloatMatrix]:
+        try:
+            return await anyio.to_thread.run_sync(cache.get, self.label, role, texts)
+        except (OSError, sqlite3.Error) as exc:  # a miss, never a wrong vector
+            log.warning("embed cache not read", error=str(exc))
+            return {}
+
+    async def _store(
+        self, cache: VectorCache, role: Role, texts: list[str], rows: FloatMatrix
+    ) -> None:
+        try:
+            await anyio.to_thread.run_sync(cache.put, self.label, role, texts, rows)
+        except (OSError, sqlite3.Error) as exc:  # a full disk: vectors stay correct
+            log.warning("embed cache not written", error=str(exc))
