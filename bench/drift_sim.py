@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from benchd.drift.settings import DriftSettings
+from benchd.config.drift import DriftSettings
 from benchd.drift.tracker import Snapshot, compare, rolling_reference
 from benchd.scoring.ranking import query_metrics
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
-from benchd.config.schema import check
+from benchd.config.budget import BudgetSettings
+from benchd.config.load import Config, ProbeConfig
 from benchd.errors import ConfigError
-
-if TYPE_CHECKING:
-    from benchd.config.load import Config, ProbeConfig
 
 __all__ = [
     "BudgetSettings",
@@ -43,19 +41,6 @@ __all__ = [
 
 _EXPORT_PAGE = 500  # the zengram adapter's page size (the http kind says its own)
 _IMPORT_BATCH = 500
-
-
-def _at_least(floor: int) -> Any:
-    return check(lambda v: None if v >= floor else f"must be an integer >= {floor}")
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetSettings:
-    """``[probe.budget]``: the rate limits of the probe's API key, as the store applies them."""
-
-    reads_per_min: int = field(default=120, metadata=_at_least(1))
-    writes_per_min: int = field(default=60, metadata=_at_least(1))
-    replicas: int = field(default=1, metadata=_at_least(1))  # benchd replicas sharing the key
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,8 @@ import anyio.to_thread
 from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
+from benchd.hooks import CycleProgress, enter_phase, waits_reported_to
 from benchd.load import Fire, LoadProfile, LoadRun, run_load
-from benchd.progress import CycleProgress, enter_phase, waits_reported_to
 from benchd.result import (
     CycleOutcome,
     CycleResult,
@@ -238,7 +238,7 @@ class _Cycle:
         return now - self.retries_before
 
     def on_wait(self, seconds: float, reason: str) -> None:
-        """A wait the store imposed (see :mod:`benchd.progress`): count it, show it."""
+        """A wait the store imposed (see :mod:`benchd.hooks`): count it, show it."""
         self.waited += seconds
         if isinstance(self.progress, CycleProgress):
             self.progress.waiting(seconds, reason)

@@ -31,7 +31,6 @@ from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
 from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
-from benchd.scoring.thresholds import evaluate_all
 from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
@@ -196,12 +195,7 @@ class Daemon:
         One that raises is logged once and does not starve the others or the probe.
         """
         running = self._probes.get(result.probe)
-        thresholds = running.probe.thresholds if running is not None else ()
-
-        def record(result: CycleResult) -> None:
-            self.book.record(result, evaluate_all(thresholds, result))
-
-        for write in (record, *(s.write for s in self.surfacers)):
+        for write in (self.book.record, *(s.write for s in self.surfacers)):
             try:
                 write(result)
             except Exception as exc:  # a surfacer's bug: logged once, the probe goes on

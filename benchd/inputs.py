@@ -8,20 +8,30 @@ bytes, checked against the size before reading and again while reading (a
 file may grow). Problems are ``ValueError``s whose text reads "what is wrong;
 how to fix", for the caller to prefix with the file and wrap in its own error.
 ``OSError`` (no such file, permission denied) passes through unchanged.
+
+:func:`packaged_fixture` names the fixtures shipped inside the package
+(``fixture = "packaged:smoke"`` in a config), here so that config resolves
+them without importing :mod:`benchd.fixtures`.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from importlib import resources
+from pathlib import Path
 from typing import BinaryIO
+
+from benchd.errors import FixtureError
 
 __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_JSONL_FIXTURE_BYTES",
     "MAX_JSON_FIXTURE_BYTES",
     "MAX_SECRET_FILE_BYTES",
+    "PACKAGED_FIXTURES",
     "open_input",
+    "packaged_fixture",
     "read_input",
     "too_large",
 ]
@@ -87,3 +97,25 @@ def _size(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale} {unit}"
     return f"{n} bytes"
+
+
+PACKAGED_FIXTURES: tuple[str, ...] = (
+    "smoke",
+    "knowledge-update",
+    "temporal",
+    "multi-session",
+    "preference",
+)
+"""Names accepted by :func:`packaged_fixture`; ``smoke`` is the embedded default."""
+
+
+def packaged_fixture(name: str = "smoke") -> Path:
+    """The path of a fixture shipped inside the installed package."""
+    if name not in PACKAGED_FIXTURES:
+        raise FixtureError(
+            [
+                f"{name}: no packaged fixture by that name; choose one of "
+                + ", ".join(PACKAGED_FIXTURES)
+            ]
+        )
+    return Path(str(resources.files("benchd").joinpath("data", f"{name}.json")))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from array import array
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import anyio
@@ -44,7 +44,7 @@ import anyio.to_thread
 
 from benchd.config.profiles import LoadMode, LoadProfile
 from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
-from benchd.progress import report_wait
+from benchd.hooks import Fire, report_wait
 from benchd.result import LoadResult
 from benchd.scoring.latency import summarize
 
@@ -57,10 +57,6 @@ __all__ = [
     "run_load",
     "sleep_until",
 ]
-
-Fire = Callable[[int], Awaitable[tuple[str, ...]]]
-"""Send the search for one query index; return ranked ids or raise a TargetError."""
-
 
 OUTCOMES: tuple[str, ...] = ("ok", *ERROR_KINDS)
 """Every outcome a request can have; a :class:`LoadRun` stores indexes into it."""

@@ -1,11 +1,13 @@
 """A probe's long-lived state: its fixture, its adapter, its drift tracker.
 
 :class:`ProbeRunner` is what ``benchd once`` and the scheduler drive: it runs
-one cycle under the probe's timeout and returns the frozen result, with the
-drift comparison attached. It never raises: a store failure is an outcome,
-and so is a bug (any other exception inside the cycle or the drift stage is
-outcome ``failed`` with error kind ``internal``, logged once with its
-traceback), so one probe's crash never reaches the scheduler or another probe.
+one cycle under the probe's timeout and returns the frozen result, finished
+in this one place: the drift comparison and the threshold verdicts (the
+probe's ``[probe.thresholds]`` and the command line's) attached. It never
+raises: a store failure is an outcome, and so is a bug (any other exception
+inside the cycle or the drift stage is outcome ``failed`` with error kind
+``internal``, logged once with its traceback), so one probe's crash never
+reaches the scheduler or another probe.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import anyio
 
 from benchd.budget import own_share
 from benchd.config.load import ProbeConfig
+from benchd.config.thresholds import Threshold
 from benchd.cycle import run_cycle
 from benchd.drift.baseline import load_baseline
 from benchd.drift.tracker import DriftTracker
@@ -27,6 +30,7 @@ from benchd.errors import InputError
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
 from benchd.result import CycleResult
+from benchd.scoring.thresholds import evaluate_all
 from benchd.targets import build_target
 from benchd.targets.base import Progress, Target, cleans_up_after
 from benchd.targets.lease import LeaseHolder, default_instance
@@ -107,8 +111,12 @@ class ProbeRunner:
         read_rate: float | None = None,
         instance: str | None = None,
         read_only_beside_live: bool = False,
+        thresholds: Sequence[Threshold] = (),
     ) -> None:
         self.probe = probe
+        # The probe's own thresholds, then the command line's (one per distinct name).
+        unique = {t.name: t for t in (*probe.thresholds, *thresholds)}
+        self.thresholds = tuple(unique.values())
         # This probe's share of its key's read budget (req/s): the plan's, when the
         # caller planned the whole config (daemon, once), else its budget alone.
         self.read_rate = read_rate if read_rate is not None else own_share(probe)
@@ -129,6 +137,10 @@ class ProbeRunner:
 
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
         """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
+        result = await self._run(progress)
+        return dataclasses.replace(result, thresholds=evaluate_all(self.thresholds, result))
+
+    async def _run(self, progress: Progress | None) -> CycleResult:
         self.cycles += 1
         started = time.time()
         try:

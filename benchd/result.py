@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from benchd.config.thresholds import Threshold
+
 if TYPE_CHECKING:  # drift imports result; the annotation alone needs no import at run time
     from benchd.drift.outcome import DriftOutcome
 
@@ -27,6 +29,7 @@ __all__ = [
     "QueryResult",
     "SeedReport",
     "TargetInfo",
+    "Verdict",
 ]
 
 CycleOutcome = Literal["success", "degraded", "failed", "timeout"]
@@ -164,6 +167,24 @@ class LoadResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Verdict:
+    """A threshold and what the cycle measured: ``value`` None means not measured."""
+
+    threshold: Threshold
+    value: float | None
+    breached: bool
+
+    def describe(self) -> str:
+        t = self.threshold
+        if self.value is None:
+            return f"{t.name}: not measured (the cycle produced no {t.pass_} {t.measure})"
+        if self.breached:
+            return f"{t.name}: {t.measure} = {self.value:.4g}, needs {t.op} {t.bound:g}"
+        return f"{t.name}: {t.measure} = {self.value:.4g} (ok)"
+
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     """Everything one cycle of one probe produced, ready to be surfaced."""
 
@@ -194,6 +215,8 @@ class CycleResult:
     degraded_reasons: tuple[str, ...] = ()  # from DEGRADED_REASONS, when outcome is degraded
     fixture_hash: str = ""
     drift: DriftOutcome | None = None  # attached by the drift stage; None before it ran
+    # [probe.thresholds] and the command line's, judged once by the probe runner
+    thresholds: tuple[Verdict, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from benchd.budget import BudgetSettings
+from benchd.config.budget import BudgetSettings
 from benchd.probe import ProbeRunner, log_internal
 from benchd.result import CycleResult
 

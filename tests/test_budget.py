@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from support import BenchdProcess
 
-from benchd.budget import BudgetSettings, cycle_cost, plan_budgets
+from benchd.budget import cycle_cost, plan_budgets
+from benchd.config.budget import BudgetSettings
 from benchd.config.load import Config, ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import packaged_fixture

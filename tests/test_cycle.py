@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchd.budget import BudgetSettings
+from benchd.config.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import load_fixture, packaged_fixture

@@ -20,6 +20,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
+from benchd.config.thresholds import parse_threshold
 from benchd.drift.baseline import baseline_from_result, write_baseline
 from benchd.errors import ConfigError
 from benchd.fixtures.model import load_fixture, packaged_fixture
@@ -197,3 +198,42 @@ async def test_aclose_is_idempotent_and_completes_inside_a_cancelled_scope(
         await runner.aclose()
     await runner.aclose()
     assert closes == ["closed"]
+
+
+async def test_the_runner_judges_the_probes_and_the_command_lines_thresholds_once(
+    store: RunningRefStore,
+) -> None:
+    """Verdicts are carried in the result: one per distinct threshold, a failed cycle breached."""
+    own = (parse_threshold("recall@10>=0.0"), parse_threshold("p99<1000"))
+    probe = dataclasses.replace(probe_for(store.url), thresholds=own)
+    extra = (parse_threshold("recall@10>=0.0"), parse_threshold("load:p99<1"))  # one repeated
+    runner = ProbeRunner(probe, thresholds=extra)
+    try:
+        with anyio.fail_after(BOUND_S):
+            result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert result.outcome == "success"
+    names = [v.threshold.name for v in result.thresholds]
+    assert names == ["serial:recall@10>=0", "serial:p99<1000", "load:p99<1"]
+    met, fast, load = result.thresholds
+    assert not met.breached and met.value == result.aggregate["recall@10"]
+    assert not fast.breached and fast.value == result.serial_latency.p99
+    assert load.breached and load.value is None  # the probe runs no load pass
+
+
+async def test_a_failed_cycle_carries_its_thresholds_breached(store: RunningRefStore) -> None:
+    probe = probe_for(store.url)
+    wrong_key = dataclasses.replace(probe.target, secret=Secret("not-the-key-0042", "test"))
+    probe = dataclasses.replace(
+        probe, target=wrong_key, thresholds=(parse_threshold("recall@10>=0.5"),)
+    )
+    runner = ProbeRunner(probe)
+    try:
+        with anyio.fail_after(BOUND_S):
+            result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert (result.outcome, result.error_kind) == ("failed", "auth")
+    (verdict,) = result.thresholds
+    assert verdict.breached and verdict.value is None

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from surfacers.cycles import make_result
 
-from benchd.budget import BudgetSettings
+from benchd.config.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchd.config.drift import DEFAULT_METRICS
 from benchd.drift.baseline import (
     Baseline,
     baseline_from_results,
@@ -16,7 +17,6 @@ from benchd.drift.baseline import (
     save_baseline,
     write_baseline,
 )
-from benchd.drift.settings import DEFAULT_METRICS
 from benchd.errors import EXIT_OK, InputError, RunFileError, UsageError
 
 __all__ = ["baseline_to_json", "read_result_json", "register", "render_baseline"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchd.commands.baseline import read_result_json
+from benchd.config.drift import KNOWN_METRICS, DriftSettings
 from benchd.drift.baseline import select_probe
-from benchd.drift.settings import KNOWN_METRICS, DriftSettings
 from benchd.drift.tracker import Reference, Snapshot, compare, metric_keys
 from benchd.errors import EXIT_OK, InputError, UsageError
 from benchd.result import CycleResult

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from benchd.budget import BudgetSettings
+from benchd.config.budget import BudgetSettings
 from benchd.config.load import DEFAULT_LISTEN, Config, ProbeConfig, ServerConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import packaged_fixture

@@ -19,19 +19,17 @@ from typing import Any
 
 from benchd import __version__, redact
 from benchd.budget import plan_budgets
-from benchd.config.load import Config, ProbeConfig, load_config, with_adopted_namespaces
+from benchd.config.load import Config, load_config, with_adopted_namespaces
+from benchd.config.thresholds import (
+    Threshold,
+    check_threshold,
+    parse_fail_under,
+    parse_threshold,
+)
 from benchd.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
 from benchd.fixtures.model import load_fixture
 from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
-from benchd.scoring.thresholds import (
-    Threshold,
-    Verdict,
-    check_threshold,
-    evaluate_all,
-    parse_fail_under,
-    parse_threshold,
-)
 from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
 from benchd.targets.base import Progress
@@ -156,8 +154,12 @@ def _progress(probe: str) -> Progress | None:
     return TerminalProgress(probe, sys.stderr) if sys.stderr.isatty() else None
 
 
-async def run_probes(config: Config) -> list[CycleResult]:
-    """One cycle per probe, sequentially, each with its own adapter."""
+async def run_probes(config: Config, thresholds: Sequence[Threshold] = ()) -> list[CycleResult]:
+    """One cycle per probe, sequentially, each with its own adapter.
+
+    Each result carries its verdicts on the probe's thresholds and on
+    ``thresholds`` (the command line's), judged by the probe runner.
+    """
     results = []
     fixtures = {p.name: load_fixture(p.fixture) for p in config.probes}
     plan = plan_budgets(config, {n: (len(f.memories), len(f.queries)) for n, f in fixtures.items()})
@@ -170,6 +172,7 @@ async def run_probes(config: Config) -> list[CycleResult]:
             read_rate=plan.read_rates.get(probe.name),
             instance=config.server.instance or None,
             read_only_beside_live=True,  # beside a live daemon: measure, never write
+            thresholds=thresholds,
         )
         try:
             result = await runner.run_once(progress=_progress(probe.name))
@@ -191,36 +194,26 @@ def say_read_only(result: CycleResult) -> None:
         )
 
 
-def _verdicts(
-    probe: ProbeConfig, result: CycleResult, extra: Sequence[Threshold]
-) -> tuple[Verdict, ...]:
-    """The probe's own thresholds, then the command line's (one verdict per distinct name)."""
-    unique = {t.name: t for t in (*probe.thresholds, *extra)}
-    return evaluate_all(tuple(unique.values()), result)
-
-
-def _print_json(pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]]) -> None:
+def _print_json(results: Sequence[CycleResult]) -> None:
     probes = []
-    for result, verdicts in pairs:
+    for result in results:
         doc = result_to_json(result)
         doc["thresholds"] = [
-            {"name": v.threshold.name, "value": v.value, "breached": v.breached} for v in verdicts
+            {"name": v.threshold.name, "value": v.value, "breached": v.breached}
+            for v in result.thresholds
         ]
         probes.append(doc)
     document = {"schema": 1, "benchd_version": __version__, "probes": probes}
     print(json.dumps(document, indent=2, sort_keys=False))
 
 
-def _output(
-    fmt: str, pairs: Sequence[tuple[CycleResult, Sequence[Verdict]]], allow_degraded: bool
-) -> None:
-    results = [r for r, _ in pairs]
+def _output(fmt: str, results: Sequence[CycleResult], allow_degraded: bool) -> None:
     if fmt == "json":
-        _print_json(pairs)
+        _print_json(results)
     elif fmt == "junit":
         from benchd.surfacers.junit import render_junit
 
-        print(redact.mask(render_junit(pairs, allow_degraded=allow_degraded)))
+        print(redact.mask(render_junit(results, allow_degraded=allow_degraded)))
     elif fmt == "trec":
         from benchd.surfacers.trec_run import render_trec_run
 
@@ -239,9 +232,8 @@ async def _handle(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--format trec writes one run; name one probe with --probe (probes: {names})"
             )
-        results = await run_probes(config)
-    pairs = [(r, _verdicts(p, r, extra)) for p, r in zip(config.probes, results, strict=True)]
-    _output(args.format, pairs, args.allow_degraded)
+        results = await run_probes(config, extra)
+    _output(args.format, results, args.allow_degraded)
     failed = [r for r in results if r.outcome in ("failed", "timeout")]
     degraded = [r for r in results if r.outcome == "degraded"]
     for r in failed:
@@ -251,8 +243,8 @@ async def _handle(args: argparse.Namespace) -> int:
         reasons = ", ".join(r.degraded_reasons)
         note = " (allowed by --allow-degraded)" if args.allow_degraded else ""
         print(f"benchd: probe {r.probe} degraded: {reasons}{note}", file=sys.stderr)
-    scored = [(r, verdicts) for r, verdicts in pairs if r.outcome in ("success", "degraded")]
-    breaches = [(r.probe, v) for r, verdicts in scored for v in verdicts if v.breached]
+    scored = [r for r in results if r.outcome in ("success", "degraded")]
+    breaches = [(r.probe, v) for r in scored for v in r.thresholds if v.breached]
     for probe, v in breaches:
         print(f"benchd: threshold breached: probe {probe}: {v.describe()}", file=sys.stderr)
     return exit_code(results, breached=bool(breaches), allow_degraded=args.allow_degraded)

@@ -19,22 +19,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from benchd.budget import BudgetSettings
+from benchd.config.budget import BudgetSettings
+from benchd.config.drift import DriftSettings
 from benchd.config.kinds import target_kinds
 from benchd.config.profiles import LoadProfile
 from benchd.config.schema import check, decode, hidden_paths, join_key
 from benchd.config.secrets import Secret, read_secret
-from benchd.config.web import WebConfig, read_web_config
-from benchd.drift.settings import DriftSettings
-from benchd.errors import ConfigError, UsageError
-from benchd.inputs import MAX_CONFIG_BYTES, read_input
-from benchd.redact import MIN_SECRET_LEN, SECRET_HEADERS, mask, register_secret, register_url
-from benchd.scoring.thresholds import (
+from benchd.config.thresholds import (
     Threshold,
     ThresholdSettings,
     check_threshold,
     threshold_problem,
 )
+from benchd.config.web import WebConfig, read_web_config
+from benchd.errors import ConfigError, UsageError
+from benchd.inputs import MAX_CONFIG_BYTES, packaged_fixture, read_input
+from benchd.redact import MIN_SECRET_LEN, SECRET_HEADERS, mask, register_secret, register_url
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -425,8 +425,6 @@ def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) 
 
 def _resolve(value: str, base: Path) -> Path:
     if value.startswith("packaged:"):
-        from benchd.fixtures.model import packaged_fixture
-
         return packaged_fixture(value.removeprefix("packaged:"))
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.to_thread
 
+from benchd.config.drift import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
 from benchd.drift.baseline import Baseline, expected_ranks
 from benchd.drift.outcome import (
     BaselineKind,
@@ -47,7 +48,6 @@ from benchd.drift.outcome import (
     RegressedQuery,
     Transition,
 )
-from benchd.drift.settings import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
 from benchd.drift.stats import Pool, noise_tests, rbo
 from benchd.result import CycleResult
 from benchd.scoring.stats import bootstrap_cis, paired_tests

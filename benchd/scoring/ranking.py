@@ -33,6 +33,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, count
 
+from benchd.config.thresholds import METRIC_NAMES, UNCUT_METRIC_NAMES
+
 __all__ = [
     "METRIC_NAMES",
     "UNCUT_METRIC_NAMES",
@@ -42,17 +44,8 @@ __all__ = [
     "relevant_in_top",
 ]
 
-# Cut-off measure names (keys are "<name>@<k>") and uncut ones, in report order.
-METRIC_NAMES: tuple[str, ...] = (
-    "hit",
-    "recall",
-    "recall_all",
-    "precision",
-    "mrr",
-    "ndcg",
-    "map",
-)
-UNCUT_METRIC_NAMES: tuple[str, ...] = ("rr", "ap", "r_precision")
+# METRIC_NAMES (cut-off measures, keys "<name>@<k>") and UNCUT_METRIC_NAMES, in
+# report order, are named where config checks them (benchd.config.thresholds).
 
 # _DISCOUNTS[i] = log2(i + 2): the discount of the document at 0-based rank i.
 _DISCOUNTS: list[float] = [math.log2(i + 2) for i in range(1024)]

@@ -1,210 +1,28 @@
-"""Pass/fail thresholds over one cycle's readings (k6 style): parse, check, evaluate.
+"""Judging one cycle's readings against thresholds: pure functions over a CycleResult.
 
-A threshold is ``[PASS:]MEASURE OP BOUND``:
-
-- ``PASS`` is ``serial`` (the default: the exact, one-at-a-time pass) or
-  ``load`` (the answers timed under load);
-- ``MEASURE`` is a ranking measure (``recall@10``, ``ndcg@5``, ``rr``, ...,
-  0-1), a latency percentile in seconds (``p50``, ``p90``, ``p95``, ``p99``,
-  ``max``; under open-loop load the corrected latency), or ``error_ratio``
-  (failed requests / requests in that pass, 0-1);
-- ``OP`` is ``<``, ``<=``, ``>`` or ``>=``: the condition that must *hold*.
-
-``--fail-under recall@10=0.8`` is ``recall@10>=0.8``. The config's
-``[probe.thresholds.serial]`` / ``[probe.thresholds.load]`` tables map a
-measure to a bound: ranking measures are floors (``>=``), latency and
-``error_ratio`` are ceilings (``<=``).
-
-Everything a threshold can get wrong (an unknown measure, a bound out of
-range, a cut-off the probe does not measure, a load pass the probe does not
-run) is found by :func:`parse_threshold` and :func:`check_threshold` before
-any cycle runs. :func:`evaluate` is pure: a measure the cycle did not
-produce (a failed cycle) counts as breached.
+The thresholds themselves (parsing, checking against a probe) are
+:mod:`benchd.config.thresholds`; a verdict (:class:`benchd.result.Verdict`)
+is computed once, by the probe runner, and carried in the result, so
+surfacers only read it. A measure the cycle did not produce (a failed
+cycle) counts as breached.
 """
 
 from __future__ import annotations
 
-import math
 import operator
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from benchd.result import CycleResult, LatencySummary
-from benchd.scoring.ranking import METRIC_NAMES, UNCUT_METRIC_NAMES
+from benchd.config.thresholds import Threshold
+from benchd.result import CycleResult, LatencySummary, Verdict
 
-__all__ = [
-    "LATENCY_MEASURES",
-    "PASSES",
-    "Threshold",
-    "ThresholdSettings",
-    "Verdict",
-    "check_threshold",
-    "evaluate",
-    "evaluate_all",
-    "measured",
-    "parse_fail_under",
-    "parse_threshold",
-    "threshold_problem",
-]
+__all__ = ["evaluate", "evaluate_all", "measured"]
 
-PASSES: tuple[str, ...] = ("serial", "load")
-LATENCY_MEASURES: tuple[str, ...] = ("p50", "p90", "p95", "p99", "max")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
     ">=": operator.ge,
     "<": operator.lt,
     ">": operator.gt,
 }
-_PASS = r"(?:(?P<pass>[a-z]+):)?"
-_MEASURE = r"(?P<measure>[a-z_0-9]+(?:@\d+)?)"
-_NUMBER = r"(?P<bound>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_EXPR = re.compile(rf"^{_PASS}{_MEASURE}\s*(?P<op><=|>=|<|>)\s*{_NUMBER}$")
-_FAIL_UNDER = re.compile(rf"^{_PASS}{_MEASURE}={_NUMBER}$")
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """One condition on one pass's measure; ``name`` is its bounded label value."""
-
-    pass_: str
-    measure: str
-    op: str
-    bound: float
-
-    @property
-    def name(self) -> str:
-        return f"{self.pass_}:{self.measure}{self.op}{self.bound:g}"
-
-    @property
-    def family(self) -> str:
-        """``quality``, ``latency`` or ``errors``."""
-        if self.measure in LATENCY_MEASURES:
-            return "latency"
-        return "errors" if self.measure == "error_ratio" else "quality"
-
-    @property
-    def cutoff(self) -> int | None:
-        _, _, k = self.measure.partition("@")
-        return int(k) if k else None
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A threshold and what the cycle measured: ``value`` None means not measured."""
-
-    threshold: Threshold
-    value: float | None
-    breached: bool
-
-    def describe(self) -> str:
-        t = self.threshold
-        if self.value is None:
-            return f"{t.name}: not measured (the cycle produced no {t.pass_} {t.measure})"
-        if self.breached:
-            return f"{t.name}: {t.measure} = {self.value:.4g}, needs {t.op} {t.bound:g}"
-        return f"{t.name}: {t.measure} = {self.value:.4g} (ok)"
-
-
-@dataclass(frozen=True, slots=True)
-class ThresholdSettings:
-    """``[probe.thresholds]``: ``serial`` and ``load`` tables of measure -> bound."""
-
-    serial: dict[str, float] = field(default_factory=dict)
-    load: dict[str, float] = field(default_factory=dict)
-
-    def thresholds(self) -> tuple[Threshold, ...]:
-        """The tables as thresholds (unvalidated: see :func:`threshold_problem`)."""
-        out = []
-        for pass_, table in (("serial", self.serial), ("load", self.load)):
-            for measure, bound in table.items():
-                op = ">=" if _family(measure) == "quality" else "<="
-                out.append(Threshold(pass_, measure, op, float(bound)))
-        return tuple(out)
-
-
-def _family(measure: str) -> str:
-    if measure in LATENCY_MEASURES:
-        return "latency"
-    return "errors" if measure == "error_ratio" else "quality"
-
-
-def threshold_problem(t: Threshold) -> str | None:
-    """What is wrong with ``t`` on its own (unknown pass or measure, bound out of range)."""
-    if t.pass_ not in PASSES:
-        return f"unknown pass {t.pass_!r}; one of serial, load"
-    name, at, k = t.measure.partition("@")
-    if t.family == "quality":
-        if name in UNCUT_METRIC_NAMES and at:
-            return f"{name} has no cut-off; write {name} without @{k}"
-        if name in METRIC_NAMES and not at:
-            return f"{name} needs a cut-off, e.g. {name}@10"
-        if name not in METRIC_NAMES and name not in UNCUT_METRIC_NAMES:
-            known = ", ".join([*(f"{m}@K" for m in METRIC_NAMES), *UNCUT_METRIC_NAMES])
-            extra = ", ".join([*LATENCY_MEASURES, "error_ratio"])
-            return f"unknown measure {t.measure!r}; one of {known}, {extra}"
-        if at and not 1 <= int(k) <= 100:
-            return f"cut-off @{k} is out of range; k is 1..100"
-    if not math.isfinite(t.bound):
-        return f"bound {t.bound!r} is not a finite number"
-    if t.family in ("quality", "errors") and not 0.0 <= t.bound <= 1.0:
-        return f"{t.measure} is a ratio in 0..1; {t.bound:g} can never be met or is always met"
-    if t.family == "latency" and t.bound <= 0:
-        return f"{t.measure} is a latency in seconds; the bound must be > 0, got {t.bound:g}"
-    return None
-
-
-def parse_threshold(text: str, flag: str = "--threshold") -> Threshold:
-    """``load:p99<0.2`` -> Threshold; a bad spec raises :class:`~benchd.errors.UsageError`."""
-    from benchd.errors import UsageError
-
-    m = _EXPR.match(text.strip())
-    if m is None:
-        raise UsageError(
-            f"{flag} {text!r}: expected [serial:|load:]MEASURE<BOUND or MEASURE>=BOUND, "
-            "e.g. p99<0.2, load:error_ratio<0.01, recall@10>=0.8"
-        )
-    return _checked(
-        Threshold(m["pass"] or "serial", m["measure"], m["op"], float(m["bound"])), flag, text
-    )
-
-
-def parse_fail_under(text: str) -> Threshold:
-    """``recall@10=0.8`` (or ``load:recall@10=0.8``) -> ``recall@10>=0.8``."""
-    from benchd.errors import UsageError
-
-    m = _FAIL_UNDER.match(text.strip())
-    if m is None:
-        raise UsageError(
-            f"--fail-under {text!r}: expected METRIC@K=VALUE such as recall@10=0.8 or rr=0.5"
-        )
-    spec = Threshold(m["pass"] or "serial", m["measure"], ">=", float(m["bound"]))
-    t = _checked(spec, "--fail-under", text)
-    if t.family != "quality":
-        raise UsageError(
-            f"--fail-under {text!r}: {t.measure} is not a ranking measure; "
-            f"use --threshold '{t.measure}<{m['bound']}'"
-        )
-    return t
-
-
-def _checked(t: Threshold, flag: str, text: str) -> Threshold:
-    from benchd.errors import UsageError
-
-    problem = threshold_problem(t)
-    if problem:
-        raise UsageError(f"{flag} {text!r}: {problem}")
-    return t
-
-
-def check_threshold(t: Threshold, *, ks: Sequence[int], load_mode: str) -> str | None:
-    """What keeps ``t`` from being measured by a probe with cut-offs ``ks`` and that load mode."""
-    if t.pass_ == "load" and load_mode == "serial":
-        return "the probe has no load pass (load.mode = 'serial')"
-    k = t.cutoff
-    if k is not None and k not in ks:
-        return f"the probe measures k = {', '.join(map(str, ks))}, not {k}"
-    return None
 
 
 def _latency(summary: LatencySummary | None, measure: str) -> float | None:

@@ -22,8 +22,13 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
-from benchd.scoring.thresholds import Verdict
+from benchd.result import (
+    CYCLE_OUTCOMES,
+    DEGRADED_REASONS,
+    CycleResult,
+    LatencySummary,
+    Verdict,
+)
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -221,8 +226,8 @@ class ResultBook:
             for name in [n for n in self._states if n not in probes]:
                 del self._states[name]
 
-    def record(self, result: CycleResult, thresholds: Sequence[Verdict] = ()) -> None:
-        """Fold one finished cycle (and its threshold verdicts) into the book.
+    def record(self, result: CycleResult) -> None:
+        """Fold one finished cycle (with the threshold verdicts it carries) into the book.
 
         A result for a probe that a reload has removed is dropped, so a cycle
         finishing just after the reload cannot bring its series back.
@@ -234,9 +239,9 @@ class ResultBook:
             self._states[result.probe] = _accumulate(
                 previous, result, history=self._history, buckets=self._buckets
             )
-            if thresholds:
+            if result.thresholds:
                 state = self._states[result.probe]
-                self._states[result.probe] = replace(state, thresholds=tuple(thresholds))
+                self._states[result.probe] = replace(state, thresholds=result.thresholds)
 
     def config_loaded(self, at: float) -> None:
         """Note the start-up load: successful, timestamped, but not counted as a reload."""

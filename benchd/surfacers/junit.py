@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 
 from benchd import redact
 from benchd.result import CycleResult
-from benchd.scoring.thresholds import Verdict
 
 __all__ = ["render_junit"]
 
@@ -39,9 +38,8 @@ def _case(parent: ET.Element, probe: str, name: str, time_s: float) -> ET.Elemen
     )
 
 
-def _suite(
-    result: CycleResult, verdicts: Sequence[Verdict], host: str, allow_degraded: bool
-) -> ET.Element:
+def _suite(result: CycleResult, host: str, allow_degraded: bool) -> ET.Element:
+    verdicts = result.thresholds
     suite = ET.Element("testsuite", {"name": _text(result.probe)})
     props = ET.SubElement(suite, "properties")
     model = result.info.model if result.info is not None else ""
@@ -94,10 +92,8 @@ def _suite(
     return suite
 
 
-def render_junit(
-    results: Sequence[tuple[CycleResult, Sequence[Verdict]]], *, allow_degraded: bool = False
-) -> str:
-    """The JUnit XML document for ``(result, verdicts)`` pairs, one suite per probe.
+def render_junit(results: Sequence[CycleResult], *, allow_degraded: bool = False) -> str:
+    """The JUnit XML document for results, one suite per probe (a test case per threshold).
 
     ``allow_degraded`` (``--allow-degraded``) passes a degraded cycle's test case.
     """
@@ -105,8 +101,8 @@ def render_junit(
     root = ET.Element("testsuites", {"name": "benchd"})
     totals = {"tests": 0, "failures": 0, "errors": 0}
     time_s = 0.0
-    for result, verdicts in results:
-        suite = _suite(result, verdicts, host, allow_degraded)
+    for result in results:
+        suite = _suite(result, host, allow_degraded)
         root.append(suite)
         for key in totals:
             totals[key] += int(suite.attrib[key])

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from benchd.load import Fire
+from benchd.hooks import Fire
 from benchd.result import SeedReport, TargetInfo
 
 __all__ = [
@@ -97,7 +97,7 @@ class Target(Protocol):
 class SendsLoad(Protocol):
     """Optional: a target with its own sender for the load pass.
 
-    ``load_sender(queries, ...)`` opens a :data:`~benchd.load.Fire` whose
+    ``load_sender(queries, ...)`` opens a :data:`~benchd.hooks.Fire` whose
     ``fire(i)`` searches ``queries[i % len(queries)]``, over connections it
     owns (for HTTP targets, one fast pool sized to the load). Without it the
     load engine calls :meth:`Target.search`.

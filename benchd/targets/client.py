@@ -50,7 +50,7 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.progress import report_wait
+from benchd.hooks import report_wait
 from benchd.targets.answers import Body, BodyBuffer, loads
 from benchd.targets.base import note_service_time
 

@@ -33,9 +33,8 @@ import anyio
 import httpx
 
 from benchd.errors import OwnershipError
-from benchd.load import Fire
+from benchd.hooks import Fire, enter_phase
 from benchd.logging import get_logger
-from benchd.progress import enter_phase
 from benchd.result import SeedReport
 from benchd.targets.answers import listing_limit
 from benchd.targets.base import Progress, RankedIds, SearchQuery

@@ -40,7 +40,7 @@ import httptools
 import httpx
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
-from benchd.load import Fire
+from benchd.hooks import Fire
 from benchd.targets.answers import Body, BodyBuffer
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
@@ -340,7 +340,7 @@ async def make_http_fire(
     ssl_context: ssl.SSLContext | None = None,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> AsyncIterator[Fire]:
-    """Yield a :data:`~benchd.load.Fire` sending ``build(i)`` and returning ``parse(...)``.
+    """Yield a :data:`~benchd.hooks.Fire` sending ``build(i)`` and returning ``parse(...)``.
 
     Up to ``concurrency`` keep-alive connections per origin are kept; all are
     closed when the block exits. ``timeout_s`` bounds connecting and, again,

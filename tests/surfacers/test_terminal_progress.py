@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from benchd.progress import CycleProgress
+from benchd.hooks import CycleProgress
 from benchd.surfacers.table import TerminalProgress, render_progress
 
 

@@ -1,7 +1,7 @@
 """When a drop counts as drift: the ``[probe.drift]`` settings, decoded with the config.
 
-A leaf module (no numpy, no scoring), so the config package can name the
-type without importing the drift machinery.
+A per-probe settings type, so it lives in config (no numpy, no scoring):
+config never imports the drift machinery (tests/test_layering.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""What long work reports while it runs: the phase, counts, and waits the store imposed.
+"""What the cycle and the store adapters share: the load pass's call, and progress hooks.
+
+A base module (it imports nothing of benchd's), so that :mod:`benchd.targets`
+never imports the cycle (:mod:`benchd.load`, :mod:`benchd.cycle`) for these
+few names; tests/test_layering.py holds the rule.
+
+:data:`Fire` is what the load engine calls to send one search: a target's
+own load sender opens one (``query index -> ranked ids``).
 
 A cycle's progress sink (the terminal line of ``benchd once``) may be a
 plain ``progress(done, total)`` callable — what seeding calls as records go
@@ -13,12 +20,22 @@ passed down to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
-__all__ = ["CycleProgress", "WaitListener", "enter_phase", "report_wait", "waits_reported_to"]
+__all__ = [
+    "CycleProgress",
+    "Fire",
+    "WaitListener",
+    "enter_phase",
+    "report_wait",
+    "waits_reported_to",
+]
+
+Fire = Callable[[int], Awaitable[tuple[str, ...]]]
+"""Send the search for one query index; return ranked ids or raise a TargetError."""
 
 WaitListener = Callable[[float, str], None]
 """Called as ``listener(seconds, reason)`` just before benchd sleeps on a store's say-so."""
