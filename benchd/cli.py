@@ -22,34 +22,33 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
 from benchd import __version__, redact
 from benchd.errors import EXIT_INPUT, EXIT_INTERNAL, BenchdError, OutputError
-from benchd.logging import configure_logging
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-# One list, in help order; each name is a module under benchd.commands.
-COMMANDS: tuple[str, ...] = (
-    "run",
-    "once",
-    "init",
-    "validate",
-    "score",
-    "convert",
-    "synth",
-    "refstore",
-    "baseline",
-    "purge",
-    "compare",
-)
+# One table, in help order: each name is a module under benchd.commands, each line the
+# help its parser registers (a test holds them equal). `benchd --help` and
+# `benchd --version` list commands from here without importing a command module:
+# those import numpy, httpx, anyio, the targets and the reference store.
+COMMANDS: dict[str, str] = {
+    "run": "run the daemon: probes on their schedules, metrics on /metrics",
+    "once": "run one cycle of each probe and print the scores",
+    "init": "write an annotated starter config",
+    "validate": "check fixture files and report every problem",
+    "score": "score a TREC run against qrels, trec_eval-compatible",
+    "convert": "convert a public benchmark (BEIR, LongMemEval, TREC, Cranfield) to a fixture",
+    "synth": "write a deterministic synthetic corpus with near-miss distractors",
+    "refstore": "serve the reference store (a Zengram-compatible memory API)",
+    "baseline": "pin a probe's per-query quality to a TOML file, or show one",
+    "purge": "delete everything benchd owns in a namespace (sentinel last)",
+    "compare": "compare two runs, or several probes of one run, with paired significance",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +59,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The full parser, or (``only``) one with just that subcommand, which imports less."""
+    """The parser with command ``only`` in full; the others named with their help only.
+
+    Only ``only``'s module is imported, so ``benchd --version``, ``benchd --help`` and
+    an unknown word import none.
+    """
     parser = _Parser(
         prog="benchd",
         description=(
@@ -77,29 +80,50 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"benchd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in (only,) if only in COMMANDS else COMMANDS:
-        module = importlib.import_module(f"benchd.commands.{name}")
-        module.register(sub)
+    for name, summary in COMMANDS.items():
+        if name == only:
+            importlib.import_module(f"benchd.commands.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def _invoke(args: argparse.Namespace) -> int:
+    import inspect
+
     handler = args.handler
     if inspect.iscoroutinefunction(handler):
+        import anyio  # only a command that runs async code pays for the event loop
+
         result: int = anyio.run(handler, args)
         return result
     result = handler(args)
     return int(result)
 
 
+def _skip_httpx_cli() -> None:
+    """Keep ``import httpx`` from importing httpx's own command line.
+
+    httpx imports it (click, pygments and rich) whenever those are installed, and
+    treats an ImportError as "not installed"; benchd never runs it. A ``None`` in
+    ``sys.modules`` is Python's documented way to make one import fail.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    _skip_httpx_cli()
     # Import only the named subcommand's module: `benchd score` need not load a web stack.
     parser = build_parser(words[0] if words else None)
+
     args = parser.parse_args(words)
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_INPUT
+    from benchd.logging import configure_logging  # structlog: only once a command runs
+
     # Logs go to stderr (stdout is for output that pipes); commands may raise the level.
     configure_logging("warning")
     try:
