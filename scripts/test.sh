@@ -36,6 +36,20 @@ need() {  # need COMMAND PACKAGE WHY
 need promtool prometheus "promtool and prometheus for the rule and scrape tests"
 need prometheus-alertmanager prometheus-alertmanager "the alert-routing test"
 need chromium chromium "the status page test"
+# --- mcp kind (#24): the npm MCP servers its tests run (server-memory, the supergateway
+# stdio->HTTP bridge), pinned by tests/targets/mcp/npm/package-lock.json, installed into
+# ./.ci-npm/ (git-ignored, never global); reinstalled only when the lockfile changes.
+if command -v npm >/dev/null 2>&1; then
+    NPM_PINS="$ROOT/tests/targets/mcp/npm"
+    if ! cmp -s "$NPM_PINS/package-lock.json" "$ROOT/.ci-npm/package-lock.json" \
+        || [ ! -x "$ROOT/.ci-npm/node_modules/.bin/mcp-server-memory" ]; then
+        rm -rf "$ROOT/.ci-npm" && mkdir -p "$ROOT/.ci-npm"
+        cp "$NPM_PINS/package.json" "$NPM_PINS/package-lock.json" "$ROOT/.ci-npm/"
+        (cd "$ROOT/.ci-npm" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+    fi
+else
+    echo "scripts/test.sh: npm not found; the mcp kind's server tests will skip (fail in CI)" >&2
+fi
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"
 # pytest exits 5 when it collects nothing: that is a failure here, not a pass.

@@ -1,0 +1,72 @@
+"""Open a probe's MCP session from its config: a stdio process or an HTTP endpoint."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+
+from benchd.config.secrets import Secret
+from benchd.targets.client import RetryingClient, RetryPolicy
+from benchd.targets.mcp.config import McpConfig
+from benchd.targets.mcp.session import McpSession
+from benchd.targets.mcp.wire import HttpWire, StdioWire, Wire
+
+__all__ = ["endpoint", "open_session"]
+
+
+def endpoint(config: McpConfig) -> str:
+    """Where the server is, as ``info`` and errors name it (never its env or key)."""
+    if config.transport == "http":
+        return config.url or ""
+    return "stdio:" + " ".join((config.command or "", *config.args))
+
+
+def open_session(config: McpConfig, secret: Secret | None) -> McpSession:
+    """A session that opens its wire on first use (and again after the wire ended)."""
+    if config.transport == "stdio":
+        assert config.command is not None
+
+        async def stdio() -> Wire:
+            wire = StdioWire(
+                config.command or "",
+                config.args,
+                config.env,
+                cwd=config.cwd,
+                max_line_bytes=config.max_line_bytes,
+            )
+            await wire.start()
+            return wire
+
+        return McpSession(stdio, config.timeout_s)
+    client, http = _http_client(config, secret)
+    path = urlsplit(config.url or "").path or "/"
+
+    async def streamable() -> Wire:
+        return HttpWire(http, config.url or "", path)
+
+    return McpSession(streamable, config.timeout_s, on_close=client.aclose)
+
+
+def _http_client(
+    config: McpConfig, secret: Secret | None
+) -> tuple[httpx.AsyncClient, RetryingClient]:
+    parts = urlsplit(config.url or "")
+    base = f"{parts.scheme}://{parts.netloc}"
+    auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
+    client = httpx.AsyncClient(
+        base_url=base,
+        headers={"user-agent": "benchd", **config.headers, **auth},
+        timeout=config.timeout_s,
+        follow_redirects=False,
+    )
+    policy = RetryPolicy(
+        config.max_retries, config.backoff_s, max_retry_after_s=config.max_retry_after_s
+    )
+    return client, RetryingClient(
+        client,
+        policy,
+        base,
+        max_response_bytes=config.max_response_bytes,
+        deadline_s=config.timeout_s,
+    )

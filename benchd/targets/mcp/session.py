@@ -1,0 +1,228 @@
+"""One MCP session per probe: the handshake, ``tools/list`` and ``tools/call``.
+
+:class:`McpSession` opens its wire on first use (``initialize``, then the
+``notifications/initialized`` notification), and opens a new one when the
+old one ended (a stdio server that exited, an HTTP session the server
+forgot): the call that met the end fails (kind ``connect``), the next call
+starts over. Every answer is validated with the MCP SDK's own types
+(``mcp_types``), so a server that breaks the protocol is a ``decode``
+error naming the method. A tool answer with ``isError`` is a
+:class:`McpToolError` carrying the tool's own message.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
+
+from benchd import redact
+from benchd.errors import TargetError, TargetProtocolError
+from benchd.targets.mcp.wire import Message, Wire
+
+__all__ = ["McpSession", "McpToolError", "ServerInfo", "ToolAnswer", "ToolSpec"]
+
+MAX_TOOL_PAGES = 100
+"""``tools/list`` pages read at most (a server whose cursor never ends is cut there)."""
+
+_MESSAGE_CHARS = 300
+
+
+class McpToolError(TargetError):
+    """A tool answered with ``isError``: the store refused the call (kind ``http_4xx``).
+
+    MCP carries a tool's failure inside a successful answer; benchd counts it
+    as the store refusing the request, the way an HTTP store's 4xx is.
+    """
+
+    kind = "http_4xx"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as ``tools/list`` describes it: its name and argument names."""
+
+    name: str
+    arguments: frozenset[str]
+    required: frozenset[str]
+    open_arguments: bool  # the schema allows arguments it does not name
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What the initialize answer said."""
+
+    name: str
+    version: str
+    protocol_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """A tool's successful answer: its structured content, else its text parts."""
+
+    structured: Any  # None when the tool gave no structuredContent
+    texts: tuple[str, ...]
+
+
+class McpSession:
+    """A long-lived session over wires that ``open_wire`` makes; see the module docstring."""
+
+    def __init__(
+        self,
+        open_wire: Callable[[], Awaitable[Wire]],
+        timeout_s: float,
+        *,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._open_wire = open_wire
+        self._on_close = on_close
+        self._timeout_s = timeout_s
+        self._wire: Wire | None = None
+        self._opening = anyio.Lock()
+        self._ids = itertools.count(1)
+        self.server: ServerInfo | None = None
+        self.starts = 0  # wires opened (a stdio server started, an HTTP session begun)
+
+    async def _ready(self) -> Wire:
+        wire = self._wire
+        if wire is not None and wire.alive:
+            return wire
+        async with self._opening:
+            if self._wire is not None and self._wire.alive:
+                return self._wire
+            if self._wire is not None:
+                await self._wire.aclose()
+                self._wire = None
+            wire = await self._open_wire()
+            self.starts += 1
+            try:
+                self.server = await self._handshake(wire)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await wire.aclose()
+                raise
+            self._wire = wire
+            return wire
+
+    async def _handshake(self, wire: Wire) -> ServerInfo:
+        params = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "benchd", "version": _benchd_version()},
+        }
+        raw = await self._exchange(wire, "initialize", params)
+        result = _validated(mcp_types.InitializeResult, raw, wire.where, "initialize")
+        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise TargetProtocolError(
+                f"{wire.where}: the server speaks MCP {result.protocol_version!r}, which this "
+                f"SDK does not ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})"
+            )
+        if hasattr(wire, "protocol_version"):
+            wire.protocol_version = result.protocol_version
+        await wire.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return ServerInfo(
+            result.server_info.name, result.server_info.version, result.protocol_version
+        )
+
+    async def _exchange(self, wire: Wire, method: str, params: Mapping[str, Any]) -> Any:
+        message: Message = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": method,
+            "params": dict(params),
+        }
+        answer = await wire.request(message, self._timeout_s)
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            text = _cut(str(error.get("message", "")))
+            raise McpToolError(
+                f"{wire.where}: {method} failed: JSON-RPC error {error.get('code')}: {text}"
+            )
+        if "result" not in answer:
+            raise TargetProtocolError(f"{wire.where}: the answer to {method} has no result")
+        return answer["result"]
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> Any:
+        """One request over the live wire (opened, or opened again, first)."""
+        wire = await self._ready()
+        return await self._exchange(wire, method, params)
+
+    async def list_tools(self) -> dict[str, ToolSpec]:
+        """Every tool the server offers, by name (all pages)."""
+        tools: dict[str, ToolSpec] = {}
+        cursor: str | None = None
+        for _ in range(MAX_TOOL_PAGES):
+            raw = await self.request("tools/list", {"cursor": cursor} if cursor else {})
+            where = self._wire.where if self._wire is not None else "mcp server"
+            page = _validated(mcp_types.ListToolsResult, raw, where, "tools/list")
+            for tool in page.tools:
+                tools[tool.name] = _spec(tool.name, tool.input_schema)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolAnswer:
+        """Call a tool; ``isError`` is a :class:`McpToolError` with the tool's message."""
+        wire = await self._ready()
+        raw = await self._exchange(wire, "tools/call", {"name": name, "arguments": arguments})
+        result = _validated(mcp_types.CallToolResult, raw, wire.where, f"tool {name}")
+        texts = tuple(
+            part.text for part in result.content if isinstance(part, mcp_types.TextContent)
+        )
+        if result.is_error:
+            message = _cut(" ".join(texts)) or "no message"
+            raise McpToolError(f"{wire.where}: tool {name!r} failed: {message}")
+        return ToolAnswer(result.structured_content, texts)
+
+    async def aclose(self) -> None:
+        wire, self._wire = self._wire, None
+        if wire is not None:
+            await wire.aclose()
+        if self._on_close is not None:
+            await self._on_close()
+
+
+def _validated(model: Any, raw: Any, where: str, what: str) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        at = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        detail = f" at {at}: {errors[0]['msg']}" if errors else ""
+        raise TargetProtocolError(
+            f"{where}: the answer to {what} breaks the MCP schema{detail}"
+        ) from None
+
+
+def _spec(name: str, schema: Mapping[str, Any]) -> ToolSpec:
+    properties = schema.get("properties")
+    names = frozenset(properties) if isinstance(properties, dict) else frozenset()
+    required = schema.get("required")
+    needed = frozenset(
+        r for r in (required if isinstance(required, list) else ()) if isinstance(r, str)
+    )
+    # an argument the schema does not name is a mismatch, unless the schema names none
+    # or says outright that it takes others (additionalProperties true or a schema)
+    extra = schema.get("additionalProperties")
+    open_arguments = not names or extra is True or isinstance(extra, dict)
+    return ToolSpec(name, names, needed, open_arguments=open_arguments)
+
+
+def _cut(text: str) -> str:
+    """A server's text as one masked line, cut to a few hundred characters."""
+    line = " ".join(redact.mask(text).split())
+    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _benchd_version() -> str:
+    from benchd import __version__
+
+    return str(__version__)
