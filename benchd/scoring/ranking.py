@@ -20,6 +20,14 @@ non-relevant. The measures, for a cut-off ``k`` and ``R`` relevant ids:
 - ``ap``           average precision over the whole list (``map`` per query)
 - ``r_precision``  relevant in the top R / R (``Rprec``)
 
+A store whose search answers a *set* (a substring filter, in no order: MCP
+server-memory's ``search_nodes``) is scored by :func:`set_metrics` instead,
+over the whole returned set and with no cut-off (keys without ``@k``):
+``hit``, ``recall``, ``recall_all`` and ``precision`` (relevant in the set /
+the set's size). Rank measures (MRR, nDCG, MAP, P@k, rr, ap, R-precision)
+would only measure the store's arbitrary order, so a set has none
+(:data:`RANK_ONLY_REASON`).
+
 The work is done over the ranks of the relevant documents (usually a handful)
 rather than over the whole list, so one query costs a few microseconds.
 Sums are accumulated in rank order, like trec_eval's C loops, so values are
@@ -37,12 +45,24 @@ from benchd.config.thresholds import METRIC_NAMES, UNCUT_METRIC_NAMES
 
 __all__ = [
     "METRIC_NAMES",
+    "RANK_ONLY_REASON",
+    "SET_METRIC_NAMES",
     "UNCUT_METRIC_NAMES",
     "dcg_discounts",
     "ideal_dcg_prefix",
     "query_metrics",
     "relevant_in_top",
+    "set_metrics",
 ]
+
+SET_METRIC_NAMES: tuple[str, ...] = ("hit", "recall", "recall_all", "precision")
+"""The measures of a search that answers a set, over the whole set (no ``@k``)."""
+
+RANK_ONLY_REASON = (
+    "the store's search answers an unordered set: rank measures (mrr, ndcg, map, "
+    "precision@k, rr, ap, r_precision) are not defined; hit, recall, recall_all and "
+    "precision are over the whole returned set"
+)
 
 # METRIC_NAMES (cut-off measures, keys "<name>@<k>") and UNCUT_METRIC_NAMES, in
 # report order, are named where config checks them (benchd.config.thresholds).
@@ -174,3 +194,30 @@ def query_metrics(
     out["ap"] = psum[-1] / num_rel
     out["r_precision"] = bisect_right(ranks, num_rel) / num_rel
     return out
+
+
+def set_metrics(
+    returned: Sequence[str],
+    relevance: Mapping[str, int],
+    ks: Sequence[int] = (),
+    *,
+    rel_level: int = 1,
+) -> dict[str, float]:
+    """The set measures of one query (:data:`SET_METRIC_NAMES`); ``ks`` is not used.
+
+    Takes the arguments :func:`query_metrics` takes, so a cycle picks one or
+    the other. A repeated id counts once; an empty set has precision 0.
+    Raises ``ValueError`` when no judged id reaches ``rel_level``.
+    """
+    del ks  # a set has no cut-off: it is scored whole
+    num_rel = sum(1 for g in relevance.values() if g >= rel_level)
+    if num_rel == 0:
+        raise ValueError(f"no relevant ids (grade >= {rel_level}) among the judgments")
+    distinct = set(returned)
+    found = sum(1 for d in distinct if relevance.get(d, 0) >= rel_level)
+    return {
+        "hit": 1.0 if found else 0.0,
+        "recall": found / num_rel,
+        "recall_all": 1.0 if found == num_rel else 0.0,
+        "precision": found / len(distinct) if distinct else 0.0,
+    }
