@@ -25,7 +25,7 @@ def probe(name: str, key: str = "k-1", **target: object) -> ProbeConfig:
     return ProbeConfig(
         name=name,
         fixture=packaged_fixture("smoke"),
-        target=TargetConfig("zengram", settings, Secret(key, "env:KEY")),
+        target=TargetConfig("zengram", settings, Secret(key, "api_key_env KEY")),
         interval_s=300.0,
     )
 

@@ -244,9 +244,31 @@ def parse_config(data: dict[str, Any], *, file: str, base: Path, secrets: bool =
     env = _Interpolated()
     with hidden_paths(env.paths):
         try:
-            return _parse(data, file=file, base=base, secrets=secrets, env=env)
+            config = _parse(data, file=file, base=base, secrets=secrets, env=env)
         except ConfigError as exc:
             raise ConfigError([mask(env.hide(line)) for line in exc.problems]) from None
+    return _as_written(config, env)
+
+
+def _as_written(config: Config, env: _Interpolated) -> Config:
+    """Each key's source as the config wrote it: ``api_key_file ${KEYS}/brain``.
+
+    A store's auth error names it; an expanded path could show a home
+    directory or another variable's value.
+    """
+    probes = []
+    for i, p in enumerate(config.probes):
+        secret = p.target.secret
+        names = env.paths.get(f"probe[{i}].target.api_key_file", ())
+        if secret is not None and names:
+            source = secret.source
+            for name in sorted(set(names), key=lambda n: -len(env.values[n])):
+                if env.values[name]:
+                    source = source.replace(env.values[name], f"${{{name}}}")
+            written = dataclasses.replace(secret, source=source)
+            p = dataclasses.replace(p, target=dataclasses.replace(p.target, secret=written))
+        probes.append(p)
+    return dataclasses.replace(config, probes=tuple(probes))
 
 
 def _parse(

@@ -22,7 +22,9 @@ class Secret:
     """A credential whose value is only reachable through :meth:`reveal`."""
 
     _value: str = field(repr=False)
-    source: str = ""  # "env:NAME" or "file:PATH" — safe to show
+    # Where it came from, as the config says it: "api_key_env NAME" or "api_key_file PATH"
+    # (the path as written, ${VAR} unexpanded: see config.load) — safe to show.
+    source: str = ""
 
     def reveal(self) -> str:
         return self._value
@@ -45,7 +47,7 @@ def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | No
                 f"{where}: environment variable {env} is not set or empty; "
                 f"export {env}=<api key> before starting benchd"
             )
-        secret = Secret(value.strip(), f"env:{env}")
+        secret = Secret(value.strip(), f"api_key_env {env}")
     elif file:
         try:
             value = read_input(file, limit=MAX_SECRET_FILE_BYTES).decode("utf-8").strip()
@@ -58,7 +60,7 @@ def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | No
             raise ConfigError(f"{where}: api_key_file {file}: {problem}") from None
         if not value:
             raise ConfigError(f"{where}: api_key_file {file} is empty")
-        secret = Secret(value, f"file:{file}")
+        secret = Secret(value, f"api_key_file {file}")
     else:
         return None
     register_secret(secret.reveal())

@@ -26,8 +26,10 @@ so a latency never includes benchd's own waits.
 from __future__ import annotations
 
 import email.utils
+import html
 import math
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -60,6 +62,7 @@ __all__ = [
     "Answer",
     "ClientSettings",
     "Clients",
+    "ErrorContext",
     "RetryPolicy",
     "RetryingClient",
     "declared_too_large",
@@ -69,6 +72,7 @@ __all__ = [
     "retry_after_s",
     "run_bounded",
     "status_error",
+    "store_message",
     "too_large",
 ]
 
@@ -130,13 +134,36 @@ def _seconds_until(text: str, now: float) -> float | None:
     return when.timestamp() - now
 
 
+@dataclass(frozen=True, slots=True)
+class ErrorContext:
+    """What a store error names besides the store's own words.
+
+    ``api`` is the API the kind expects (``"Zengram"``): a 404 or 405 asks
+    whether the URL serves it. ``key_source`` says where the API key came
+    from, as the config names it (``api_key_env BRAIN_API_KEY``; see
+    :class:`benchd.config.secrets.Secret`): a refused key names it.
+    """
+
+    api: str = ""
+    key_source: str = ""
+
+
+NO_CONTEXT = ErrorContext()
+
+
 def status_error(
-    status: int, headers: Mapping[str, str], body: Body, where: str
+    status: int,
+    headers: Mapping[str, str],
+    body: Body,
+    where: str,
+    context: ErrorContext = NO_CONTEXT,
 ) -> TargetError | None:
     """The error a non-2xx answer is (None for 2xx); ``headers`` have lower-case names.
 
-    ``where`` is ``"METHOD url-without-query"``. Auth errors never quote the
-    body: a store may echo the key it refused.
+    ``where`` is ``"METHOD url-without-query"``. The store's own message
+    (:func:`store_message`) follows the status, masked before it is cut; in a
+    refused key's message anything shaped like a credential is hidden (a
+    store may echo a key benchd does not know as a secret).
     """
     if 200 <= status < 300:
         return None
@@ -148,16 +175,31 @@ def status_error(
             status,
         )
     if status in (401, 403):
+        said = _said(store_message(body, credentials=False))
+        source = context.key_source or "the configured api_key_env or api_key_file"
         return TargetAuthError(
-            f"{where}: HTTP {status}: the store refused the API key; check the key in "
-            "the configured environment variable or file"
+            f"{where}: HTTP {status}{said}; the store refused the API key from {source}"
         )
-    detail = _error_detail(body)
+    said = _said(store_message(body))
     if status == 429:
         retry = retry_after_s(headers.get("retry-after"))
         hint = f", Retry-After {retry:g} s" if retry is not None else ", no Retry-After"
-        return TargetRateLimited(f"{where}: HTTP 429 rate limited{hint}{detail}", retry)
-    return TargetHTTPError(f"{where}: HTTP {status}{detail}", status)
+        return TargetRateLimited(f"{where}: HTTP 429 rate limited{hint}{said}", retry)
+    hint = _api_hint(status, where, context)
+    return TargetHTTPError(f"{where}: HTTP {status}{said}{hint}", status)
+
+
+def _said(message: str) -> str:
+    return f": {message}" if message else ""
+
+
+def _api_hint(status: int, where: str, context: ErrorContext) -> str:
+    """``; is this a Zengram API? GET /health answered 404`` for a route the store lacks."""
+    if status not in (404, 405) or not context.api:
+        return ""
+    method, _, url = where.partition(" ")
+    path = urlsplit(url).path or "/"
+    return f"; is this a {context.api} API? {method} {path} answered {status}"
 
 
 def _location(raw: str | None) -> str:
@@ -174,18 +216,90 @@ def _location(raw: str | None) -> str:
     return f" to {parts.scheme or 'http'}://{host}" + (f":{port}" if port else "")
 
 
-def _error_detail(body: Body) -> str:
-    """`` ({"error": ...})`` from a small JSON error body, cut to 200 characters."""
-    if not isinstance(body, bytes) or not body or len(body) > _DETAIL_BYTES:
+# -- the store's own words ---------------------------------------------------------
+
+MESSAGE_CHARS = 300
+"""Longest store message quoted in an error (after masking)."""
+
+# Where stores put their words: Zengram and Express {"error"}, Chroma {"error": class,
+# "message"}, FastAPI {"detail": str | [{"loc", "msg"}]}, Qdrant {"status": {"error"}},
+# Milvus {"code", "message"}, Elasticsearch {"error": {"type", "reason"}}, JSON-RPC
+# {"error": {"code", "message"}}, RFC 7807 {"title", "detail"}.
+_MESSAGE_KEYS = ("message", "detail", "reason", "error_description", "msg", "description")
+_NAME_KEYS = ("error", "type", "title")
+_NESTED_KEYS = ("error", "status", "errors")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][\w.:-]{0,63}$")
+# A run of 8+ key-like characters with a letter and a digit: what a refused key looks like.
+_TOKEN = re.compile(r"[\w\-+/=.:]{8,}")
+_HTML_HEAD = re.compile(r"(?is)<(head|script|style)\b.*?</\1\s*>")
+_TAG = re.compile(r"(?s)<[^>]*>")
+_SPACES = re.compile(r"\s+")
+
+
+def store_message(body: Body, *, credentials: bool = True) -> str:
+    """The store's own words in an error answer: one line, masked, at most 300 characters.
+
+    From a JSON body, the message wherever the common API shapes put it (an
+    error class with its message reads ``ChromaError: missing field ...``);
+    from a text or HTML body, its text. ``""`` when there is none, or the
+    body is too large, not UTF-8, or JSON too deep to read.
+    ``credentials=False`` also hides every token that mixes letters and
+    digits (what an auth answer may echo).
+    """
+    if not isinstance(body, bytes) or not body.strip() or len(body) > _DETAIL_BYTES:
         return ""
     try:
-        data = loads(body, "")
-    except TargetProtocolError:
+        words = _SPACES.sub(" ", _words(body)).strip()
+    except (TargetProtocolError, UnicodeDecodeError):
         return ""
-    if isinstance(data, dict) and isinstance(data.get("error"), str):
-        # masked before the cut, so a key the store echoed is never left half-shown
-        return f" ({redact.text(data['error'], 200, one_line=True)})"
-    return ""
+    if not credentials:
+        words = _TOKEN.sub(_hidden, redact.mask(words))
+    # masked before the cut, so a key the store echoed is never left half-shown
+    return redact.text(words, MESSAGE_CHARS, one_line=True)
+
+
+def _hidden(match: re.Match[str]) -> str:
+    token = match.group(0)
+    mixed = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
+    return "<hidden>" if mixed else token
+
+
+def _words(body: bytes) -> str:
+    if body.lstrip()[:1] in (b"{", b"["):
+        return _json_words(loads(body, ""), 0)
+    text = body.decode("utf-8")
+    if "<" in text and ">" in text:  # an HTML error page: its text, not its markup
+        text = html.unescape(_TAG.sub(" ", _HTML_HEAD.sub(" ", text)))
+    return text
+
+
+def _json_words(data: Any, depth: int) -> str:
+    if depth > 3:
+        return ""
+    if isinstance(data, str):
+        return data
+    if isinstance(data, list):
+        parts = (_json_words(item, depth + 1) for item in data[:3])
+        return "; ".join(p for p in parts if p)
+    if not isinstance(data, dict):
+        return ""
+    message = next((m for k in _MESSAGE_KEYS if (m := _json_words(data.get(k), depth + 1))), "")
+    if message and isinstance(data.get("loc"), list):  # FastAPI: where in the request
+        message = f"{'.'.join(map(str, data['loc']))}: {message}"
+    name = next((str(data[k]) for k in _NAME_KEYS if _is_name(data.get(k))), "")
+    if message:
+        return f"{name}: {message}" if name and name not in message else message
+    for key in _NESTED_KEYS:
+        nested = data.get(key)
+        if isinstance(nested, dict | list) and (inner := _json_words(nested, depth + 1)):
+            return inner
+    error = data.get("error")
+    return error if isinstance(error, str) else name
+
+
+def _is_name(value: Any) -> bool:
+    """An error class (``ChromaError``, ``invalid_argument``), not a sentence."""
+    return isinstance(value, str) and bool(_IDENTIFIER.match(value))
 
 
 def too_large(where: str, size: str, limit: int) -> TargetProtocolError:
@@ -224,8 +338,10 @@ class RetryingClient:
         *,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         deadline_s: float | None = None,
+        context: ErrorContext = NO_CONTEXT,
     ) -> None:
         self._client = client
+        self.context = context  # what its errors name: the kind's API, the key's source
         self._policy = policy
         self._base = base
         self.max_bytes = max_response_bytes
@@ -259,7 +375,9 @@ class RetryingClient:
             try:
                 started = time.perf_counter()
                 answer = await self._send(method, path, where, deadline_s, **kwargs)
-                error = None if answer.status in allow else status_error(*answer, where)
+                error = (
+                    None if answer.status in allow else status_error(*answer, where, self.context)
+                )
                 if error is None:
                     note_service_time(time.perf_counter() - started)
                     return answer
@@ -401,11 +519,14 @@ def open_clients(
     settings: ClientSettings,
     auth: dict[str, str],
     transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    context: ErrorContext = NO_CONTEXT,
 ) -> Clients:
     """Connect as a target config says; ``auth`` headers go last (they win).
 
     ``transport`` replaces the network (tests shape one precise answer with
-    :class:`httpx.MockTransport`).
+    :class:`httpx.MockTransport`); ``context`` is what the store's errors
+    name besides its words (:class:`ErrorContext`).
     """
     headers = {"accept": "application/json", "user-agent": "benchd", **settings.headers, **auth}
     base = settings.url.rstrip("/")
@@ -425,6 +546,7 @@ def open_clients(
         base,
         max_response_bytes=settings.max_response_bytes,
         deadline_s=settings.timeout_s,
+        context=context,
     )
     return Clients(base, client, http)
 

@@ -38,7 +38,14 @@ from benchd.logging import get_logger
 from benchd.result import SeedReport
 from benchd.targets.answers import listing_limit
 from benchd.targets.base import Progress, RankedIds, SearchQuery
-from benchd.targets.client import Answer, ClientSettings, open_clients, run_bounded
+from benchd.targets.client import (
+    NO_CONTEXT,
+    Answer,
+    ClientSettings,
+    ErrorContext,
+    open_clients,
+    run_bounded,
+)
 from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
 from benchd.targets.transport import search_fire
@@ -108,8 +115,12 @@ class SeededStore(ABC, Generic[R]):
         settings: ClientSettings,
         auth: dict[str, str],
         transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        context: ErrorContext = NO_CONTEXT,
     ) -> None:
-        self._base, self._client, self._http = open_clients(settings, auth, transport)
+        self._base, self._client, self._http = open_clients(
+            settings, auth, transport, context=context
+        )
         self._owned = OwnedIds(self._plan().namespace, ())
         self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
         self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse

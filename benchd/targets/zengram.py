@@ -45,6 +45,7 @@ from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Answer,
+    ErrorContext,
     http_url_problem,
     positive_problem,
     run_bounded,
@@ -132,7 +133,8 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        super().__init__(config, auth, transport)
+        context = ErrorContext(api="Zengram", key_source=secret.source if secret else "")
+        super().__init__(config, auth, transport, context=context)
         self._last_fill_ms = 0
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
         self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id

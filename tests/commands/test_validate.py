@@ -233,7 +233,7 @@ def test_two_probes_sharing_a_key_that_overspend_its_write_budget_get_a_warning(
     assert proc.returncode == 0, proc.stderr  # a warning, not a problem
     (warning,) = [line for line in proc.stdout.splitlines() if line.startswith("warning:")]
     # 36 deletes + 1 import + 2 lease writes per cycle, two probes, every 30 s: 156 writes/min.
-    assert "key env:BUDGET_KEY at http://127.0.0.1:8084" in warning
+    assert "key api_key_env BUDGET_KEY at http://127.0.0.1:8084" in warning
     assert "probes alpha, beta" in warning
     assert "156.0 writes/min of writes_per_min = 60" in warning
     assert "writes 39 (sentinel 2, import 1, delete 36)" in warning

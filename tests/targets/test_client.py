@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from benchd import redact
 from benchd.errors import (
     TargetAuthError,
     TargetHTTPError,
@@ -17,8 +18,10 @@ from benchd.errors import (
 )
 from benchd.targets.base import note_service_time, service_timer
 from benchd.targets.client import (
+    MESSAGE_CHARS,
     RETRY_AFTER_CEILING_S,
     ClientSettings,
+    ErrorContext,
     declared_too_large,
     open_clients,
     retry_after_s,
@@ -83,18 +86,116 @@ def test_a_relative_or_missing_location_is_still_a_redirect() -> None:
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_a_refused_key_never_quotes_the_store(status: int) -> None:
-    body = json.dumps({"error": "invalid key sk-live-123456"}).encode()
+def test_a_refused_key_quotes_the_store_with_any_key_it_echoes_hidden(status: int) -> None:
+    body = json.dumps({"error": "invalid key sk-live-123456 for tenant 42"}).encode()
     error = status_error(status, {}, body, WHERE)
     assert isinstance(error, TargetAuthError) and error.kind == "auth"
-    assert "sk-live" not in str(error)
+    assert str(error) == (
+        f"{WHERE}: HTTP {status}: invalid key <hidden> for tenant 42; the store refused "
+        "the API key from the configured api_key_env or api_key_file"
+    )
+
+
+def test_a_refused_key_names_the_config_key_and_where_the_key_came_from() -> None:
+    context = ErrorContext(key_source="api_key_env BRAIN_API_KEY")
+    error = status_error(401, {}, b'{"error": "Invalid API key"}', WHERE, context)
+    assert str(error) == (
+        f"{WHERE}: HTTP 401: Invalid API key; the store refused the API key from "
+        "api_key_env BRAIN_API_KEY"
+    )
+
+
+def test_a_registered_secret_is_masked_before_the_message_is_cut() -> None:
+    secret = "sk-registered-" + "9" * 30
+    redact.register_secret(secret)
+    try:
+        # the secret straddles the cut: masking first leaves none of it standing
+        body = json.dumps({"detail": "x" * (MESSAGE_CHARS - 10) + secret}).encode()
+        error = status_error(422, {}, body, WHERE)
+        assert "sk-registered" not in str(error) and "9999" not in str(error)
+        assert str(error).startswith(f"{WHERE}: HTTP 422: xxx")
+        assert len(str(error)) <= len(f"{WHERE}: HTTP 422: ") + MESSAGE_CHARS
+    finally:
+        redact.clear_secrets()
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (  # Chroma: an error class and its message
+            {"error": "ChromaError", "message": 'missing field "embeddings" at line 1'},
+            'ChromaError: missing field "embeddings" at line 1',
+        ),
+        (  # FastAPI validation
+            {"detail": [{"loc": ["body", "embeddings"], "msg": "field required"}]},
+            "body.embeddings: field required",
+        ),
+        ({"detail": "Collection not found"}, "Collection not found"),
+        (
+            {"status": {"error": "Wrong input: vector dim 3 != 384"}, "time": 0.1},
+            "Wrong input: vector dim 3 != 384",
+        ),  # Qdrant
+        ({"code": 1100, "message": "invalid parameter[dim]"}, "invalid parameter[dim]"),  # Milvus
+        (  # Elasticsearch / OpenSearch
+            {
+                "error": {"type": "index_not_found_exception", "reason": "no such index [m]"},
+                "status": 404,
+            },
+            "index_not_found_exception: no such index [m]",
+        ),
+        (  # JSON-RPC (an MCP server)
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Invalid params"}},
+            "Invalid params",
+        ),
+        ({"error": "Memory not found"}, "Memory not found"),  # Zengram
+        ({"ok": False}, ""),
+        ([], ""),
+    ],
+    ids=[
+        "chroma",
+        "fastapi-list",
+        "fastapi",
+        "qdrant",
+        "milvus",
+        "elastic",
+        "jsonrpc",
+        "zengram",
+        "no-words",
+        "empty-list",
+    ],
+)
+def test_the_stores_own_words_are_found_in_the_usual_shapes(body: object, said: str) -> None:
+    error = status_error(422, {}, json.dumps(body).encode(), WHERE)
+    assert str(error) == f"{WHERE}: HTTP 422" + (f": {said}" if said else "")
+
+
+def test_a_text_or_html_error_page_is_quoted_as_its_text() -> None:
+    express = (
+        b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Error'
+        b"</title>\n</head>\n<body>\n<pre>Cannot GET /health</pre>\n</body>\n</html>\n"
+    )
+    assert str(status_error(404, {}, express, WHERE)) == f"{WHERE}: HTTP 404: Cannot GET /health"
+    plain = b"upstream connect error\r\nreset reason: overflow"
+    said = "upstream connect error reset reason: overflow"
+    assert str(status_error(503, {}, plain, WHERE)) == f"{WHERE}: HTTP 503: {said}"
+
+
+def test_a_missing_route_asks_whether_the_url_serves_the_kinds_api() -> None:
+    context = ErrorContext(api="Zengram")
+    where = "GET http://127.0.0.1:9/health"
+    error = status_error(404, {}, b"Cannot GET /health", where, context)
+    assert str(error) == (
+        f"{where}: HTTP 404: Cannot GET /health; is this a Zengram API? GET /health answered 404"
+    )
+    assert "Zengram" not in str(status_error(500, {}, b"", where, context))  # a store error
+    assert "Zengram" not in str(status_error(404, {}, b"", where))  # a kind without one
 
 
 def test_a_429_is_rate_limited_with_its_parsed_retry_after() -> None:
     limited = status_error(429, {"retry-after": "1.5"}, b'{"error": "slow"}', WHERE)
     assert isinstance(limited, TargetRateLimited) and limited.kind == "rate_limited"
     assert limited.retry_after_s == 1.5 and limited.status == 429
-    assert "Retry-After 1.5 s" in str(limited) and "(slow)" in str(limited)
+    assert str(limited) == f"{WHERE}: HTTP 429 rate limited, Retry-After 1.5 s: slow"
     lockout = status_error(429, {}, b"", WHERE)
     assert isinstance(lockout, TargetRateLimited) and lockout.retry_after_s is None
     assert TargetHTTPError("x", 429).kind == "rate_limited"  # one kind for a 429, however made
@@ -106,7 +207,7 @@ def test_a_429_is_rate_limited_with_its_parsed_retry_after() -> None:
 def test_other_statuses_quote_a_small_error_body(status: int, kind: str) -> None:
     error = status_error(status, {}, b'{"error": "line one\\nline two"}', WHERE)
     assert isinstance(error, TargetHTTPError) and error.kind == kind
-    assert str(error) == f"{WHERE}: HTTP {status} (line one line two)"
+    assert str(error) == f"{WHERE}: HTTP {status}: line one line two"
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
 from benchd.targets.answers import decode
 from benchd.targets.base import SearchQuery
-from benchd.targets.client import Answer
+from benchd.targets.client import Answer, ErrorContext
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
     batch_counts,
@@ -90,7 +90,8 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
-        super().__init__(config, auth, transport)
+        context = ErrorContext(key_source=secret.source if secret else "")
+        super().__init__(config, auth, transport, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         ns = config.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # hidden from rankings
