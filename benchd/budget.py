@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchd.config.budget import BudgetSettings
+from benchd.config.kinds import target_kinds
 from benchd.config.load import Config, ProbeConfig
 from benchd.errors import ConfigError
 
@@ -38,9 +39,6 @@ __all__ = [
     "own_share",
     "plan_budgets",
 ]
-
-_EXPORT_PAGE = 500  # the zengram adapter's page size (the http kind says its own)
-_IMPORT_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +91,6 @@ class Plan:
         return tuple(w for key in self.keys for w in key.warnings)
 
 
-def _setting(settings: object, name: str, default: Any) -> Any:
-    """A target setting many kinds share (``cleanup``, ``verify``, ...), else ``default``."""
-    return getattr(settings, name, default)
-
-
 def cycle_cost(
     probe: ProbeConfig, memories: int, queries: int, *, read_rate: float, first: bool = False
 ) -> CycleCost:
@@ -106,24 +99,18 @@ def cycle_cost(
     An estimate where the store decides: one time-to-searchable poll (more
     while indexing lags), and listings one page per 500 records.
     """
-    settings = probe.target.settings
+    costs = target_kinds()[probe.target.kind].costs(probe.target.settings)
     cleanup = probe.target.cleanup
-    export = _setting(settings, "export", None)
-    page = _setting(export, "page_size", _EXPORT_PAGE)
-    seed = _setting(settings, "seed", None)
-    batch = _setting(seed, "batch_size", _setting(settings, "seed_batch", _IMPORT_BATCH))
-    lists = 1 + (1 if _setting(settings, "verify", True) else 0)
-    polls = 1 if _setting(settings, "searchable_timeout_s", 30.0) > 0 else 0
-    imports = math.ceil(memories / batch) if memories else 0
+    imports = math.ceil(memories / costs.batch_size) if memories else 0
     reads = {
-        "export": lists * max(1, math.ceil((memories + 1) / page)),
-        "searchable": polls,
+        "export": costs.lists * max(1, math.ceil((memories + 1) / costs.page_size)),
+        "searchable": costs.searchable_polls,
         "serial": queries,
         "load": _load_reads(probe, read_rate),
-        "lease": _setting(settings, "lease_reads_per_cycle", 0),
+        "lease": costs.lease_reads,
     }
     writes = {
-        "sentinel": 1 if first else _setting(settings, "lease_writes_per_cycle", 0),
+        "sentinel": 1 if first else costs.lease_writes,
         "import": imports if (first or cleanup != "never") else 0,
         "delete": memories if (cleanup != "never" and not first) or cleanup == "after" else 0,
     }

@@ -39,12 +39,10 @@ from benchd.scoring.latency import summarize
 from benchd.scoring.ranking import query_metrics, relevant_in_top
 from benchd.scoring.stats import bootstrap_cis
 from benchd.targets.base import (
-    CountsRetries,
+    ProbeTarget,
     Progress,
     SearchQuery,
-    SendsLoad,
     Target,
-    cleans_up_after,
     service_timer,
 )
 
@@ -179,11 +177,11 @@ def load_quality(
 
 
 async def load_pass(
-    target: Target, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
+    target: ProbeTarget, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
 ) -> LoadRun:
     """The raw load pass, paced as ``profile`` says, over the target's own sender if it has one."""
     n = len(fixture.queries)
-    if not isinstance(target, SendsLoad):
+    if not target.capabilities.load_sender:
         return await run_load(make_fire(target, probe, fixture), n, profile)
     queries = [_search_query(q, probe, fixture) for q in fixture.queries]
     sender = target.load_sender(
@@ -199,7 +197,7 @@ class _Cycle:
 
     probe: ProbeConfig
     fixture: Fixture
-    target: Target
+    target: ProbeTarget
     progress: Progress | None
     cycle: int
     read_rate: float | None = None
@@ -234,7 +232,7 @@ class _Cycle:
         """Requests the target retried during this cycle, after seeding."""
         if self.retries_before is None:
             return 0  # still seeding: those retries are in the seed report
-        now = self.target.retries if isinstance(self.target, CountsRetries) else 0
+        now = self.target.retries
         return now - self.retries_before
 
     def on_wait(self, seconds: float, reason: str) -> None:
@@ -247,7 +245,7 @@ class _Cycle:
         """Seconds the target waited before its retries this cycle (backoff, Retry-After)."""
         if self.waited_before is None:
             return 0.0  # still seeding: those waits belong to the seed
-        now = self.target.retry_wait_s if isinstance(self.target, CountsRetries) else 0.0
+        now = self.target.retry_wait_s
         return now - self.waited_before
 
     def failed(self, failure: CycleFailure) -> CycleResult:
@@ -305,7 +303,7 @@ class _Cycle:
 async def run_cycle(
     probe: ProbeConfig,
     fixture: Fixture,
-    target: Target,
+    target: ProbeTarget,
     *,
     cycle: int = 1,
     progress: Progress | None = None,
@@ -335,8 +333,8 @@ async def _run(state: _Cycle) -> None:
     state.seed = await state.phase(
         "seed", lambda: target.seed(fixture.memories, progress=state.progress)
     )
-    state.retries_before = target.retries if isinstance(target, CountsRetries) else 0
-    state.waited_before = target.retry_wait_s if isinstance(target, CountsRetries) else 0.0
+    state.retries_before = target.retries
+    state.waited_before = target.retry_wait_s
     state.answers = await state.phase("serial", lambda: _serial_pass(target, probe, fixture))
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
@@ -345,7 +343,7 @@ async def _run(state: _Cycle) -> None:
         state.load = run.to_result(
             aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
         )
-    if cleans_up_after(target):
+    if probe.target.cleanup == "after":
         ids = fixture.memory_ids
         await state.phase("cleanup", lambda: target.cleanup(ids))
 

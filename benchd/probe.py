@@ -32,7 +32,7 @@ from benchd.logging import get_logger
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
 from benchd.targets import build_target
-from benchd.targets.base import Progress, Target, cleans_up_after
+from benchd.targets.base import ProbeTarget, Progress
 from benchd.targets.lease import LeaseHolder, default_instance
 
 __all__ = [
@@ -71,7 +71,7 @@ def log_internal(stage: str, probe: str, exc: BaseException) -> None:
     )
 
 
-def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, Target]:
+def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, ProbeTarget]:
     """The probe's drift tracker (with its pinned baseline) and its adapter.
 
     Built eagerly: a baseline or target that cannot be constructed is a
@@ -123,7 +123,7 @@ class ProbeRunner:
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
         self.tracker, self.target = build_parts(probe)
-        if hasattr(self.target, "lease"):
+        if self.target.capabilities.lease:
             # A daemon promises a heartbeat every cycle: three missed ones make it stale.
             # A one-shot run (benchd once) holds the lease for its one cycle only.
             ttl = probe.timeout_s if read_only_beside_live else 3 * probe.interval_s
@@ -194,29 +194,25 @@ class ProbeRunner:
         does not clean up after itself; else what was deleted and what is
         left over (records benchd wrote and could not delete in time).
         """
-        if not cleans_up_after(self.target):
+        if self.probe.target.cleanup != "after":
             return None
         deleted = 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
             deleted = await self.target.cleanup(self.fixture.memory_ids)
-            release = getattr(self.target, "release", None)
-            if release is not None:
-                deleted += await release()
-        leftover = getattr(self.target, "leftover_records", 0)
+            deleted += await self.target.release()
         return CleanupReport(
             namespace=self.probe.target.namespace or "",
             deleted=deleted,
-            leftover=leftover if isinstance(leftover, int) else 0,
+            leftover=self.target.leftover_records,
             timed_out=scope.cancelled_caught,
         )
 
     def cleanup_failed(self) -> CleanupReport:
         """The report of a cleanup the store refused: everything benchd holds is left over."""
-        leftover = getattr(self.target, "leftover_records", 0)
         return CleanupReport(
             namespace=self.probe.target.namespace or "",
             deleted=0,
-            leftover=leftover if isinstance(leftover, int) else 0,
+            leftover=self.target.leftover_records,
             timed_out=False,
         )
 

@@ -9,7 +9,7 @@ uncut ones (``rr``, ``ap``, ``r_precision``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -27,9 +27,11 @@ __all__ = [
     "LatencySummary",
     "LoadResult",
     "QueryResult",
+    "RankedIds",
     "SeedReport",
     "TargetInfo",
     "Verdict",
+    "scores_of",
 ]
 
 CycleOutcome = Literal["success", "degraded", "failed", "timeout"]
@@ -58,6 +60,27 @@ MIN_SAMPLES: Mapping[str, int] = {"p50": 2, "p90": 10, "p95": 20, "p99": 100}
 Below it the nearest-rank percentile is just the largest sample (a "p99" of
 30 samples is their maximum), so surfacers omit it and say why.
 """
+
+
+class RankedIds(tuple[str, ...]):
+    """Ids in rank order, carrying the store's own score of each where it gave one.
+
+    Still a plain tuple of ids to everything that ranks or scores; the drift
+    stage reads the scores (:func:`scores_of`) for its label-free score-shift
+    signal. A store that reports no scores gives a plain tuple.
+    """
+
+    scores: tuple[float | None, ...]
+
+    def __new__(cls, ids: Sequence[str], scores: Sequence[float | None] = ()) -> RankedIds:
+        ranked = super().__new__(cls, ids)
+        ranked.scores = tuple(scores)
+        return ranked
+
+
+def scores_of(ranked: Sequence[str]) -> tuple[float | None, ...]:
+    """The store's scores of a ranking, () where it gave none."""
+    return ranked.scores if isinstance(ranked, RankedIds) else ()
 
 
 @dataclass(frozen=True, slots=True)

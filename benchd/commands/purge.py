@@ -18,9 +18,9 @@ from benchd.config.load import ProbeConfig, load_config
 from benchd.config.secrets import read_secret
 from benchd.errors import EXIT_OK, UsageError
 from benchd.fixtures.model import load_fixture
-from benchd.targets import build_target
+from benchd.targets import build_target, capabilities_of
+from benchd.targets.base import ProbeTarget
 from benchd.targets.lease import LeaseHolder, default_instance
-from benchd.targets.seeding import SeededStore
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 __all__ = ["register"]
@@ -53,8 +53,8 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_handle)
 
 
-def _targets(args: argparse.Namespace) -> list[tuple[str, SeededStore[Any], list[Any]]]:
-    """(label, target, fixture memories) for each namespace to purge."""
+def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list[Any]]]:
+    """(label, namespace, target, fixture memories) for each namespace to purge."""
     if args.config and args.namespace:
         raise UsageError("give --config or --namespace/--url, not both")
     if args.namespace:
@@ -62,31 +62,36 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, SeededStore[Any], list
             raise UsageError("--namespace needs --url (the zengram store)")
         secret = read_secret(env=args.api_key_env, file=args.api_key_file, where="benchd purge")
         settings = ZengramConfig(url=args.url, namespace=args.namespace)
-        return [(f"namespace {args.namespace!r}", ZengramTarget(settings, secret), [])]
+        store = ZengramTarget(settings, secret)
+        return [(f"namespace {args.namespace!r}", args.namespace, store, [])]
     if not args.config:
         raise UsageError("give --config FILE, or --namespace NAME --url URL")
     config = load_config(args.config)
     probes: list[ProbeConfig] = (
         [config.probe(n) for n in args.probe] if args.probe else list(config.probes)
     )
-    out: list[tuple[str, SeededStore[Any], list[Any]]] = []
+    out: list[tuple[str, str, ProbeTarget, list[Any]]] = []
     for probe in probes:
+        caps = capabilities_of(probe.target.kind, probe.target.settings)
+        if not (caps.lists and caps.deletes):
+            raise UsageError(
+                f"probe {probe.name}: kind {probe.target.kind} cannot purge: "
+                + "; ".join(caps.lacks())
+            )
         target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
-        if not isinstance(target, SeededStore):
-            raise UsageError(f"probe {probe.name}: kind {probe.target.kind} keeps no namespace")
-        target.lease = LeaseHolder(config.server.instance or default_instance(), ttl_s=0.0)
+        if caps.lease:
+            target.lease = LeaseHolder(config.server.instance or default_instance(), ttl_s=0.0)
         memories = list(load_fixture(probe.fixture).memories)
-        out.append((f"probe {probe.name}", target, memories))
+        out.append((f"probe {probe.name}", probe.target.namespace or "", target, memories))
     return out
 
 
 async def _handle(args: argparse.Namespace) -> int:
-    for label, target, memories in _targets(args):
+    for label, ns, target, memories in _targets(args):
         try:
             purged = await target.purge(memories, force=args.force)
         finally:
             await target.aclose()
-        ns = getattr(target.config, "namespace", "")  # type: ignore[attr-defined]
         print(
             f"{label}: namespace {ns!r}: deleted {purged.records} benchd record(s) and "
             f"{purged.sentinels} sentinel(s); left {purged.foreign} record(s) benchd did not write"

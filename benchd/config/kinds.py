@@ -7,33 +7,90 @@ calls :func:`register_target_kind` for each built-in kind when it is
 imported; :func:`target_kinds` imports it on first use if nothing has yet
 (the way a plugin group is discovered), so ``load_config`` works from any
 entry point without config naming an adapter.
+
+What config and the budget planner read of a kind's settings is declared by
+the kind, never probed: :class:`KindSchema` (which a registry entry of
+:mod:`benchd.targets` satisfies) gives the settings every kind may share
+(:class:`CommonSettings`) and what a cycle costs the store besides its
+searches (:class:`StoreCosts`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal, Protocol
 
-__all__ = ["BUILTIN_KINDS_PACKAGE", "register_target_kind", "target_kinds"]
+__all__ = [
+    "BUILTIN_KINDS_PACKAGE",
+    "CommonSettings",
+    "KindSchema",
+    "StoreCosts",
+    "register_target_kind",
+    "target_kinds",
+]
 
 BUILTIN_KINDS_PACKAGE = "benchd.targets"
 """The package whose import registers the built-in kinds (zengram, http, python)."""
 
-_KINDS: dict[str, type[Any]] = {}
+
+@dataclass(frozen=True, slots=True)
+class CommonSettings:
+    """The settings generic code reads of any kind; a kind without one leaves it unset."""
+
+    namespace: str | None = None  # the namespace (client_id) the probe owns
+    url: str | None = None  # the store's URL; None for an in-process store
+    cleanup: Literal["before", "after", "never"] = "never"
+    adopt_namespace: bool | None = None  # None: the kind has no such setting
+    api_key_env: str | None = None
+    api_key_file: str | None = None
 
 
-def register_target_kind(name: str, settings_type: type[Any]) -> None:
-    """Decode ``kind = name`` tables with ``settings_type`` (a frozen dataclass)."""
-    known = _KINDS.get(name)
-    if known is not None and known is not settings_type:
-        raise ValueError(f"target kind {name!r} is already registered ({known.__name__})")
-    _KINDS[name] = settings_type
+@dataclass(frozen=True, slots=True)
+class StoreCosts:
+    """What one cycle asks of the store besides its searches, for the budget planner."""
+
+    page_size: int = 500  # records per listing page
+    batch_size: int = 500  # records per write
+    lists: int = 2  # listings per cycle (ownership check, verify)
+    searchable_polls: int = 1  # time-to-searchable polls (at least)
+    lease_reads: int = 0  # per writing cycle, keeping the lease
+    lease_writes: int = 0
 
 
-def target_kinds() -> Mapping[str, type[Any]]:
-    """Every registered kind and its settings type (the built-in ones loaded on first use)."""
+class KindSchema(Protocol):
+    """What config knows of a kind: its settings type, and what it declares about them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings_type(self) -> type[Any]: ...
+
+    @property
+    def common(self) -> Callable[[Any], CommonSettings]: ...
+
+    @property
+    def costs(self) -> Callable[[Any], StoreCosts]: ...
+
+
+_KINDS: dict[str, KindSchema] = {}
+
+
+def register_target_kind(kind: KindSchema) -> None:
+    """Decode ``kind = kind.name`` tables with ``kind.settings_type`` (a frozen dataclass)."""
+    known = _KINDS.get(kind.name)
+    if known is not None and known.settings_type is not kind.settings_type:
+        raise ValueError(
+            f"target kind {kind.name!r} is already registered ({known.settings_type.__name__})"
+        )
+    _KINDS[kind.name] = kind
+
+
+def target_kinds() -> Mapping[str, KindSchema]:
+    """Every registered kind (the built-in ones loaded on first use)."""
     if not _KINDS:
         importlib.import_module(BUILTIN_KINDS_PACKAGE)
     return MappingProxyType(_KINDS)

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 
 from benchd.config.budget import BudgetSettings
 from benchd.config.drift import DriftSettings
-from benchd.config.kinds import target_kinds
+from benchd.config.kinds import CommonSettings, target_kinds
 from benchd.config.profiles import LoadProfile
 from benchd.config.schema import check, decode, hidden_paths, join_key
 from benchd.config.secrets import Secret, read_secret
@@ -108,9 +108,8 @@ class TargetConfig:
     """A decoded ``[probe.target]``: its kind, the kind's settings and its key.
 
     ``settings`` is the kind's own dataclass, for its adapter (and config)
-    alone; generic code reads the typed properties below, which read the
-    settings every kind that has them shares (and give None or False for a
-    kind that has not) — the one place that knows their names.
+    alone; generic code reads the typed properties below, which read what
+    the kind declares of its settings (:class:`~benchd.config.kinds.CommonSettings`).
     """
 
     kind: str
@@ -118,28 +117,28 @@ class TargetConfig:
     secret: Secret | None = None
 
     @property
+    def common(self) -> CommonSettings:
+        """The settings every kind may share, as the kind declares them (see config.kinds)."""
+        return target_kinds()[self.kind].common(self.settings)
+
+    @property
     def cleanup(self) -> Literal["before", "after", "never"]:
         """The cleanup policy; ``never`` for a kind without one."""
-        policy = getattr(self.settings, "cleanup", "never")
-        if policy == "before":
-            return "before"
-        return "after" if policy == "after" else "never"
+        return self.common.cleanup
 
     @property
     def url(self) -> str | None:
         """The store's URL; None for an in-process target."""
-        url = getattr(self.settings, "url", None)
-        return url if isinstance(url, str) else None
+        return self.common.url
 
     @property
     def namespace(self) -> str | None:
         """The store namespace (client_id) the probe owns; None when the kind has none."""
-        namespace = getattr(self.settings, "namespace", None)
-        return namespace if isinstance(namespace, str) else None
+        return self.common.namespace
 
     @property
     def adopt_namespace(self) -> bool:
-        return getattr(self.settings, "adopt_namespace", False) is True
+        return self.common.adopt_namespace is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +361,7 @@ def with_adopted_namespaces(config: Config, namespaces: Sequence[str]) -> Config
                 p.target, settings=_adopting(p.target.settings)
             ),
         )
-        if hasattr(p.target.settings, "adopt_namespace") and p.target.namespace in wanted
+        if p.target.common.adopt_namespace is not None and p.target.namespace in wanted
         else p
         for p in config.probes
     )
@@ -430,13 +429,13 @@ def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) 
     kind_name = raw.get("kind")
     if not isinstance(kind_name, str):
         raise ConfigError(f"{file}: {path}.kind: required; one of {kinds}")
-    settings_type = registered.get(kind_name)
-    if settings_type is None:
+    kind = registered.get(kind_name)
+    if kind is None:
         raise ConfigError(f"{file}: {path}.kind: unknown kind {kind_name!r}; one of {kinds}")
     rest = {k: v for k, v in raw.items() if k != "kind"}
-    settings = decode(settings_type, rest, file=file, path=path)
-    env = getattr(settings, "api_key_env", None)
-    key_file = getattr(settings, "api_key_file", None)
+    settings = decode(kind.settings_type, rest, file=file, path=path)
+    common = kind.common(settings)
+    env, key_file = common.api_key_env, common.api_key_file
     if not secrets:  # validate without --check-secrets: how the key is named, not its value
         if env and key_file:
             raise ConfigError(f"{file}: {path}: set api_key_env or api_key_file, not both")

@@ -61,7 +61,7 @@ from benchd import __version__
 from benchd.drift.stats import rbo
 from benchd.errors import ConfigError, InputError, OutputError
 from benchd.inputs import read_input
-from benchd.result import CycleResult
+from benchd.result import CycleResult, scores_of
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -157,7 +157,7 @@ def _frozen_query(qid: str, answers: Sequence[Any], depth: int) -> BaselineQuery
 
 def _top_scores(answers: Sequence[Any]) -> tuple[float, ...]:
     """The store's top score of each repeat, or () unless every repeat has one."""
-    scores: list[Sequence[float | None]] = [getattr(a.ranked_ids, "scores", ()) for a in answers]
+    scores = [scores_of(a.ranked_ids) for a in answers]
     firsts = [s[0] if s else None for s in scores]
     if any(f is None for f in firsts):
         return ()

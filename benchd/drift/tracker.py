@@ -49,7 +49,7 @@ from benchd.drift.outcome import (
     Transition,
 )
 from benchd.drift.stats import Pool, noise_tests, rbo
-from benchd.result import CycleResult
+from benchd.result import CycleResult, scores_of
 from benchd.scoring.stats import bootstrap_cis, paired_tests
 
 __all__ = [
@@ -102,7 +102,7 @@ class Snapshot:
 
 def top_score(ranked: Sequence[str]) -> float | None:
     """The store's own score of the first result, when the adapter captured it."""
-    scores = getattr(ranked, "scores", ())
+    scores = scores_of(ranked)
     return scores[0] if scores and scores[0] is not None else None
 
 

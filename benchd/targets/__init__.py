@@ -1,49 +1,117 @@
-"""Store adapters: one protocol, one file per kind, one registry.
+"""Store kinds: one protocol, one module per kind, one registry.
 
-``TARGET_KINDS`` is the only list of kinds: each kind's settings schema is
-registered with :mod:`benchd.config.kinds` (config decodes ``[probe.target]``
-with it, without importing any adapter) and the probe uses it to build the
-adapter.
+Where a new kind goes: one module in this package (``benchd/targets/<kind>.py``,
+or a package for a large one) that implements the transport-free store
+protocol of :mod:`benchd.targets.store` and declares its settings type,
+plus one :class:`TargetKind` line in ``TARGET_KINDS`` below. Everything
+benchd promises about a namespace (owned ids, verified seeds, verified
+deletes, the sentinel and its lease, purge) then comes from the one flow,
+:mod:`benchd.targets.flow`; what the kind cannot do it declares in its
+:class:`~benchd.targets.store.Capabilities`, and benchd says which
+guarantees such a probe lacks.
+
+``TARGET_KINDS`` is the only list of kinds: config decodes ``[probe.target]``
+with the entry's settings type and reads what the entry declares about them
+(:mod:`benchd.config.kinds`: common settings, budget costs) without importing
+any adapter; the probe builds the adapter with the entry's builder; generic
+code reads the entry's capabilities, never a target's attributes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from benchd.config.kinds import register_target_kind
+from benchd.config.kinds import CommonSettings, StoreCosts, register_target_kind
 from benchd.config.secrets import Secret
-from benchd.targets.base import SearchQuery, Target
-from benchd.targets.http.target import HttpConfig, HttpTarget
-from benchd.targets.python import PythonConfig, python_target
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.targets.base import ProbeTarget, SearchQuery, Target
+from benchd.targets.http.target import (
+    HttpConfig,
+    HttpTarget,
+    http_capabilities,
+    http_common,
+    http_costs,
+)
+from benchd.targets.python import (
+    PythonConfig,
+    python_capabilities,
+    python_common,
+    python_costs,
+    python_target,
+)
+from benchd.targets.store import Capabilities
+from benchd.targets.zengram import (
+    ZengramConfig,
+    ZengramTarget,
+    zengram_capabilities,
+    zengram_common,
+    zengram_costs,
+)
 
-__all__ = ["TARGET_KINDS", "SearchQuery", "Target", "TargetKind", "build_target"]
+__all__ = [
+    "TARGET_KINDS",
+    "Capabilities",
+    "ProbeTarget",
+    "SearchQuery",
+    "Target",
+    "TargetKind",
+    "build_target",
+    "capabilities_of",
+]
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
-class TargetKind:
-    """How to decode a kind's config table and build its adapter."""
+class TargetKind(Generic[S]):
+    """One registered kind: its settings type and what it declares about them.
+
+    ``build`` makes the adapter; ``capabilities`` says what a store with
+    these settings can do; ``common`` and ``costs`` are what config and the
+    budget planner read (see :class:`benchd.config.kinds.KindSchema`).
+    """
 
     name: str
-    config_type: type[Any]
-    factory: Callable[[Any, Secret | None], Target]
+    settings_type: type[S]
+    build: Callable[[S, Secret | None], ProbeTarget]
+    capabilities: Callable[[S], Capabilities]
+    common: Callable[[S], CommonSettings]
+    costs: Callable[[S], StoreCosts]
 
 
-TARGET_KINDS: dict[str, TargetKind] = {
+TARGET_KINDS: dict[str, TargetKind[Any]] = {
     kind.name: kind
     for kind in (
-        TargetKind("zengram", ZengramConfig, ZengramTarget),
-        TargetKind("http", HttpConfig, HttpTarget),
-        TargetKind("python", PythonConfig, python_target),
+        TargetKind(
+            "zengram",
+            ZengramConfig,
+            ZengramTarget,
+            zengram_capabilities,
+            zengram_common,
+            zengram_costs,
+        ),
+        TargetKind("http", HttpConfig, HttpTarget, http_capabilities, http_common, http_costs),
+        TargetKind(
+            "python",
+            PythonConfig,
+            python_target,
+            python_capabilities,
+            python_common,
+            python_costs,
+        ),
     )
 }
 
 
 for _kind in TARGET_KINDS.values():
-    register_target_kind(_kind.name, _kind.config_type)
+    register_target_kind(_kind)
 
 
-def build_target(kind: str, config: Any, secret: Secret | None) -> Target:
-    return TARGET_KINDS[kind].factory(config, secret)
+def build_target(kind: str, config: Any, secret: Secret | None) -> ProbeTarget:
+    return TARGET_KINDS[kind].build(config, secret)
+
+
+def capabilities_of(kind: str, config: Any) -> Capabilities:
+    """What a store of ``kind`` with these settings can do, as its entry declares."""
+    return TARGET_KINDS[kind].capabilities(config)

@@ -2,11 +2,12 @@
 
 Adapters know HTTP (or in-process) details; nothing else does. Each method
 translates transport failures and bad payloads into :mod:`benchd.errors`
-``TargetError`` subclasses, so callers see a bounded ``kind``. Generic code
-(the cycle, the load engine) asks a target for more only through the
-optional protocols here: :class:`SendsLoad` (its own sender for the load
-pass), :class:`CleansUpAfter` and :class:`CountsRetries`; and it times a call with
-:func:`service_timer`, which the target's client fills in with the
+``TargetError`` subclasses, so callers see a bounded ``kind``.
+:class:`Target` is the small protocol (what a ``python`` factory may return
+as it is); :class:`ProbeTarget` is what every registered kind builds and the
+probe drives, with its declared capabilities
+(:class:`~benchd.targets.store.Capabilities`). Generic code times a call
+with :func:`service_timer`, which the target's client fills in with the
 answering attempt's service time.
 """
 
@@ -18,43 +19,28 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from benchd.hooks import Fire
-from benchd.result import SeedReport, TargetInfo
+from benchd.result import RankedIds, SeedReport, TargetInfo
+
+if TYPE_CHECKING:
+    from benchd.targets.lease import LeaseHolder
+    from benchd.targets.store import Capabilities, Purged
 
 __all__ = [
-    "CleansUpAfter",
-    "CountsRetries",
+    "ProbeTarget",
     "Progress",
     "RankedIds",
     "SearchQuery",
-    "SendsLoad",
     "ServiceTimer",
     "Target",
-    "cleans_up_after",
     "note_service_time",
     "service_timer",
 ]
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
-
-
-class RankedIds(tuple[str, ...]):
-    """Ids in rank order, carrying the store's own score of each where it gave one.
-
-    Still a plain tuple of ids to everything that ranks or scores; the drift
-    stage reads ``scores`` for its label-free score-shift signal. An adapter
-    whose store reports no scores returns a plain tuple.
-    """
-
-    scores: tuple[float | None, ...]
-
-    def __new__(cls, ids: Sequence[str], scores: Sequence[float | None] = ()) -> RankedIds:
-        ranked = super().__new__(cls, ids)
-        ranked.scores = tuple(scores)
-        return ranked
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,43 +79,51 @@ class Target(Protocol):
         ...
 
 
-@runtime_checkable
-class SendsLoad(Protocol):
-    """Optional: a target with its own sender for the load pass.
+class ProbeTarget(Target, Protocol):
+    """What a probe drives: the adapter a registered kind builds.
 
-    ``load_sender(queries, ...)`` opens a :data:`~benchd.hooks.Fire` whose
-    ``fire(i)`` searches ``queries[i % len(queries)]``, over connections it
-    owns (for HTTP targets, one fast pool sized to the load). Without it the
-    load engine calls :meth:`Target.search`.
+    Beyond :class:`Target`, everything here is present on every adapter and
+    typed; what a store can do is read from ``capabilities`` (declared by its
+    kind, see :mod:`benchd.targets.store`), never probed.
     """
+
+    lease: LeaseHolder | None  # set by the probe runner where capabilities.lease
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def retries(self) -> int:
+        """Requests retried so far (0 for a store that does not retry)."""
+        ...
+
+    @property
+    def retry_wait_s(self) -> float:
+        """Seconds waited before those retries (backoff, ``Retry-After``)."""
+        ...
+
+    @property
+    def leftover_records(self) -> int:
+        """Records benchd wrote (or may have) in its namespace and has not deleted."""
+        ...
+
+    async def release(self) -> int:
+        """Delete the sentinel once nothing else of benchd's is left; how many went."""
+        ...
+
+    async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
+        """Delete everything benchd owns in the namespace (``benchd purge``)."""
+        ...
 
     def load_sender(
         self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
-    ) -> AbstractAsyncContextManager[Fire]: ...
+    ) -> AbstractAsyncContextManager[Fire]:
+        """The load pass's own sender (only where ``capabilities.load_sender``).
 
-
-@runtime_checkable
-class CleansUpAfter(Protocol):
-    """Optional: a target whose own settings ask it to delete its corpus after each cycle."""
-
-    @property
-    def cleans_up_after(self) -> bool: ...
-
-
-def cleans_up_after(target: Target) -> bool:
-    """Whether ``target`` deletes its corpus after each cycle and on shutdown (False if unsaid)."""
-    return isinstance(target, CleansUpAfter) and target.cleans_up_after
-
-
-@runtime_checkable
-class CountsRetries(Protocol):
-    """Optional: a target that retries requests says how many, and how long it waited."""
-
-    @property
-    def retries(self) -> int: ...
-
-    @property
-    def retry_wait_s(self) -> float: ...
+        It opens a :data:`~benchd.hooks.Fire` whose ``fire(i)`` searches
+        ``queries[i % len(queries)]`` over connections it owns.
+        """
+        ...
 
 
 @dataclass(slots=True)

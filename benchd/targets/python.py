@@ -36,18 +36,22 @@ import importlib
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
+from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
-from benchd.errors import TargetProtocolError, TargetUnreachable
+from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import SeedReport, TargetInfo
 from benchd.targets.base import Progress, SearchQuery, Target
+from benchd.targets.lease import LeaseHolder
 from benchd.targets.owned import OwnedIds
+from benchd.targets.store import Capabilities, Purged
 
 __all__ = [
     "KIND",
@@ -55,8 +59,14 @@ __all__ = [
     "PythonTarget",
     "RetrieverTarget",
     "load_factory",
+    "python_capabilities",
+    "python_common",
+    "python_costs",
     "python_target",
 ]
+
+if TYPE_CHECKING:
+    from benchd.hooks import Fire
 
 KIND = "python"
 T = TypeVar("T")
@@ -132,9 +142,23 @@ def _check_options(spec: str, options: Mapping[str, Any]) -> None:
         ) from None
 
 
-def python_target(config: PythonConfig, secret: Secret | None) -> Target:
+def python_target(config: PythonConfig, secret: Secret | None) -> PythonTarget:
     """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate)."""
     return PythonTarget(config)
+
+
+def python_capabilities(config: PythonConfig) -> Capabilities:
+    """Before the factory runs: it indexes the corpus; nothing else is promised."""
+    return Capabilities(writes=True)
+
+
+def python_common(config: PythonConfig) -> CommonSettings:
+    return CommonSettings(namespace=config.namespace)
+
+
+def python_costs(config: PythonConfig) -> StoreCosts:
+    """In-process: no listing, no polls (never planned: there is no key at a store)."""
+    return StoreCosts(lists=0, searchable_polls=0)
 
 
 class PythonTarget:
@@ -152,6 +176,37 @@ class PythonTarget:
         self.config = config
         self._inner: Target | None = None
         self._lock = anyio.Lock()
+        self.lease: LeaseHolder | None = None  # never set: no lease is declared
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return python_capabilities(self.config)
+
+    @property
+    def retries(self) -> int:
+        return 0
+
+    @property
+    def retry_wait_s(self) -> float:
+        return 0.0
+
+    @property
+    def leftover_records(self) -> int:
+        return 0
+
+    async def release(self) -> int:
+        return 0
+
+    async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
+        raise OwnershipError(
+            f"python target {self.config.factory}: it cannot list and delete records, "
+            "so benchd cannot purge it"
+        )
+
+    def load_sender(
+        self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
+    ) -> AbstractAsyncContextManager[Fire]:
+        raise NotImplementedError("the python kind declares no load sender")
 
     async def target(self) -> Target:
         """The Target the factory made (calling it the first time)."""

@@ -48,6 +48,7 @@ from benchd.targets.client import (
 )
 from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id
+from benchd.targets.store import Capabilities, Purged
 from benchd.targets.transport import search_fire
 
 __all__ = ["Counts", "Purged", "SeedPlan", "SeededStore", "content_of", "digest", "sentinel_id"]
@@ -89,15 +90,6 @@ class SeedPlan:
     deletes: bool = True  # the store can delete one record
     verifies: bool = True  # verify the seed through the listing
     namespace_label: str = "namespace"  # how the ownership error names the namespace
-
-
-@dataclass(frozen=True, slots=True)
-class Purged:
-    """What ``purge`` deleted: benchd's records, its sentinels, and what it left (not benchd's)."""
-
-    records: int
-    sentinels: int
-    foreign: int
 
 
 class SeededStore(ABC, Generic[R]):
@@ -268,9 +260,9 @@ class SeededStore(ABC, Generic[R]):
         return self._http.retries
 
     @property
-    def cleans_up_after(self) -> bool:
-        """``cleanup = "after"`` in this target's settings."""
-        return self._plan().cleanup == "after"
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this store can do, as its kind declares it for these settings."""
 
     @property
     def retry_wait_s(self) -> float:

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 import httpx
 
+from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
@@ -60,8 +61,17 @@ from benchd.targets.owned import (
     sentinel_text,
 )
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest
+from benchd.targets.store import Capabilities
 
-__all__ = ["KIND", "ZengramConfig", "ZengramTarget", "sentinel_id"]
+__all__ = [
+    "KIND",
+    "ZengramConfig",
+    "ZengramTarget",
+    "sentinel_id",
+    "zengram_capabilities",
+    "zengram_common",
+    "zengram_costs",
+]
 
 KIND = "zengram"
 IMPORT_CAP = 500
@@ -141,6 +151,10 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
 
     # -- protocol ---------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return zengram_capabilities(self.config)
 
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
@@ -480,6 +494,42 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return await self._time_to_searchable(
             kept[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
         )
+
+
+def zengram_capabilities(config: ZengramConfig) -> Capabilities:
+    """Everything: a paged listing, batch imports, deletes, a lease in the sentinel, scores."""
+    return Capabilities(
+        lists=True,
+        writes=True,
+        deletes=True,
+        lease=True,
+        load_sender=True,
+        scores=True,
+        retries=True,
+    )
+
+
+def zengram_common(config: ZengramConfig) -> CommonSettings:
+    return CommonSettings(
+        namespace=config.namespace,
+        url=config.url,
+        cleanup=config.cleanup,
+        adopt_namespace=config.adopt_namespace,
+        api_key_env=config.api_key_env,
+        api_key_file=config.api_key_file,
+    )
+
+
+def zengram_costs(config: ZengramConfig) -> StoreCosts:
+    """Export pages of 500, imports of ``seed_batch``; the lease heartbeat's reads and writes."""
+    return StoreCosts(
+        page_size=EXPORT_PAGE,
+        batch_size=config.seed_batch,
+        lists=2 if config.verify else 1,
+        searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
+        lease_reads=config.lease_reads_per_cycle,
+        lease_writes=config.lease_writes_per_cycle,
+    )
 
 
 def _epoch_s(stamp: object) -> float | None:

@@ -131,7 +131,7 @@ def table_of(cls: Any, extra: dict[str, st.SearchStrategy[Any]] | None = None) -
 
 target_table = st.one_of(
     *(
-        table_of(kind.config_type).map(lambda t, name=name: {"kind": name, **t})
+        table_of(kind.settings_type).map(lambda t, name=name: {"kind": name, **t})
         for name, kind in TARGET_KINDS.items()
     ),
     table_of(ZengramConfig).map(

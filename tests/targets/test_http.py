@@ -34,7 +34,7 @@ from benchd.load import LoadProfile
 from benchd.refstore.server import RunningRefStore, running_refstore, serve_app
 from benchd.refstore.testing import make_config
 from benchd.targets import build_target
-from benchd.targets.base import SearchQuery, SendsLoad
+from benchd.targets.base import SearchQuery
 from benchd.targets.http.records import sentinel_id
 from benchd.targets.http.target import HttpTarget
 from benchd.targets.owned import owned_id
@@ -250,7 +250,7 @@ async def test_a_cycle_under_load_uses_the_engines_pool_and_scores_like_serial(
     )
     fixture = load_fixture(probe.fixture)
     target = build_target("http", settings, target_config.secret)
-    assert isinstance(target, SendsLoad)
+    assert target.capabilities.load_sender
     try:
         result = await run_cycle(probe, fixture, target)
     finally:

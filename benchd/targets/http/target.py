@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
@@ -43,8 +44,9 @@ from benchd.targets.http.records import (
 from benchd.targets.http.templating import MISSING, as_text, render, render_text
 from benchd.targets.owned import legacy_sentinel_id, sentinel_id
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan
+from benchd.targets.store import Capabilities
 
-__all__ = ["KIND", "HttpConfig", "HttpTarget"]
+__all__ = ["KIND", "HttpConfig", "HttpTarget", "http_capabilities", "http_common", "http_costs"]
 
 KIND = "http"
 
@@ -119,6 +121,10 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         )
 
     # -- protocol ---------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return http_capabilities(self.config)
 
     async def info(self) -> TargetInfo:
         """Read model/version from the health endpoint if configured, else the config label."""
@@ -314,3 +320,36 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             return None
         limit = self.config.search.max_k or 100
         return await self._time_to_searchable(kept[-1], limit=limit, timeout_s=timeout_s)
+
+
+def http_capabilities(config: HttpConfig) -> Capabilities:
+    """What the configured templates allow: listing, writing and deleting each need theirs."""
+    return Capabilities(
+        lists=config.export is not None,
+        writes=config.seed is not None,
+        deletes=config.delete is not None,
+        load_sender=True,
+        scores=bool(config.search.scores),
+        retries=True,
+    )
+
+
+def http_common(config: HttpConfig) -> CommonSettings:
+    return CommonSettings(
+        namespace=config.namespace,
+        url=config.url,
+        cleanup=config.cleanup,
+        adopt_namespace=config.adopt_namespace,
+        api_key_env=config.api_key_env,
+        api_key_file=config.api_key_file,
+    )
+
+
+def http_costs(config: HttpConfig) -> StoreCosts:
+    """Export pages and seed batches as configured (500 where a template is absent)."""
+    return StoreCosts(
+        page_size=config.export.page_size if config.export is not None else 500,
+        batch_size=config.seed.batch_size if config.seed is not None else 500,
+        lists=2 if config.verify else 1,
+        searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
+    )

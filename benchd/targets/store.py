@@ -1,0 +1,267 @@
+"""The store seam: what a store kind implements, and what it declares it can do.
+
+benchd's promises about a namespace (DESIGN §2a) — ids derived from the
+namespace, a seed verified by reading it back, deletes only of records a
+listing shows as benchd's, a sentinel that marks the namespace, a lease for
+one writer per namespace, adoption, migration, cleanup, ``purge``,
+leftovers — are written once, in :mod:`benchd.targets.flow`, over the small
+protocol below. A store kind (``zengram``, ``http``, ``python``; ``pgvector``,
+``chroma``, ``milvus``, ``mcp``, ...) is one module that implements
+:class:`Store` plus one registry entry in :mod:`benchd.targets`. The store
+knows its transport (HTTP, a client library, a subprocess); the flow knows
+none.
+
+What a kind implements (:class:`Store`)
+---------------------------------------
+``plan``
+    The flow's settings from the kind's config (:class:`SeedPlan`): the
+    namespace, the cleanup mode, batch sizes, concurrency.
+``capabilities``
+    What the store can do (:class:`Capabilities`). The flow skips what a
+    store cannot do, and benchd says which guarantee the probe lacks
+    (:meth:`Capabilities.lacks`) in ``validate``, ``/api/status`` and the docs.
+``list(cursor)``
+    One page of the records in benchd's namespace, each as a :class:`Listed`:
+    the store's id, the id benchd wrote it under where the store keeps one
+    beside its own (a column, a metadata mark), a digest of its text, and
+    the lease where the record is benchd's sentinel. ``cursor`` is None for
+    the first page and the page's ``next`` after; ``next = None`` ends the
+    listing. The flow bounds the listing (records, pages without anything
+    new), so a store need not.
+``write(batch)``
+    Write a batch of :class:`Record` (each carries the id benchd writes,
+    the fixture memory and benchd's mark); return the store's counts
+    ``(written, skipped, errors)``. An upsert by id is fine: benchd's ids
+    are its own.
+``write_sentinel(record)``
+    Write the sentinel (the record marking the namespace as benchd's; its
+    ``mark`` carries the lease where the store keeps one); an error if the
+    store refuses it.
+``delete(store_id)``
+    Delete one record; False if the store says it was already gone. Only
+    ever called for an id a listing taken just before showed as benchd's.
+``search(query)``
+    The store's ids in rank order (or as a set, see
+    :attr:`Capabilities.unranked`) with the store's scores where it gives
+    them, as :class:`Hits`. The flow maps them to fixture ids, drops the
+    sentinel and cuts to ``query.limit``: ask the store for one more.
+``info()``, ``aclose()``
+    Describe the store (cheap, no side effects); release connections.
+
+Optional parts, with defaults in :class:`StoreDefaults` (inherit it):
+``read_back(ids)`` (records a listing may have skipped, read by id),
+``unchanged(listed, record)`` (the store would skip this write as a
+duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
+corpus before the first search, e.g. to anchor date words) and
+``load_sender(...)`` (the store's own sender for the load pass, declared by
+:attr:`Capabilities.load_sender`).
+
+A store without a listing (:attr:`Capabilities.lists` false) cannot have
+its seed verified nor its namespace's ownership checked; without delete, no
+cleanup and no ``purge``; without a lease, two writers on one namespace are
+not detected. benchd runs such a probe and reports what it lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from benchd.result import TargetInfo
+from benchd.targets.base import SearchQuery
+from benchd.targets.lease import Holder
+
+if TYPE_CHECKING:
+    from benchd.hooks import Fire
+
+__all__ = [
+    "Capabilities",
+    "Counts",
+    "Hits",
+    "Listed",
+    "LoadFinish",
+    "Page",
+    "Purged",
+    "Record",
+    "SeedPlan",
+    "Store",
+    "StoreDefaults",
+]
+
+Counts = tuple[int, int, int]
+"""A store's (written, skipped, errors) for a batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store kind can do, declared in its registry entry (and read, never probed).
+
+    Every field is a promise the flow relies on: a store that declares
+    ``lists`` must list every record it holds in the namespace; one that
+    declares ``deletes`` must delete exactly the id it is given.
+    """
+
+    lists: bool = False  # list benchd's records in its namespace (verify, ownership, purge)
+    writes: bool = False  # write batches of records (seed); else indexed some other way
+    deletes: bool = False  # delete one record by id (cleanup, migration, purge)
+    lease: bool = False  # the sentinel carries a lease: one writer per namespace
+    owned_ids: bool = True  # writes benchd's own ids (never a fixture id) into a shared store
+    load_sender: bool = False  # its own sender for the load pass (else the engine calls search)
+    scores: bool = False  # search answers carry the store's score of each result
+    unranked: bool = False  # search answers a set, not a ranking
+    full_answers: bool = False  # search answers whole records (texts), not only ids
+    retries: bool = False  # retries requests itself and counts them
+
+    def lacks(self) -> tuple[str, ...]:
+        """The guarantees a probe on this store does not have, one plain sentence each."""
+        out: list[str] = []
+        if not self.writes:
+            out.append("benchd does not write the corpus: the store indexes it some other way")
+        if not self.lists:
+            out.append(
+                "no listing: the seed is not verified by reading it back, the namespace's "
+                "owner is not checked and leftovers are not known"
+            )
+        if not self.deletes or not self.lists:
+            out.append("no verified delete: no cleanup and no purge")
+        if not self.lease:
+            out.append("no lease: a second writer on the same namespace is not detected")
+        if not self.owned_ids:
+            out.append("fixture ids are written as they are: the store must be benchd's alone")
+        if self.unranked:
+            out.append("unranked answers: rank-based measures see the store's order as given")
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SeedPlan:
+    """The flow's settings, read from a kind's config."""
+
+    namespace: str
+    cleanup: Literal["before", "after", "never"]
+    adopt_namespace: bool
+    batch_size: int  # records per write
+    concurrency: int  # writes in flight
+    delete_concurrency: int  # deletes in flight
+    verifies: bool = True  # verify the seed through the listing
+    namespace_label: str = "namespace"  # how errors name the namespace
+    endpoint: str = ""  # where the store is, for errors ("at http://...")
+    searchable_timeout_s: float = 0.0  # poll until the last record is found; 0: do not
+    searchable_limit: int = 100  # how many results a searchability poll asks for
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record the flow writes: benchd's id, the fixture memory, benchd's mark."""
+
+    store_id: str  # benchd's own id (see benchd.targets.owned), or the sentinel's
+    fixture_id: str  # "" for the sentinel
+    memory: Mapping[str, Any]  # the fixture memory (the sentinel's text for the sentinel)
+    mark: Mapping[str, Any]  # benchd's owner mark (namespace, fixture id; the lease)
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One record as a listing shows it."""
+
+    id: str  # the store's id
+    written_as: str | None = None  # the id benchd wrote it under, where kept beside the store's
+    digest: str | None = None  # sha256 of its text, where the listing shows the text
+    lease: Holder | None = None  # the lease, on benchd's sentinel where the store keeps one
+    data: Mapping[str, Any] = field(default_factory=dict)  # the store's own fields, for its hooks
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing; ``next`` is the cursor of the next page, None after the last."""
+
+    records: Sequence[Listed]
+    next: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hits:
+    """A search's store ids, best first, with the store's score of each where it gave one."""
+
+    ids: Sequence[str]
+    scores: Sequence[float | None] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Purged:
+    """What ``purge`` deleted: benchd's records, its sentinels, and what it left (not benchd's)."""
+
+    records: int
+    sentinels: int
+    foreign: int
+
+
+LoadFinish = Callable[[Hits, SearchQuery], tuple[str, ...]]
+"""How the flow turns a store's hits into fixture ids (labelled, sentinel dropped, cut)."""
+
+
+class Store(Protocol):
+    """One store kind, transport-free as the flow sees it (see the module docstring)."""
+
+    @property
+    def plan(self) -> SeedPlan: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    async def info(self) -> TargetInfo: ...
+
+    async def list(self, cursor: str | None) -> Page: ...
+
+    async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]: ...
+
+    async def write(self, batch: Sequence[Record]) -> Counts: ...
+
+    async def write_sentinel(self, record: Record) -> None: ...
+
+    async def delete(self, store_id: str) -> bool: ...
+
+    def unchanged(self, listed: Listed, record: Record) -> bool: ...
+
+    def seeded(self, records: Sequence[Record]) -> None: ...
+
+    async def search(self, query: SearchQuery) -> Hits: ...
+
+    def load_sender(
+        self,
+        queries: Sequence[SearchQuery],
+        finish: LoadFinish,
+        *,
+        concurrency: int,
+        timeout_s: float,
+    ) -> AbstractAsyncContextManager[Fire]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class StoreDefaults:
+    """The optional parts of :class:`Store`, for a kind to inherit."""
+
+    async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
+        """No read-by-id: a record the listing skipped is missing."""
+        return ()
+
+    def unchanged(self, listed: Listed, record: Record) -> bool:
+        """Every record is written; the store decides."""
+        return False
+
+    def seeded(self, records: Sequence[Record]) -> None:
+        """Nothing to learn from the corpus."""
+
+    def load_sender(
+        self,
+        queries: Sequence[SearchQuery],
+        finish: LoadFinish,
+        *,
+        concurrency: int,
+        timeout_s: float,
+    ) -> AbstractAsyncContextManager[Fire]:
+        """Only called where :attr:`Capabilities.load_sender` is declared."""
+        raise NotImplementedError("this store declares no load sender")
