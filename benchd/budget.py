@@ -12,7 +12,11 @@ probe its share of the key's read budget, which the load pass is paced to.
 
 ``benchd validate --config`` and daemon start-up print the warnings; a
 probe's ``[probe.budget]`` declares its key's budget (every probe on one key
-must declare the same one).
+must declare the same one). What it leaves out comes from the kind's
+default (:class:`~benchd.config.kinds.StoreCosts`: the store's limits per
+key, declared in the kind's registry entry); a store without rate limits (``unlimited =
+true``, or a kind whose stores have none) is never planned, warned about or
+paced.
 """
 
 from __future__ import annotations
@@ -30,15 +34,56 @@ from benchd.config.load import Config, ProbeConfig
 from benchd.errors import ConfigError
 
 __all__ = [
+    "Budget",
     "BudgetSettings",
     "CycleCost",
     "KeyPlan",
     "Plan",
+    "budget_of",
     "cycle_cost",
     "key_of",
     "own_share",
     "plan_budgets",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A probe's effective budget: its key's limits (None: unlimited) and its replicas."""
+
+    reads_per_min: int | None
+    writes_per_min: int | None
+    replicas: int = 1
+
+    def show(self) -> str:
+        def one(n: int | None) -> str:
+            return "unlimited" if n is None else str(n)
+
+        return (
+            f"reads_per_min = {one(self.reads_per_min)}, writes_per_min = "
+            f"{one(self.writes_per_min)}, replicas = {self.replicas}"
+        )
+
+
+def budget_of(probe: ProbeConfig) -> Budget | None:
+    """``[probe.budget]`` over the kind's default; None when the store has no limits at all."""
+    declared = probe.budget
+    if declared.unlimited:
+        return None
+    # the kind's default: what its stores allow a key (StoreCosts.reads_per_min, ...)
+    default = target_kinds()[probe.target.kind].costs(probe.target.settings)
+    reads = declared.reads_per_min or default.reads_per_min
+    writes = declared.writes_per_min or default.writes_per_min
+    if reads is None and writes is None:
+        return None
+    return Budget(reads, writes, declared.replicas)
+
+
+def _read_share(budget: Budget, probes: int) -> float | None:
+    """Requests per second one of ``probes`` probes on the key may read (None: unpaced)."""
+    if budget.reads_per_min is None:
+        return None
+    return budget.reads_per_min / 60.0 / (budget.replicas * probes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +116,7 @@ class KeyPlan:
     """One API key: its budget, its probes, their demand and the warnings."""
 
     key: str  # safe to show: the key's source and the store's origin, never the key
-    budget: BudgetSettings
+    budget: Budget  # [probe.budget] over the kind's default
     probes: tuple[str, ...]
     costs: Mapping[str, CycleCost]  # probe -> steady-state cycle
     reads_per_min: float  # demand, every replica included
@@ -92,7 +137,12 @@ class Plan:
 
 
 def cycle_cost(
-    probe: ProbeConfig, memories: int, queries: int, *, read_rate: float, first: bool = False
+    probe: ProbeConfig,
+    memories: int,
+    queries: int,
+    *,
+    read_rate: float | None,
+    first: bool = False,
 ) -> CycleCost:
     """The requests one cycle of ``probe`` sends (``first``: into an empty namespace).
 
@@ -117,16 +167,17 @@ def cycle_cost(
     return CycleCost(reads, writes)
 
 
-def _load_reads(probe: ProbeConfig, read_rate: float) -> int:
+def _load_reads(probe: ProbeConfig, read_rate: float | None) -> int:
+    """The load pass's requests; 0 for an unpaced closed loop (as many as the store answers)."""
     load = probe.load
     if load.mode == "serial":
         return 0
     if load.requests is not None:
         return load.requests
-    rate = read_rate if load.mode == "closed" else min(load.rate, read_rate)
-    if load.max_rate is not None:
-        rate = min(rate, load.max_rate)
-    return math.ceil(rate * load.duration_s)
+    caps = [r for r in (read_rate, load.max_rate) if r is not None]
+    if load.mode == "open":
+        caps.append(load.rate)
+    return math.ceil(min(caps) * load.duration_s) if caps else 0
 
 
 def key_of(probe: ProbeConfig) -> str | None:
@@ -151,11 +202,13 @@ def key_of(probe: ProbeConfig) -> str | None:
 def own_share(probe: ProbeConfig) -> float | None:
     """The probe's read rate (req/s) when no plan says otherwise: its budget, alone on its key.
 
-    None for targets with no store behind them (in-process retrievers).
+    None (not paced) for targets with no store behind them (in-process
+    retrievers) and for stores without a read limit.
     """
-    if key_of(probe) is None:
+    budget = budget_of(probe)
+    if key_of(probe) is None or budget is None:
         return None
-    return probe.budget.reads_per_min / 60.0 / probe.budget.replicas
+    return _read_share(budget, 1)
 
 
 def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
@@ -167,7 +220,7 @@ def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
     groups: dict[str, list[ProbeConfig]] = {}
     for probe in config.probes:
         key = key_of(probe)
-        if key is not None and probe.name in sizes:
+        if key is not None and probe.name in sizes and budget_of(probe) is not None:
             groups.setdefault(key, []).append(probe)
     keys = tuple(
         _plan_key(config.path, key.partition("\x00")[0], probes, sizes)
@@ -178,22 +231,23 @@ def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
 
 
 def _shares(key: KeyPlan) -> dict[str, float]:
-    share = key.budget.reads_per_min / 60.0 / (key.budget.replicas * len(key.probes))
-    return dict.fromkeys(key.probes, share)
+    share = _read_share(key.budget, len(key.probes))
+    return {} if share is None else dict.fromkeys(key.probes, share)
 
 
 def _plan_key(
     file: str, key: str, probes: Sequence[ProbeConfig], sizes: Mapping[str, tuple[int, int]]
 ) -> KeyPlan:
-    budget = probes[0].budget
+    budget = budget_of(probes[0])
+    assert budget is not None  # plan_budgets groups limited probes only
     for other in probes[1:]:
-        if other.budget != budget:
+        if budget_of(other) != budget:
             raise ConfigError(
-                f"{file}: probe {other.name!r} declares [probe.budget] {_show(other.budget)} but "
-                f"probe {probes[0].name!r}, which shares its {key}, declares {_show(budget)}; "
+                f"{file}: probe {other.name!r} has [probe.budget] {_show(other)} but "
+                f"probe {probes[0].name!r}, which shares its {key}, has {budget.show()}; "
                 "a budget belongs to the key: declare the same one in both"
             )
-    rate = budget.reads_per_min / 60.0 / (budget.replicas * len(probes))
+    rate = _read_share(budget, len(probes))
     costs = {p.name: cycle_cost(p, *sizes[p.name], read_rate=rate) for p in probes}
     reads = budget.replicas * sum(costs[p.name].total_reads * 60.0 / p.interval_s for p in probes)
     writes = budget.replicas * sum(costs[p.name].total_writes * 60.0 / p.interval_s for p in probes)
@@ -205,11 +259,9 @@ def _fields(plan: KeyPlan) -> dict[str, Any]:
     return {name: getattr(plan, name) for name in KeyPlan.__dataclass_fields__}
 
 
-def _show(budget: BudgetSettings) -> str:
-    return (
-        f"reads_per_min = {budget.reads_per_min}, writes_per_min = {budget.writes_per_min}, "
-        f"replicas = {budget.replicas}"
-    )
+def _show(probe: ProbeConfig) -> str:
+    budget = budget_of(probe)
+    return "unlimited = true" if budget is None else budget.show()
 
 
 def _warnings(
@@ -220,7 +272,7 @@ def _warnings(
     who = f"budget of {plan.key} (probes {', '.join(plan.probes)}; {budget.replicas} replica(s))"
     detail = "; ".join(f"{name}: {cost.describe()} a cycle" for name, cost in plan.costs.items())
     detail += "; an on-demand cycle (POST /api/probes/NAME/run, benchd once) costs one more"
-    if plan.writes_per_min > budget.writes_per_min:
+    if budget.writes_per_min is not None and plan.writes_per_min > budget.writes_per_min:
         out.append(
             f"{who}: the schedule needs {plan.writes_per_min:.1f} writes/min of "
             f"writes_per_min = {budget.writes_per_min} ({detail}); cycles will wait on 429s. "
@@ -228,17 +280,17 @@ def _warnings(
             "a longer interval_s, "
             "or fewer probes on this key"
         )
-    if plan.reads_per_min > budget.reads_per_min:
+    if budget.reads_per_min is not None and plan.reads_per_min > budget.reads_per_min:
         out.append(
             f"{who}: the schedule needs {plan.reads_per_min:.1f} reads/min of "
             f"reads_per_min = {budget.reads_per_min} ({detail}); cycles will wait on 429s. "
             "Use a longer interval_s, a shorter load pass, or fewer queries or probes on "
             "this key"
         )
-    share = budget.reads_per_min / 60.0 / (budget.replicas * len(probes))
+    share = _read_share(budget, len(probes))
     for probe in probes:
         out.extend(_one_cycle(who, probe, plan.costs[probe.name], budget, sizes[probe.name]))
-        if probe.load.mode == "open" and probe.load.rate > share:
+        if probe.load.mode == "open" and share is not None and probe.load.rate > share:
             out.append(
                 f"{who}: probe {probe.name!r} asks for load.rate = {probe.load.rate:g}/s, above "
                 f"its share of the read budget ({share:.2f}/s); the load pass is paced to "
@@ -251,18 +303,18 @@ def _one_cycle(
     who: str,
     probe: ProbeConfig,
     cost: CycleCost,
-    budget: BudgetSettings,
+    budget: Budget,
     size: tuple[int, int],
 ) -> list[str]:
     """A cycle that alone sends more than one window admits (and what that costs it)."""
     out = []
-    first = cycle_cost(probe, *size, read_rate=budget.reads_per_min / 60.0, first=True)
+    first = cycle_cost(probe, *size, read_rate=_read_share(budget, 1), first=True)
     for label, steady, initial, limit in (
         ("writes", cost.total_writes, first.total_writes, budget.writes_per_min),
         ("reads", cost.total_reads, first.total_reads, budget.reads_per_min),
     ):
         needed = max(steady, initial) * budget.replicas  # replicas cycle at the same time
-        if needed <= limit:
+        if limit is None or needed <= limit:
             continue
         waits_s = (math.ceil(needed / limit) - 1) * 60.0
         verdict = (

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 
 import anyio
 
-from benchd.config.budget import BudgetSettings
+from benchd.budget import budget_of
 from benchd.probe import ProbeRunner, log_internal
 from benchd.result import CycleResult
 
 __all__ = [
-    "DEFAULT_READS_PER_MIN",
     "Busy",
     "OverBudget",
     "ProbeLoop",
@@ -38,9 +37,6 @@ __all__ = [
 ]
 
 Sink = Callable[[CycleResult], None]
-# The per-key read budget when the probe declares none: [probe.budget]'s default
-# (the Zengram API's: 120 reads a minute).
-DEFAULT_READS_PER_MIN = float(BudgetSettings().reads_per_min)
 
 
 def next_start(
@@ -166,9 +162,12 @@ class ProbeLoop:
         A cycle that sent ``R`` reads against a budget of ``B`` reads a minute
         draws ``60 * R / B`` seconds of it; another cycle before then would
         push the key past its budget (and the store into 429s). ``B`` is this
-        replica's share of the key's ``[probe.budget] reads_per_min``.
+        replica's share of the key's ``[probe.budget] reads_per_min`` (or the
+        kind's default); 0 for a store without a read limit.
         """
-        budget = self.runner.probe.budget
+        budget = budget_of(self.runner.probe)
+        if budget is None or budget.reads_per_min is None:
+            return 0.0
         return 60.0 * self._last_reads * budget.replicas / budget.reads_per_min
 
     async def _run_once(self) -> CycleResult | None:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from pathlib import Path
 
 import pytest
 from support import BenchdProcess
 
-from benchd.budget import cycle_cost, plan_budgets
+from benchd.budget import Budget, budget_of, cycle_cost, own_share, plan_budgets
 from benchd.config.budget import BudgetSettings
-from benchd.config.load import Config, ProbeConfig, TargetConfig
+from benchd.config.load import Config, ProbeConfig, TargetConfig, parse_config
 from benchd.config.secrets import Secret
+from benchd.errors import ConfigError
 from benchd.fixtures.model import packaged_fixture
 from benchd.load import LoadProfile
 from benchd.targets.zengram import ZengramConfig
@@ -152,3 +154,60 @@ def test_the_systemd_config_fits_the_real_servers_budgets(
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
     cfg = load_config(REPO / "deploy" / "systemd" / "benchd.toml")
     assert _no_warnings(cfg) == ()
+
+
+def busy(p: ProbeConfig) -> ProbeConfig:
+    """``p`` on a schedule far past the Zengram API's 120 reads a minute."""
+    load = LoadProfile(mode="closed", concurrency=4, duration_s=60.0)
+    return dataclasses.replace(p, interval_s=60.0, load=load)
+
+
+def test_a_store_without_limits_gets_no_warning_and_no_pacing_while_zengram_still_does() -> None:
+    control = busy(probe("z", key="k-1"))
+    unlimited = dataclasses.replace(
+        busy(probe("u", key="k-2")), budget=BudgetSettings(unlimited=True)
+    )
+    plan = plan_budgets(config(control, unlimited), {"z": SMOKE, "u": SMOKE})
+    assert [key.probes for key in plan.keys] == [("z",)]  # only the limited key is planned
+    assert plan.warnings and all("probes z;" in w for w in plan.warnings)
+    assert "reads_per_min = 120" in " ".join(plan.warnings)  # the kind's default, unsaid
+    assert plan.read_rates == {"z": 2.0}  # u is absent: its load pass is not paced
+    assert own_share(unlimited) is None and own_share(control) == 2.0
+    assert budget_of(unlimited) is None
+
+
+def parsed(target: dict[str, object], **probe_keys: object) -> ProbeConfig:
+    doc = {"probe": [{"name": "p", "fixture": "packaged:smoke", "target": target, **probe_keys}]}
+    (one,) = parse_config(doc, file="t.toml", base=REPO, secrets=False).probes
+    return one
+
+
+def test_each_kind_declares_its_default_budget() -> None:
+    assert budget_of(probe("z")) == Budget(reads_per_min=120, writes_per_min=60, replicas=1)
+    shipped = tomllib.loads((REPO / "configs" / "http-zengram.toml").read_text())
+    (http_probe,) = shipped["probe"]
+    assert http_probe["budget"] == {"reads_per_min": 120, "writes_per_min": 60}  # explicit
+    http = parsed(http_probe["target"])  # the same store, the kind's default budget
+    assert budget_of(http) == budget_of(probe("z"))  # http keeps today's
+    python = {"kind": "python", "factory": "benchd.examples.retrievers:bm25"}
+    assert budget_of(parsed(python)) is None  # python: none
+    declared = parsed(python, budget={"reads_per_min": 600, "replicas": 2})
+    assert budget_of(declared) == Budget(reads_per_min=600, writes_per_min=None, replicas=2)
+    assert budget_of(parsed(http_probe["target"], budget={"unlimited": True})) is None
+
+
+def test_unlimited_beside_declared_limits_is_a_config_error(tmp_path: Path) -> None:
+    doc = {
+        "probe": [
+            {
+                "name": "p",
+                "fixture": "packaged:smoke",
+                "target": {"kind": "python", "factory": "benchd.examples.retrievers:bm25"},
+                "budget": {"unlimited": True, "reads_per_min": 120},
+            }
+        ]
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_config(doc, file="t.toml", base=tmp_path)
+    (problem,) = caught.value.problems
+    assert problem.startswith("t.toml: probe[0].budget: unlimited = true says the store")

@@ -233,6 +233,27 @@ async def test_a_probe_run_alone_is_paced_to_its_own_budget(store_url: str) -> N
     assert 1 <= result.load.sent <= 2 * 2  # at most twice what 2 req/s admits in 1 s
 
 
+async def test_a_store_without_limits_is_not_paced_while_a_zengram_default_is(
+    store_url: str,
+) -> None:
+    """``unlimited = true``: the load pass runs as fast as the store answers (> 2 req/s)."""
+    load = LoadProfile(mode="closed", concurrency=4, requests=40)
+    base = probe_for(store_url, load=load, verify=False, searchable_timeout_s=0)
+    unlimited = dataclasses.replace(base, budget=BudgetSettings(unlimited=True))
+    control = dataclasses.replace(base, budget=BudgetSettings())  # the kind's 120/min
+    assert ProbeRunner(control).read_rate == 2.0  # built only to read its share
+    runner = ProbeRunner(unlimited)
+    try:
+        assert runner.read_rate is None
+        result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert result.outcome == "success", result.error_message
+    assert result.load is not None and result.load.max_rate is None
+    assert result.load.requests == {"ok": 40}
+    assert result.load.achieved_rate > 2.0  # what a 120/min budget would have held it to
+
+
 async def test_a_timeout_says_how_long_the_cycle_waited_on_429s() -> None:
     config = RefStoreConfig(
         api_key=KEY,

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.anyio
 class GatedRunner:
     """Stands in for ProbeRunner: each cycle waits until the test opens its gate."""
 
-    def __init__(self, *, reads_per_min: int | None = None, queries: int = 3) -> None:
-        target = TargetConfig(kind="python", settings=None)
+    def __init__(
+        self, *, reads_per_min: int | None = None, queries: int = 3, kind: str = "zengram"
+    ) -> None:
+        target = TargetConfig(kind=kind, settings=None)
         budget = BudgetSettings() if reads_per_min is None else BudgetSettings(reads_per_min)
         self.probe = ProbeConfig(
             name="alpha",
@@ -111,8 +113,14 @@ async def test_trigger_waits_for_the_read_budget_of_the_last_cycle() -> None:
         tg.cancel_scope.cancel()
 
 
-async def test_without_a_declared_budget_the_store_api_default_applies() -> None:
-    runner = GatedRunner(reads_per_min=None, queries=12)
+@pytest.mark.parametrize(
+    ("kind", "spacing_s"),
+    [("zengram", 6.0), ("python", 0.0)],  # 12 reads of the Zengram API's 120/min; no limit
+)
+async def test_without_a_declared_budget_the_kinds_default_applies(
+    kind: str, spacing_s: float
+) -> None:
+    runner = GatedRunner(reads_per_min=None, queries=12, kind=kind)
     results: list[CycleResult] = []
     loop, run = await run_loop(runner, results)
     async with anyio.create_task_group() as tg:
@@ -121,5 +129,7 @@ async def test_without_a_declared_budget_the_store_api_default_applies() -> None
         runner.gate.set()
         while not results:
             await anyio.sleep(0.01)
-        assert loop.min_spacing_s() == pytest.approx(6.0)  # 12 reads of 120/min
+        assert loop.min_spacing_s() == pytest.approx(spacing_s)
+        if kind == "python":
+            assert isinstance(loop.trigger(), Started)  # an on-demand cycle is never held
         tg.cancel_scope.cancel()

@@ -58,6 +58,10 @@ class StoreCosts:
     searchable_polls: int = 1  # time-to-searchable polls (at least)
     lease_reads: int = 0  # per writing cycle, keeping the lease
     lease_writes: int = 0
+    # The kind's default budget: what its stores allow one API key a minute, where
+    # [probe.budget] does not say; None: no such limit (no warning, no pacing).
+    reads_per_min: int | None = None
+    writes_per_min: int | None = None
 
 
 class KindSchema(Protocol):

@@ -521,7 +521,7 @@ def zengram_common(config: ZengramConfig) -> CommonSettings:
 
 
 def zengram_costs(config: ZengramConfig) -> StoreCosts:
-    """Export pages of 500, imports of ``seed_batch``; the lease heartbeat's reads and writes."""
+    """Export pages of 500, imports of ``seed_batch``, the lease heartbeat; 120/60 a minute."""
     return StoreCosts(
         page_size=EXPORT_PAGE,
         batch_size=config.seed_batch,
@@ -529,6 +529,8 @@ def zengram_costs(config: ZengramConfig) -> StoreCosts:
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
         lease_reads=config.lease_reads_per_cycle,
         lease_writes=config.lease_writes_per_cycle,
+        reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
+        writes_per_min=60,
     )
 
 

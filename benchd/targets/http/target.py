@@ -352,4 +352,6 @@ def http_costs(config: HttpConfig) -> StoreCosts:
         batch_size=config.seed.batch_size if config.seed is not None else 500,
         lists=2 if config.verify else 1,
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
+        reads_per_min=120,  # today's default (the shipped example is a Zengram API);
+        writes_per_min=60,  # a store without limits says [probe.budget] unlimited = true
     )
