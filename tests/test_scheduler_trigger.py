@@ -16,8 +16,15 @@ from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of
+from benchd.targets.python import PythonConfig
+from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio
+
+SETTINGS: dict[str, object] = {  # never connected to: the runner below stands in for the probe
+    "zengram": ZengramConfig(url="http://127.0.0.1:9"),
+    "python": PythonConfig(factory="benchd.examples.retrievers:bm25"),
+}
 
 
 class GatedRunner:
@@ -26,7 +33,8 @@ class GatedRunner:
     def __init__(
         self, *, reads_per_min: int | None = None, queries: int = 3, kind: str = "zengram"
     ) -> None:
-        target = TargetConfig(kind=kind, settings=None)
+        settings = SETTINGS[kind]
+        target = TargetConfig(kind=kind, settings=settings)
         budget = BudgetSettings() if reads_per_min is None else BudgetSettings(reads_per_min)
         self.probe = ProbeConfig(
             name="alpha",
