@@ -34,11 +34,15 @@ __all__ = [
     "run_benchd",
     "run_prometheus",
     "run_refstore",
+    "run_webhook_receiver",
     "wait_for",
 ]
 
 T = TypeVar("T")
 BENCHD = [sys.executable, "-m", "benchd"]
+PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+SHIPPED_ALERTMANAGER = PROMETHEUS_DIR / "alertmanager.yml"
+SHIPPED_WEBHOOK_URL = "http://127.0.0.1:5001/"
 _STOP_TIMEOUT_S = 10.0
 
 
@@ -239,23 +243,17 @@ def run_prometheus(
 def run_alertmanager(
     alertmanager: str, workdir: Path, webhook_url: str, *, timeout: float = 30.0
 ) -> Iterator[Running]:
-    """Debian's Alertmanager on loopback routing every alert to ``webhook_url`` at once.
+    """Debian's Alertmanager on loopback with deploy/prometheus/alertmanager.yml as shipped.
 
-    Clustering is off (no gossip port); groups by probe/alertname/metric/k are
-    sent after 1 s and again on every change.
+    The one substitution: its webhook receiver's URL becomes ``webhook_url``.
+    Grouping and timing are the shipped file's (first page 30 s after the
+    first alert of a group). Clustering is off (no gossip port).
     """
-    config = {
-        "route": {
-            "receiver": "test",
-            "group_by": ["alertname", "probe", "metric", "k"],
-            "group_wait": "1s",
-            "group_interval": "1s",
-            "repeat_interval": "1h",
-        },
-        "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url}]}],
-    }
+    shipped = SHIPPED_ALERTMANAGER.read_text(encoding="utf-8")
+    line = f"url: {SHIPPED_WEBHOOK_URL}"
+    assert shipped.count(line) == 1, "the shipped receiver URL moved"
     config_file = workdir / "alertmanager.yml"
-    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    config_file.write_text(shipped.replace(line, f"url: {webhook_url}"), encoding="utf-8")
     port = free_port()
     proc = _spawn(
         [
@@ -276,6 +274,24 @@ def run_alertmanager(
             what="alertmanager /-/ready",
         )
         yield Running(url=url, proc=proc, logs=logs)
+    finally:
+        _stop(proc, logs)
+
+
+@contextmanager
+def run_webhook_receiver(*, timeout: float = 30.0) -> Iterator[Running]:
+    """deploy/prometheus/webhook_receiver.py --json on a free port: each page a JSON line."""
+    port = free_port()
+    receiver = PROMETHEUS_DIR / "webhook_receiver.py"
+    proc = _spawn([sys.executable, str(receiver), "--listen", f"127.0.0.1:{port}", "--json"])
+    logs = LogReader(proc)
+    try:
+        wait_for(
+            lambda: any("webhook receiver on" in ln for ln in logs.lines) or _exited(proc, logs),
+            timeout=timeout,
+            what="the webhook receiver listening",
+        )
+        yield Running(url=f"http://127.0.0.1:{port}/", proc=proc, logs=logs)
     finally:
         _stop(proc, logs)
 

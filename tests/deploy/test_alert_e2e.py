@@ -1,12 +1,15 @@
-"""End to end: an embedding-model change makes the shipped drift alert fire in Prometheus.
+"""End to end: an embedding-model change pages, through the shipped paging path.
 
 Real processes only: ``benchd refstore`` (dense retrieval, hashing embedder
 with 1024 dimensions), ``benchd run`` probing it every 2 s against a pinned
-baseline, and Debian's ``prometheus`` scraping benchd every second with
-deploy/prometheus/alerts.yml and recording.yml loaded exactly as shipped.
-The test degrades the store's embedder to 16 dimensions through its admin
-endpoint and waits for BenchdQualityDrift to go pending, then firing once
-its own ``for:`` has passed.
+baseline, Debian's ``prometheus`` scraping benchd every second with
+deploy/prometheus/alerts.yml and recording.yml loaded exactly as shipped,
+Debian's ``prometheus-alertmanager`` with deploy/prometheus/alertmanager.yml
+as shipped (its webhook URL the only substitution) and the shipped
+deploy/prometheus/webhook_receiver.py receiving the page. The test degrades
+the store's embedder to 16 dimensions through its admin endpoint and waits
+for BenchdQualityDrift to go pending, then firing once its own ``for:`` has
+passed, then for the page at the webhook.
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ import httpx
 import pytest
 from deploy_processes import (
     BENCHD,
+    Running,
     prometheus_query,
+    run_alertmanager,
     run_benchd,
     run_prometheus,
     run_refstore,
+    run_webhook_receiver,
     wait_for,
 )
-from deploy_support import DEPLOY, PROMETHEUS_DIR, alert_rules, require_tool
+from deploy_support import DEPLOY, PROMETHEUS_DIR, alert_rules, load_yaml, require_tool
 
 ALERT = "BenchdQualityDrift"
 PROBE = "e2e"
@@ -60,11 +66,18 @@ mode = "serial"
 """
 
 
-def _for_seconds() -> float:
-    rule = next(r for r in alert_rules() if r["alert"] == ALERT)
-    match = re.fullmatch(r"(\d+)([smh])", rule["for"])
-    assert match, rule["for"]
+def _seconds(duration: str) -> float:
+    match = re.fullmatch(r"(\d+)([smh])", duration)
+    assert match, duration
     return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _for_seconds() -> float:
+    return _seconds(next(r for r in alert_rules() if r["alert"] == ALERT)["for"])
+
+
+def _group_wait_seconds() -> float:
+    return _seconds(load_yaml(PROMETHEUS_DIR / "alertmanager.yml")["route"]["group_wait"])
 
 
 def _benchd(args: list[str], env: dict[str, str], cwd: Path) -> None:
@@ -109,10 +122,24 @@ def _model_change_annotation(prometheus: str) -> list[dict[str, Any]]:
     return prometheus_query(prometheus, annotation["expr"].replace("$probe", PROBE))
 
 
+def _paged(hook: Running, deadline: float) -> dict[str, Any]:
+    """The first firing BenchdQualityDrift alert the webhook receiver was sent."""
+    payload = hook.logs.wait_json(
+        lambda p: any(
+            a["status"] == "firing" and a["labels"]["alertname"] == ALERT
+            for a in p.get("alerts", [])
+        ),
+        deadline,
+    )
+    alert: dict[str, Any] = next(a for a in payload["alerts"] if a["labels"]["alertname"] == ALERT)
+    return alert
+
+
 @pytest.mark.promtool
-@pytest.mark.timeout(180)
-def test_embedding_model_change_fires_the_shipped_drift_alert(tmp_path: Path) -> None:
+@pytest.mark.timeout(300)
+def test_embedding_model_change_pages_through_the_shipped_alertmanager(tmp_path: Path) -> None:
     prometheus = require_tool("prometheus")
+    alertmanager = require_tool("prometheus-alertmanager")
     key = secrets.token_urlsafe(24)
     env = {KEY_ENV: key}
     rule_files = [PROMETHEUS_DIR / "recording.yml", PROMETHEUS_DIR / "alerts.yml"]
@@ -121,8 +148,14 @@ def test_embedding_model_change_fires_the_shipped_drift_alert(tmp_path: Path) ->
         config = _write_configs(tmp_path, store.url, env)
         with (
             run_benchd(["--config", str(config)], env=env) as benchd,
+            run_webhook_receiver() as hook,
+            run_alertmanager(alertmanager, tmp_path, hook.url) as am,
             run_prometheus(
-                prometheus, tmp_path, [benchd.url.removeprefix("http://")], rule_files=rule_files
+                prometheus,
+                tmp_path,
+                [benchd.url.removeprefix("http://")],
+                rule_files=rule_files,
+                alertmanagers=[am.url.removeprefix("http://")],
             ) as prom,
         ):
             # Before the change: benchd compares with the baseline and finds nothing.
@@ -150,9 +183,13 @@ def test_embedding_model_change_fires_the_shipped_drift_alert(tmp_path: Path) ->
                 timeout=_for_seconds() + 30,
                 what=f"{ALERT} firing within its for: window",
             )
+            # the shipped route waits group_wait (30 s) to gather a group, then pages
+            page = _paged(hook, time.monotonic() + _group_wait_seconds() + 60)
     assert time.monotonic() - switched >= _for_seconds()  # its for: was honoured
     alert = firing[0]
     assert alert["labels"]["probe"] == PROBE and alert["labels"]["severity"] == "critical"
     assert alert["labels"]["metric"] in {"recall", "ndcg"}
     assert alert["annotations"]["runbook_url"].endswith("#benchdqualitydrift")
     assert pending[0]["labels"]["alertname"] == ALERT
+    assert page["labels"]["probe"] == PROBE and page["labels"]["severity"] == "critical"
+    assert page["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"]

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -27,7 +28,7 @@ from benchd.config.load import load_config
 DOCKER = DEPLOY / "docker"
 COMPOSE = DOCKER / "compose.yml"
 DOCKERFILE = DOCKER / "Dockerfile"
-SERVICES = {"refstore", "benchd", "prometheus", "alertmanager", "grafana"}
+SERVICES = {"refstore", "benchd", "prometheus", "alertmanager", "webhook", "grafana"}
 
 
 @pytest.fixture(scope="module")
@@ -139,13 +140,23 @@ def test_compose_grafana_is_provisioned_with_the_dashboard(compose: dict[str, An
     assert home in dashboards
 
 
-def test_compose_alertmanager_config_routes_every_alert(compose: dict[str, Any]) -> None:
-    config = load_yaml(
-        _mounts(compose["services"]["alertmanager"])["/etc/alertmanager/alertmanager.yml"]
-    )
-    receivers = {r["name"] for r in config["receivers"]}
-    assert config["route"]["receiver"] in receivers
-    assert "probe" in config["route"]["group_by"]
+def test_compose_alertmanager_runs_the_shipped_config_and_its_webhook_receiver(
+    compose: dict[str, Any],
+) -> None:
+    """benchd -> Prometheus -> Alertmanager -> webhook, with the files deploy/prometheus ships."""
+    services = compose["services"]
+    mounted = _mounts(services["alertmanager"])["/etc/alertmanager/alertmanager.yml"]
+    assert mounted == DEPLOY / "prometheus" / "alertmanager.yml"
+    config = load_yaml(mounted)
+    (receiver,) = [r for r in config["receivers"] if r["name"] == config["route"]["receiver"]]
+    hook = urlsplit(receiver["webhook_configs"][0]["url"])
+    assert hook.hostname == "127.0.0.1"  # reachable only inside alertmanager's namespace:
+    webhook = services["webhook"]
+    assert webhook["network_mode"] == "service:alertmanager"  # ...which the receiver shares
+    script = _mounts(webhook)[webhook["entrypoint"][1]]
+    assert script == DEPLOY / "prometheus" / "webhook_receiver.py"
+    assert webhook["entrypoint"][2:] == ["--listen", f"127.0.0.1:{hook.port}"]
+    assert "alertmanager" in services["prometheus"]["depends_on"]
 
 
 def test_dockerfile_is_multi_stage_and_runs_non_root() -> None:
