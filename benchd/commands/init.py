@@ -65,7 +65,7 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
                 "never: keep the corpus (unchanged records are not re-sent: in steady state only "
                 "the lease heartbeat writes, 2 a cycle); before: delete+reimport each cycle "
                 "(fresh embeddings, one write per record); after: delete when done. "
-                "See README 'Budgets and choosing cleanup'",
+                "See docs/configuration.md, 'Budgets and choosing cleanup'",
             ),
         ),
     ),
@@ -106,7 +106,7 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
 
 def render_starter() -> str:
     """The annotated starter config as TOML text."""
-    lines = ["# benchd configuration — see README.md, section 'Configuration'.", ""]
+    lines = ["# benchd configuration — every key: docs/configuration.md.", ""]
     for section, entries in STARTER:
         header = f"[[{section[1:-1]}]]" if section.startswith("[") else f"[{section}]"
         lines.append(header)

@@ -70,7 +70,7 @@ def test_pid_file_reload_by_sighup_counts_reloads_only(
         # the start-up load is not a reload
         assert one_sample(benchd, "benchd_config_reloads_total", outcome="success") == 0
         assert one_sample(benchd, "benchd_config_last_reload_successful") == 1
-        # what the README says: kill -HUP $(cat pidfile)
+        # what the README says: kill -HUP "$(cat benchd.pid)"
         subprocess.run(["sh", "-c", f"kill -HUP $(cat {pid_file})"], check=True, timeout=10)
         benchd.wait_for(lambda e: e.get("event") == "reloaded")
         assert one_sample(benchd, "benchd_config_reloads_total", outcome="success") == 1
