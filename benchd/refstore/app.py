@@ -7,6 +7,7 @@ the behaviour lives in :class:`benchd.refstore.store.RefStore`.
 
 from __future__ import annotations
 
+import html
 import json
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from benchd.embed.models import EmbedderError, EmbedderSpecError
@@ -25,6 +26,7 @@ from benchd.refstore.records import parse_timestamp
 from benchd.refstore.retrievers import RETRIEVERS
 from benchd.refstore.shapes import FORMATS
 from benchd.refstore.store import ExportQuery, RefStore, SearchQuery
+from benchd.refstore.structured import StructuredQuery, table_of
 
 __all__ = ["BadRequest", "build_app"]
 
@@ -175,11 +177,31 @@ class Routes:
         return JSONResponse(body)
 
     async def get_one(self, request: Request) -> Response:
+        if not self.store.profile.get_by_id:  # the real server has no such route
+            return _cannot_get(request)
         memory_id = str(request.path_params["memory_id"])
         found = self.store.get(memory_id, _param(request, "client_id"))
         if found is None:
             return _error(404, "Memory not found")
         return JSONResponse(found)
+
+    async def query(self, request: Request) -> Response:
+        if not self.store.profile.structured:
+            raise BadRequest(
+                "Structured queries require a database backend "
+                "(the reference store keeps one in its zengram-4.3 profile)"
+            )
+        table = table_of(_param(request, "type"))
+        if table is None:
+            raise BadRequest("query parameter type must be fact or status on the reference store")
+        match = _param(request, "key" if table == "facts" else "subject")
+        found = StructuredQuery(
+            table=table,
+            client_id=_param(request, "client_id"),
+            match=match,
+            limit=_int_param(request, "limit", 50, 1, 500),
+        )
+        return JSONResponse(self.store.query(found))
 
     async def export(self, request: Request) -> Response:
         return JSONResponse(self.store.export(_export_query(request)))
@@ -262,6 +284,17 @@ class Routes:
         return JSONResponse(view)
 
 
+def _cannot_get(request: Request) -> Response:
+    """Express's answer to a route it does not have: 404 with a small HTML page."""
+    path = html.escape(request.url.path)
+    body = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>Error</title>\n</head>\n<body>\n<pre>Cannot GET {path}</pre>\n"
+        "</body>\n</html>\n"
+    )
+    return HTMLResponse(body, status_code=404)
+
+
 def _admin_clock(body: dict[str, Any]) -> datetime | None:
     """``clock``: an ISO 8601 time the store's clock jumps to, or null for system time."""
     raw = body.get("clock")
@@ -309,6 +342,7 @@ def build_app(store: RefStore, guard: GuardState) -> Guard:
         routes=[
             Route("/health", routes.health, methods=["GET"]),
             Route("/memory/search", routes.search, methods=["GET"]),
+            Route("/memory/query", routes.query, methods=["GET"]),
             Route("/memory/{memory_id:path}", routes.get_one, methods=["GET"]),
             Route("/memory/{memory_id:path}", routes.delete, methods=["DELETE"]),
             Route("/export", routes.export, methods=["GET"]),

@@ -18,6 +18,7 @@ import numpy as np
 
 from benchd.refstore.catalog import Catalog, FloatMatrix, SearchFilter
 from benchd.refstore.records import NewRecord
+from benchd.refstore.structured import StructuredTables
 from benchd.refstore.text import words
 
 __all__ = ["MemoryIndex"]
@@ -75,6 +76,7 @@ class MemoryIndex:
             self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(_SCHEMA)
+        self.structured = StructuredTables(self._db)
         self.catalog = Catalog(dims)
 
     def close(self) -> None:
@@ -273,32 +275,36 @@ class MemoryIndex:
     def export_by_ms_cursor(
         self, where: SearchFilter, active_only: bool, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
-        """Pages as the real server cuts them: by a ``created_at`` cursor in milliseconds.
+        """Pages as the real server cuts them: by a ``(created_at, id)`` cursor in milliseconds.
 
-        Rows are ordered by ``created_at``; each page of ``limit`` rows starts
-        after the *millisecond* of the previous page's last row, so rows that
-        share that millisecond but did not fit on the page are never listed.
-        ``offset`` counts rows of that cut listing; ``total`` counts them all.
+        Rows are listed newest first (``created_at``, then ``id``, descending);
+        each page starts below the previous page's last row, with that row's
+        time cut to the millisecond. Rows sharing one exact millisecond are
+        all listed (the id breaks the tie), but a row dated below the
+        millisecond, in the boundary millisecond and older than the boundary
+        row, falls between the two pages. ``offset`` counts rows of that cut
+        listing; ``total`` counts them all.
         """
         extra, params = _where_sql(where)
         cond = ("active = 1" if active_only else "1 = 1") + extra
         total = int(
             self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0]
         )
-        ms = "(CAST(ROUND(created_ts * 1000000) AS INTEGER) / 1000)"
+        us = "CAST(ROUND(created_ts * 1000000) AS INTEGER)"
         listed: list[Sequence[Any]] = []
-        cursor: int | None = None
+        cursor: tuple[int, str] | None = None
         while len(listed) < offset + limit:
-            after = "" if cursor is None else f" AND {ms} > ?"
+            after = "" if cursor is None else f" AND ({us} < ? OR ({us} = ? AND id < ?))"
+            more = () if cursor is None else (cursor[0], cursor[0], cursor[1])
             rows = self._db.execute(
-                f"SELECT {_COLUMNS}, {ms} FROM memories WHERE {cond}{after}"
-                " ORDER BY created_ts, rid LIMIT ?",
-                (*params, *(() if cursor is None else (cursor,)), limit),
+                f"SELECT {_COLUMNS}, {us} FROM memories WHERE {cond}{after}"
+                f" ORDER BY {us} DESC, id DESC LIMIT ?",
+                (*params, *more, limit),
             ).fetchall()
             if not rows:
                 break
             listed.extend(row[:-1] for row in rows)
-            cursor = int(rows[-1][-1])
+            cursor = (int(rows[-1][-1]) // 1000 * 1000, str(rows[-1][1]))
         return [_payload(row) for row in listed[offset : offset + limit]], total
 
     def texts(self) -> list[tuple[int, str]]:

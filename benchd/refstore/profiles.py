@@ -8,9 +8,17 @@ with it:
 - imports pause 100 ms after every 10 records (not before the first), so a
   500-record import takes about 5 s; ``import_pacing`` scales the pause
   (0.1 = 10 ms per 10 records) so tests stay short;
-- ``GET /export`` pages by a ``created_at`` cursor cut to milliseconds:
-  each page starts after the previous page's last millisecond, so records
-  that share the boundary millisecond are skipped;
+- ``GET /export`` pages newest first by a ``(created_at, id)`` cursor whose
+  time is cut to milliseconds: records sharing one millisecond are all
+  listed (the id breaks the tie), but a record dated *below* the
+  millisecond, in the boundary millisecond and older than the page's last
+  record, falls between the two pages;
+- there is no ``GET /memory/{id}``: 404 ``Cannot GET /memory/...`` (HTML,
+  as Express answers an unknown route);
+- facts and statuses are also upserted into structured tables keyed across
+  tenants: a fact by its ``key`` (else its content hash), a status by its
+  ``subject`` (else ``unknown``), moving the row into the writer's
+  ``client_id``; ``GET /memory/query`` lists them;
 - ``/health`` carries no model label (nor retriever, nor fault list);
 - fact and status records lose confidence with age: × 0.98 per day since
   ``last_accessed_at`` (else ``created_at``), read on the store's clock.
@@ -42,6 +50,8 @@ class Profile:
     import_pause_s: float = 0.0  # after every IMPORT_CHUNK records of one import
     ms_cursor: bool = False  # GET /export pages by a millisecond created_at cursor
     health_model: bool = True  # /health names the model, retriever and faults
+    get_by_id: bool = True  # GET /memory/{id} exists
+    structured: bool = False  # facts/statuses tables keyed across tenants
     decay_per_day: float | None = None  # confidence × this per day of age (fact/status)
 
 
@@ -53,6 +63,8 @@ def profile_named(name: str, import_pacing: float = 1.0) -> Profile:
             import_pause_s=IMPORT_PAUSE_S * import_pacing,
             ms_cursor=True,
             health_model=False,
+            get_by_id=False,
+            structured=True,
             decay_per_day=DECAY_PER_DAY,
         )
     if name == DEFAULT_PROFILE:

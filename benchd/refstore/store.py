@@ -30,6 +30,7 @@ from benchd.refstore.retrievers import (
     tag_candidates,
 )
 from benchd.refstore.shapes import effective_score, export_shape, shape_result
+from benchd.refstore.structured import StructuredQuery
 from benchd.refstore.temporal import resolve_temporal
 from benchd.refstore.text import retry_terms
 
@@ -186,6 +187,8 @@ class RefStore:
                     skipped += 1
                     continue
                 rows.append(self.index.write(record))
+                if self.profile.structured:
+                    self.index.structured.upsert(record.payload, now)
                 written.append(position)
                 imported += 1
         finally:
@@ -216,6 +219,11 @@ class RefStore:
         if payload is None or (client_id is not None and payload.get("client_id") != client_id):
             return None
         return export_shape(payload)
+
+    def query(self, query: StructuredQuery) -> dict[str, Any]:
+        """``GET /memory/query``: facts or statuses rows (the profile's structured tables)."""
+        rows = self.index.structured.list(query)
+        return {"type": query.table, "count": len(rows), "results": rows}
 
     def export(self, query: ExportQuery) -> dict[str, Any]:
         where = SearchFilter(client_id=query.client_id, type=query.type)

@@ -2,9 +2,11 @@
 
 Each behaviour of DESIGN §2 "More of the real server" that a reading depends
 on is asserted here against a real store over loopback: paced imports that
-finish after the client gave up, the millisecond export cursor, repeated
-DELETE, ``/health`` without a model label, confidence decay on the store's
-settable clock, and the ``rank_swap`` fault (ranking noise).
+finish after the client gave up, the millisecond export cursor (which loses
+records dated below the millisecond), no ``GET /memory/{id}``, facts and
+statuses upserted by key and subject across tenants, repeated DELETE,
+``/health`` without a model label, confidence decay on the store's settable
+clock, and the ``rank_swap`` fault (ranking noise).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from benchd.refstore.records import content_hash
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import import_ok, search_ids, started_refstore
 
@@ -110,33 +113,121 @@ def _shared_ms_records() -> list[dict[str, Any]]:
     return records
 
 
-def test_export_pages_by_a_millisecond_cursor_and_skips_the_boundary_millisecond(
-    real: RefStoreThread,
-) -> None:
+def _sub_ms_records() -> list[dict[str, Any]]:
+    """12 records a second apart, except r4..r7: one millisecond, dated to the microsecond."""
+    base = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+    records = []
+    for i in range(12):
+        moment = base + (
+            timedelta(seconds=4, microseconds=100 * (i - 3))
+            if 4 <= i <= 7
+            else timedelta(seconds=i)
+        )
+        stamp = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        records.append({"id": f"r{i}", "content": f"boundary record {i}", "created_at": stamp})
+    return records
+
+
+def test_export_lists_every_record_sharing_one_millisecond(real: RefStoreThread) -> None:
+    """The cursor's id breaks a tie in the boundary millisecond: nothing is lost."""
     with _client(real) as client:
         import_ok(client, _shared_ms_records())
         listed = _listed(client, 5)
-        # page 1 ends at r4; page 2 starts after r4's millisecond, so r5 and r6 vanish
-        assert listed == ["r0", "r1", "r2", "r3", "r4", "r7", "r8", "r9", "r10", "r11"]
+        assert listed == [f"r{i}" for i in (11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)]  # newest first
+
+
+def test_export_loses_records_dated_below_the_millisecond_at_a_page_boundary(
+    real: RefStoreThread,
+) -> None:
+    with _client(real) as client:
+        import_ok(client, _sub_ms_records())
+        # page 1 ends at r7 (4.000400 s); the cursor, cut to 4.000 s, skips r6, r5 and r4
+        assert _listed(client, 5) == ["r11", "r10", "r9", "r8", "r7", "r3", "r2", "r1", "r0"]
         assert client.get("/export", params={"limit": 5}).json()["total"] == 12
-        assert len(_listed(client, 100)) == 12  # one page: no boundary, nothing lost
-        for lost in ("r5", "r6"):  # still stored: readable one by one
-            assert client.get(f"/memory/{lost}").json()["content"] == f"boundary record {lost[1:]}"
+        # pages of 4 end on whole seconds: another page size lists them all
+        assert sorted(_listed(client, 4)) == sorted(f"r{i}" for i in range(12))
 
 
 def test_default_profile_pages_by_offset_and_loses_nothing(client: httpx.Client) -> None:
-    import_ok(client, _shared_ms_records())
+    import_ok(client, _sub_ms_records())
     assert sorted(_listed(client, 5)) == sorted(f"r{i}" for i in range(12))
 
 
-def test_get_one_memory_is_scoped_by_client_id(real: RefStoreThread) -> None:
+def test_get_one_memory_is_scoped_by_client_id_in_the_default_profile(
+    client: httpx.Client,
+) -> None:
+    import_ok(client, [{"id": "a", "content": "tenant a's note", "client_id": "ns-a"}])
+    assert client.get("/memory/a", params={"client_id": "ns-a"}).json()["client_id"] == "ns-a"
+    assert client.get("/memory/a", params={"client_id": "ns-b"}).status_code == 404
+    assert client.get("/memory/nope").status_code == 404
+    client.delete("/memory/a")
+    assert client.get("/memory/a").json()["active"] is False
+
+
+def test_the_real_server_has_no_get_memory_by_id(real: RefStoreThread) -> None:
     with _client(real) as client:
         import_ok(client, [{"id": "a", "content": "tenant a's note", "client_id": "ns-a"}])
-        assert client.get("/memory/a", params={"client_id": "ns-a"}).json()["client_id"] == "ns-a"
-        assert client.get("/memory/a", params={"client_id": "ns-b"}).status_code == 404
-        assert client.get("/memory/nope").status_code == 404
-        client.delete("/memory/a")
-        assert client.get("/memory/a").json()["active"] is False
+        for path in ("/memory/a", "/memory/nope"):
+            reply = client.get(path, params={"client_id": "ns-a"})
+            assert reply.status_code == 404
+            assert reply.headers["content-type"].startswith("text/html")
+            assert f"<pre>Cannot GET {path}</pre>" in reply.text
+
+
+def _query(client: httpx.Client, **params: Any) -> list[dict[str, Any]]:
+    reply = client.get("/memory/query", params=params)
+    assert reply.status_code == 200, reply.text
+    rows: list[dict[str, Any]] = reply.json()["results"]
+    return rows
+
+
+def test_a_fact_upserts_the_facts_row_of_its_key_across_tenants(real: RefStoreThread) -> None:
+    with _client(real) as client:
+        import_ok(client, [{"content": "Rent is due on the 1st.", "type": "fact",
+                            "key": "rent", "client_id": "tenant-a"}])  # fmt: skip
+        import_ok(client, [{"content": "Rent moved to the 5th.", "type": "fact",
+                            "key": "rent", "client_id": "tenant-b"}])  # fmt: skip
+        assert _query(client, type="fact", client_id="tenant-a") == []  # moved, not copied
+        (row,) = _query(client, type="fact", client_id="tenant-b")
+        assert (row["key"], row["value"]) == ("rent", "Rent moved to the 5th.")
+        # both memories stay, each in its own tenant: only the structured row moved
+        assert len(_listed(client, 100, client_id="tenant-a")) == 1
+
+
+def test_keyless_facts_share_the_content_hash_and_subjectless_statuses_unknown(
+    real: RefStoreThread,
+) -> None:
+    with _client(real) as client:
+        import_ok(client, [
+            {"content": "The ferry leaves at 7.", "type": "fact", "client_id": "tenant-a"},
+            {"content": "Build is green.", "type": "status", "client_id": "tenant-a"},
+            {"content": "The ferry leaves at 7.", "type": "fact", "client_id": "tenant-b"},
+            {"content": "Deploy is paused.", "type": "status", "client_id": "tenant-b"},
+        ])  # fmt: skip
+        (fact,) = _query(client, type="facts")
+        assert (fact["key"], fact["client_id"]) == (
+            content_hash("The ferry leaves at 7."),
+            "tenant-b",
+        )
+        (status,) = _query(client, type="status")
+        assert (status["subject"], status["status"], status["client_id"]) == (
+            "unknown",
+            "Deploy is paused.",
+            "tenant-b",
+        )
+
+
+def test_deleting_a_fact_memory_leaves_its_facts_row(real: RefStoreThread) -> None:
+    with _client(real) as client:
+        import_ok(client, [{"id": "f1", "content": "Gate code is 1234.", "type": "fact",
+                            "key": "gate", "client_id": "tenant-a"}])  # fmt: skip
+        assert client.delete("/memory/f1").json()["deleted"] is True
+        assert [r["key"] for r in _query(client, type="fact", key="gat")] == ["gate"]
+
+
+def test_structured_queries_need_the_real_servers_profile(client: httpx.Client) -> None:
+    reply = client.get("/memory/query", params={"type": "fact"})
+    assert reply.status_code == 400 and "Structured queries" in reply.json()["error"]
 
 
 def test_a_repeated_delete_says_already_inactive_with_a_message_and_no_deleted(
