@@ -152,12 +152,13 @@ def cycle_cost(
     costs = target_kinds()[probe.target.kind].costs(probe.target.settings)
     cleanup = probe.target.cleanup
     imports = math.ceil(memories / costs.batch_size) if memories else 0
+    pages = max(1, math.ceil((memories + 1) / costs.page_size))
     reads = {
-        "export": costs.lists * max(1, math.ceil((memories + 1) / costs.page_size)),
+        "export": costs.lists * pages,
         "searchable": costs.searchable_polls,
         "serial": queries,
         "load": _load_reads(probe, read_rate),
-        "lease": costs.lease_reads,
+        "lease": costs.lease_reads + costs.lease_listings * pages,
     }
     writes = {
         "sentinel": 1 if first else costs.lease_writes,

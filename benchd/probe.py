@@ -26,14 +26,14 @@ from benchd.config.thresholds import Threshold
 from benchd.cycle import run_cycle
 from benchd.drift.baseline import load_baseline
 from benchd.drift.tracker import DriftTracker
-from benchd.errors import InputError
+from benchd.errors import BenchdError, InputError
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
 from benchd.targets import build_target
 from benchd.targets.base import ProbeTarget, Progress
-from benchd.targets.lease import LeaseHolder, default_instance
+from benchd.targets.lease import LeaseHolder, Role, default_instance
 
 __all__ = [
     "INTERNAL",
@@ -112,6 +112,8 @@ class ProbeRunner:
         instance: str | None = None,
         read_only_beside_live: bool = False,
         thresholds: Sequence[Threshold] = (),
+        role: Role | None = None,
+        force_lease: bool = False,
     ) -> None:
         self.probe = probe
         # The probe's own thresholds, then the command line's (one per distinct name).
@@ -126,12 +128,15 @@ class ProbeRunner:
         if self.target.capabilities.lease:
             # A daemon promises a heartbeat every cycle: three missed ones make it stale.
             # A one-shot run (benchd once) holds the lease for its one cycle only.
-            ttl = probe.timeout_s if read_only_beside_live else 3 * probe.interval_s
+            # Only the daemon (run) takes over a live lease of its own instance name.
+            role = role or ("once" if read_only_beside_live else "run")
+            ttl = probe.timeout_s if role != "run" else 3 * probe.interval_s
             self.target.lease = LeaseHolder(
                 instance=instance or default_instance(),
                 ttl_s=ttl + probe.timeout_s,
                 fixture_hash=self.fixture.content_hash,
-                read_only_beside_live=read_only_beside_live,
+                role=role,
+                force=force_lease,
             )
         self._closed = False
 
@@ -195,17 +200,31 @@ class ProbeRunner:
         left over (records benchd wrote and could not delete in time).
         """
         if self.probe.target.cleanup != "after":
+            await self.release_lease(grace_s)
             return None
         deleted = 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
             deleted = await self.target.cleanup(self.fixture.memory_ids)
             deleted += await self.target.release()
+        await self.release_lease(grace_s)
         return CleanupReport(
             namespace=self.probe.target.namespace or "",
             deleted=deleted,
             leftover=self.target.leftover_records,
             timed_out=scope.cancelled_caught,
         )
+
+    async def release_lease(self, grace_s: float = 30.0) -> None:
+        """Hand the namespace's lease back (shutdown, the end of once), so no one waits out
+        its TTL; a lease this process does not hold is left as it is."""
+        if not self.target.capabilities.lease:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s):
+            try:
+                if await self.target.release_lease():
+                    log.info("lease released", probe=self.probe.name)
+            except BenchdError as exc:
+                log.warning("lease not released", probe=self.probe.name, error=str(exc))
 
     def cleanup_failed(self) -> CleanupReport:
         """The report of a cleanup the store refused: everything benchd holds is left over."""

@@ -56,6 +56,11 @@ def register(sub: Any) -> None:
         metavar="N",
         help="with --config: cycles to pin, so the baseline measures noise (default 1; 5 is good)",
     )
+    save.add_argument(
+        "--force",
+        action="store_true",
+        help="with --config: take over a namespace another live benchd leases (else read-only)",
+    )
     save.set_defaults(handler=_save)
     show = actions.add_parser("show", help="print a baseline", description="Print a baseline.")
     show.add_argument("file", metavar="FILE")
@@ -100,7 +105,7 @@ async def _save(args: argparse.Namespace) -> int:
             read_result_json(args.source), args.probe, args.out, source=args.source
         )
     else:
-        baseline = await _pin_live(args.config, args.probe, args.repeats)
+        baseline = await _pin_live(args.config, args.probe, args.repeats, force=args.force)
         write_baseline(baseline, args.out)
     print(
         f"benchd: pinned probe {baseline.probe} ({len(baseline.queries)} queries, "
@@ -110,7 +115,9 @@ async def _save(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _pin_live(config_path: str, probe: str | None, repeats: int = 1) -> Baseline:
+async def _pin_live(
+    config_path: str, probe: str | None, repeats: int = 1, *, force: bool = False
+) -> Baseline:
     """Run ``repeats`` cycles of ``probe`` and freeze them, with their noise."""
     from benchd.config.load import load_config
     from benchd.errors import TargetError
@@ -122,8 +129,8 @@ async def _pin_live(config_path: str, probe: str | None, repeats: int = 1) -> Ba
         raise UsageError(f"{config_path}: holds probes {', '.join(names)}; pick one with --probe")
     # The baseline being replaced (possibly not written yet) plays no part in pinning.
     chosen = dataclasses.replace(config.probe(probe or names[0]), baseline=None)
-    runner = ProbeRunner(
-        chosen, instance=config.server.instance or None, read_only_beside_live=True
+    runner = ProbeRunner(  # never takes over a live lease unless forced
+        chosen, instance=config.server.instance or None, role="baseline", force_lease=force
     )
     results = []
     try:
@@ -135,6 +142,7 @@ async def _pin_live(config_path: str, probe: str | None, repeats: int = 1) -> Ba
                     f"{result.error_message}; nothing was pinned"
                 )
             results.append(result)
+        await runner.release_lease(chosen.timeout_s)
     finally:
         await runner.aclose()
     return baseline_from_results(results)

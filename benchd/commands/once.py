@@ -112,6 +112,14 @@ def register(sub: Any) -> None:
             "using it at start, never to probes a reload adds)"
         ),
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=(
+            "take over a namespace another live benchd (even the daemon on this host) leases, "
+            "and write it; without it, once measures such a namespace read-only or is refused"
+        ),
+    )
     p.set_defaults(handler=_handle)
 
 
@@ -154,11 +162,15 @@ def _progress(probe: str) -> Progress | None:
     return TerminalProgress(probe, sys.stderr) if sys.stderr.isatty() else None
 
 
-async def run_probes(config: Config, thresholds: Sequence[Threshold] = ()) -> list[CycleResult]:
+async def run_probes(
+    config: Config, thresholds: Sequence[Threshold] = (), *, force: bool = False
+) -> list[CycleResult]:
     """One cycle per probe, sequentially, each with its own adapter.
 
     Each result carries its verdicts on the probe's thresholds and on
-    ``thresholds`` (the command line's), judged by the probe runner.
+    ``thresholds`` (the command line's), judged by the probe runner. Beside
+    a live lease (even the daemon's on this host) a probe measures
+    read-only, or is refused; ``force`` takes the lease over (``--force``).
     """
     results = []
     fixtures = {p.name: load_fixture(p.fixture) for p in config.probes}
@@ -171,11 +183,13 @@ async def run_probes(config: Config, thresholds: Sequence[Threshold] = ()) -> li
             fixture=fixtures[probe.name],
             read_rate=plan.read_rates.get(probe.name),
             instance=config.server.instance or None,
-            read_only_beside_live=True,  # beside a live daemon: measure, never write
+            role="once",  # beside a live daemon: measure, never write
+            force_lease=force,
             thresholds=thresholds,
         )
         try:
             result = await runner.run_once(progress=_progress(probe.name))
+            await runner.release_lease(probe.timeout_s)
         finally:
             await runner.aclose()
         results.append(result)
@@ -232,7 +246,7 @@ async def _handle(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--format trec writes one run; name one probe with --probe (probes: {names})"
             )
-        results = await run_probes(config, extra)
+        results = await run_probes(config, extra, force=args.force)
     _output(args.format, results, args.allow_degraded)
     failed = [r for r in results if r.outcome in ("failed", "timeout")]
     degraded = [r for r in results if r.outcome == "degraded"]

@@ -80,7 +80,9 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list
             )
         target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
         if caps.lease:
-            target.lease = LeaseHolder(config.server.instance or default_instance(), ttl_s=0.0)
+            target.lease = LeaseHolder(  # never takes over a live lease, even this host's daemon's
+                config.server.instance or default_instance(), ttl_s=0.0, role="purge"
+            )
         memories = list(load_fixture(probe.fixture).memories)
         out.append((f"probe {probe.name}", probe.target.namespace or "", target, memories))
     return out

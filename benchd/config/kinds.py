@@ -57,6 +57,7 @@ class StoreCosts:
     lists: int = 2  # listings per cycle (ownership check, verify)
     searchable_polls: int = 1  # time-to-searchable polls (at least)
     lease_reads: int = 0  # per writing cycle, keeping the lease
+    lease_listings: int = 0  # listings of the namespace per writing cycle (the lease read-back)
     lease_writes: int = 0
     # The kind's default budget: what its stores allow one API key a minute, where
     # [probe.budget] does not say; None: no such limit (no warning, no pacing).

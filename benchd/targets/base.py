@@ -111,6 +111,11 @@ class ProbeTarget(Target, Protocol):
         """Delete the sentinel once nothing else of benchd's is left; how many went."""
         ...
 
+    async def release_lease(self) -> bool:
+        """Hand back the lease this process holds now (shutdown, the end of ``once``), so
+        no one waits out its TTL; whether it did (False where no lease is kept)."""
+        ...
+
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
         """Delete everything benchd owns in the namespace (``benchd purge``)."""
         ...

@@ -5,15 +5,18 @@ The sentinel's metadata names the benchd instance that writes the namespace
 across restarts), its process id, a per-process token, a heartbeat time
 refreshed by every writing cycle, how long the holder promises to heartbeat
 (``ttl_s``) and the fixture hash of the corpus it seeds. A writer reads the
-lease, writes its own, reads it back, and backs off if another holder won.
+lease, writes its own, reads it back (through the namespace's listing: the
+real server has no read-by-id route), and backs off if another holder won.
 
-What this guarantees, and what not: the store has no compare-and-swap, so two
-writers starting within one read-write-read window can both believe they
-won; the read-back makes that window a few requests wide and the loser of
-any later cycle backs off. Detection is per cycle: a second writer is
-refused on its first cycle, not prevented at the store. A holder that stops
-heartbeating (killed, partitioned) keeps the namespace until its lease is
-``ttl_s`` old, unless it restarts under the same instance name.
+The lease knows the *role* of its holder. Only ``run`` (the daemon) takes
+over a live lease of its own instance name at once: a restarted pod must not
+wait out the TTL. ``once``, ``baseline`` and ``purge`` never take over a live
+lease, not even one of their own instance name (by default the host name, so
+a second process on the daemon's host is another holder): they measure
+read-only beside it, or are refused, unless ``force`` asks for a deliberate
+takeover. A daemon hands its lease back on shutdown (:meth:`LeaseHolder.mark`
+with ``released``): the sentinel stays, its lease expired.
+
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["Holder", "LeaseHolder", "default_instance", "holder_of"]
+__all__ = ["Holder", "LeaseHolder", "Role", "default_instance", "holder_of"]
+
+Role = Literal["run", "once", "baseline", "purge"]
+"""What a lease holder is: the daemon, or a one-shot command beside it."""
 
 
 def default_instance() -> str:
@@ -41,21 +47,41 @@ class LeaseHolder:
     instance: str
     ttl_s: float
     fixture_hash: str = ""
-    read_only_beside_live: bool = False  # benchd once: measure read-only instead of failing
+    role: Role = "run"
+    force: bool = False  # a deliberate takeover (--force): write over any live lease
     pid: int = field(default_factory=os.getpid)
     token: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    def mark(self, namespace: str, now: float | None = None) -> dict[str, Any]:
-        """The sentinel's metadata for this holder, heartbeat now."""
+    @property
+    def read_only_beside_live(self) -> bool:
+        """Beside a live holder, measure its corpus read-only instead of failing."""
+        return self.role in ("once", "baseline") and not self.force
+
+    def may_take(self, holder: Holder, now: float | None = None) -> bool:
+        """Whether this process may write over ``holder``'s lease.
+
+        Its own, an expired or released one, any with ``force``; a live one of
+        the same instance name only when this is ``run`` (a restarted daemon).
+        """
+        if holder.token == self.token or self.force or not holder.live(now):
+            return True
+        return self.role == "run" and holder.role == "run" and holder.instance == self.instance
+
+    def mark(
+        self, namespace: str, now: float | None = None, *, released: bool = False
+    ) -> dict[str, Any]:
+        """The sentinel's metadata for this holder, heartbeat now (0: a released lease)."""
         return {
             "namespace": namespace,
             "sentinel": "true",
             "instance": self.instance,
+            "role": self.role,
             "pid": self.pid,
             "token": self.token,
-            "heartbeat": round(time.time() if now is None else now, 3),
+            "heartbeat": 0.0 if released else round(time.time() if now is None else now, 3),
             "ttl_s": self.ttl_s,
             "fixture_hash": self.fixture_hash,
+            "released": released,
         }
 
 
@@ -69,18 +95,22 @@ class Holder:
     heartbeat: float
     ttl_s: float
     fixture_hash: str
+    role: str = "run"
+    released: bool = False
 
     def live(self, now: float | None = None) -> bool:
-        """Whether the holder heartbeated within its own ``ttl_s``."""
-        return (time.time() if now is None else now) - self.heartbeat <= self.ttl_s
+        """Whether the holder heartbeated within its own ``ttl_s`` and has not released it."""
+        age = (time.time() if now is None else now) - self.heartbeat
+        return not self.released and age <= self.ttl_s
 
     def same_process(self, me: LeaseHolder) -> bool:
         return self.token == me.token
 
     def describe(self, now: float | None = None) -> str:
         age = max(0.0, (time.time() if now is None else now) - self.heartbeat)
+        role = "" if self.role == "run" else f"benchd {self.role}, "
         return (
-            f"benchd instance {self.instance!r} (pid {self.pid}, heartbeat {age:.0f}s ago, "
+            f"benchd instance {self.instance!r} ({role}pid {self.pid}, heartbeat {age:.0f}s ago, "
             f"lease {self.ttl_s:.0f}s)"
         )
 
@@ -97,6 +127,8 @@ def holder_of(mark: Any) -> Holder | None:
             heartbeat=float(mark.get("heartbeat", 0.0)),
             ttl_s=float(mark.get("ttl_s", 0.0)),
             fixture_hash=str(mark.get("fixture_hash", "")),
+            role=str(mark.get("role", "run")),
+            released=mark.get("released") is True,
         )
     except (TypeError, ValueError):
         return None

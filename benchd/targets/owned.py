@@ -9,6 +9,13 @@ id>``, shortened to a stable hash where it would be long
 result benchd did not write is never mapped to a fixture id (it scores as
 non-relevant, see :func:`foreign_label`).
 
+The store also keys some *fields* across tenants: the real server upserts every
+fact into a facts table by its ``key`` (no key: its content hash) and every
+status into a statuses table by its ``subject`` (no subject: ``unknown``), with
+no namespace in either key. So benchd namespaces those fields exactly like ids
+(:func:`namespaced_fields`): every fact benchd writes carries a ``key``, every
+status a ``subject``, each derived from the namespace.
+
 The sentinel that marks a namespace as benchd's has an id of its own,
 ``benchd-sentinel:<namespace>``; earlier versions wrote
 ``benchd-sentinel-<namespace>`` (:func:`legacy_sentinel_id`) and the
@@ -30,6 +37,7 @@ __all__ = [
     "is_sentinel",
     "legacy_sentinel_id",
     "namespace_problem",
+    "namespaced_fields",
     "owned_id",
     "owned_prefix",
     "owner_mark",
@@ -85,6 +93,32 @@ def owned_id(namespace: str, fixture_id: str) -> str:
     if len(plain) <= MAX_ID_CHARS and not fixture_id.startswith("#"):
         return plain
     return f"{prefix}#{_hash(fixture_id)}"
+
+
+GLOBAL_KEYED = ("key", "subject")
+"""Record fields the real server keys across tenants (facts by key, statuses by subject)."""
+
+_FILLED = {"fact": "key", "status": "subject"}  # the field each type is upserted by
+
+
+def namespaced_fields(namespace: str, fixture_id: str, record: Mapping[str, Any]) -> dict[str, str]:
+    """The ``key``/``subject`` benchd writes for a fixture record in ``namespace``.
+
+    A given value becomes ``benchd:<namespace>:<value>`` (:func:`owned_id`'s
+    form); a fact without a key and a status without a subject get the
+    record's own id (so the facts row names the memory), since the store's
+    fallbacks (the content hash, ``unknown``) are global too. Fields the
+    record neither has nor needs are left out.
+    """
+    fields: dict[str, str] = {}
+    for name in GLOBAL_KEYED:
+        value = record.get(name)
+        if value is not None and value != "":
+            fields[name] = owned_id(namespace, str(value))
+    needed = _FILLED.get(str(record.get("type") or "event"))
+    if needed is not None and needed not in fields:
+        fields[needed] = owned_id(namespace, fixture_id)  # the record's own id
+    return fields
 
 
 def sentinel_id(namespace: str) -> str:

@@ -197,6 +197,9 @@ class PythonTarget:
     async def release(self) -> int:
         return 0
 
+    async def release_lease(self) -> bool:
+        return False
+
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
         raise OwnershipError(
             f"python target {self.config.factory}: it cannot list and delete records, "

@@ -362,6 +362,10 @@ class SeededStore(ABC, Generic[R]):
             return 0
         return await self._delete_ids(plan, list(self._sentinels(listed)))
 
+    async def release_lease(self) -> bool:
+        """Hand back this process's lease; a store that keeps none has none to hand back."""
+        return False
+
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
         """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``).
 
@@ -380,12 +384,12 @@ class SeededStore(ABC, Generic[R]):
         listed = await self.export_namespace()
         holder = self._lease_of(listed)
         me = self.lease
-        mine = me is not None and holder is not None and holder.instance == me.instance
+        mine = me is not None and holder is not None and me.may_take(holder)
         if holder is not None and holder.live() and not force and not mine:
             raise OwnershipError(
-                    f"{plan.namespace_label} {plan.namespace!r} at {self._base} is leased by "
-                    f"live {holder.describe()}; stop it first, or pass --force"
-                )
+                f"{plan.namespace_label} {plan.namespace!r} at {self._base} is leased by "
+                f"live {holder.describe()}; stop it first, or pass --force"
+            )
         sentinels = self._sentinels(listed)
         ours = list(self._claimed(listed))
         if "legacy" in sentinels.values():
@@ -455,8 +459,8 @@ class SeededStore(ABC, Generic[R]):
 
     @staticmethod
     def _another_live(holder: Holder, me: LeaseHolder) -> bool:
-        """A live lease of another instance (the same instance name takes its own over)."""
-        return holder.token != me.token and holder.instance != me.instance and holder.live()
+        """A live lease this process may not take over (see ``LeaseHolder.may_take``)."""
+        return not me.may_take(holder)
 
     def _check_read_only(
         self, plan: SeedPlan, existing: Mapping[str, R], holder: Holder, me: LeaseHolder

@@ -11,13 +11,17 @@ on first seed. Ids are derived from the namespace
 (``benchd:<namespace>:<fixture id>``, see :mod:`benchd.targets.owned`),
 since the store's ids are global across ``client_id``s.
 
-The real server is slow to import (about 100 ms per 10 records) and its
-export cursor loses records that share a page-boundary millisecond, so: an
-import request's deadline grows with its batch; a timed-out import is read
-back, never blindly re-sent (the server finishes it anyway, and a blind
-retry would read ``skipped``); the ``created_at`` benchd fills are distinct
-milliseconds; and a record missing from the listing is read back with
-``GET /memory/{id}`` before it is called missing. Date words resolve against
+The real server is slow to import (about 100 ms per 10 records), has no
+``GET /memory/{id}``, and its export cursor, cut to milliseconds, loses
+records dated below the millisecond at a page boundary, so: an import
+request's deadline grows with its batch; a timed-out import is read back,
+never blindly re-sent (the server finishes it anyway, and a blind retry
+would read ``skipped``); every ``created_at`` benchd writes is cut to the
+millisecond (and those it fills are distinct milliseconds); the lease and a
+record missing from the listing are read back through a second listing.
+The server also keys facts (by ``key``) and statuses (by ``subject``) across
+tenants: benchd namespaces both, exactly like ids
+(:func:`benchd.targets.owned.namespaced_fields`). Date words resolve against
 the corpus's own time: a query without ``reference_date`` is sent the
 corpus's latest ``created_at`` (the fixture's, or the one benchd stamped, as
 stored), so a kept corpus answers date-word queries the same way week after
@@ -26,6 +30,7 @@ week.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,13 +54,13 @@ from benchd.targets.client import (
     ErrorContext,
     http_url_problem,
     positive_problem,
-    run_bounded,
 )
 from benchd.targets.lease import Holder, holder_of
 from benchd.targets.owned import (
     OWNER_KEY,
     legacy_sentinel_id,
     namespace_problem,
+    namespaced_fields,
     owner_mark,
     sentinel_id,
     sentinel_text,
@@ -77,7 +82,10 @@ KIND = "zengram"
 IMPORT_CAP = 500
 SEARCH_CAP = 100
 EXPORT_PAGE = 500
-TIMEOUT_READ_BACK_GETS = 20  # GET /memory/{id} after a timed-out import, at most (read budget)
+_SUB_MS = re.compile(r"[T ]\d\d:\d\d:\d\d[.,]\d{4,}")  # a time finer than milliseconds
+# Listings that look for records the first one skipped: page sizes whose boundaries fall
+# far from multiples of EXPORT_PAGE (and from each other's) up to several thousand records.
+RESCUE_PAGES = (331, 457)
 READ_BACK_POLLS = 5  # listings while a timed-out import may still be writing
 
 
@@ -96,9 +104,10 @@ class ZengramConfig:
     """``[probe.target]`` keys for ``kind = "zengram"``."""
 
     # What keeping the lease costs each writing cycle, for the budget planner:
-    # the heartbeat deletes and re-imports the sentinel, then reads it back.
+    # the heartbeat deletes and re-imports the sentinel, then reads it back by
+    # listing the namespace once more (the real server has no read by id).
     lease_writes_per_cycle: ClassVar[int] = 2
-    lease_reads_per_cycle: ClassVar[int] = 1
+    lease_listings_per_cycle: ClassVar[int] = 1
 
     url: str = field(metadata=check(http_url_problem))
     api_key_env: str | None = None
@@ -149,6 +158,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
         self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
+        self._leased = False  # this process wrote its lease (released on shutdown)
 
     # -- protocol ---------------------------------------------------------------
 
@@ -217,9 +227,14 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         record = dict(memory)
         record["client_id"] = ns  # never the fixture's own
         record.pop("active", None)  # never seed inactive records
+        # The store keys facts by key and statuses by subject across tenants: never
+        # write a fixture's own (or none, whose fallbacks are global too).
+        record.update(namespaced_fields(ns, fid, memory))
         if record.get("created_at") is None:
             record["created_at"] = self._fill_time()
             self._sent_created[fid] = record["created_at"]
+        else:
+            record["created_at"] = _to_ms(record["created_at"])
         metadata = record.get("metadata")
         record["metadata"] = {
             **(metadata if isinstance(metadata, dict) else {}),
@@ -261,18 +276,18 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
                 latest = moment
         return None if latest is None else _iso_ms(round(latest * 1000))
 
-    def _sentinel_record(self) -> dict[str, Any]:
+    def _sentinel_record(self, *, released: bool = False) -> dict[str, Any]:
         ns = self.config.namespace
         return {
             "created_at": self._fill_time(),
             "id": sentinel_id(ns),
             "type": "fact",
-            "key": "benchd-sentinel",
+            "key": sentinel_id(ns),  # a fact's key is global: one per namespace
             "importance": "low",
             "client_id": ns,
             "content": sentinel_text(ns) + self._lease_text(),
             "metadata": {
-                OWNER_KEY: self.lease.mark(ns)
+                OWNER_KEY: self.lease.mark(ns, released=released)
                 if self.lease is not None
                 else {"namespace": ns, "sentinel": "true"}
             },
@@ -292,7 +307,8 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return holder_of(metadata.get(OWNER_KEY)) if isinstance(metadata, dict) else None
 
     async def _read_lease(self) -> Holder | None:
-        return self._lease_of(await self._read_back([sentinel_id(self.config.namespace)]))
+        """The lease as the namespace lists it now (the real server has no read by id)."""
+        return self._lease_of(await self.export_namespace())
 
     def _sentinel_of(self, server_id: str, record: Mapping[str, Any]) -> str | None:
         ns = self.config.namespace
@@ -333,24 +349,58 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         answer = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
         return answer.status != 404
 
-    async def _write_sentinel(self) -> None:
+    async def _write_sentinel(self, *, released: bool = False) -> None:
         """Write the sentinel (and lease); a heartbeat deletes this process's own first.
 
         The store skips an import whose text it already holds (dedup runs
         before the upsert), so the heartbeat in the metadata would never be
         refreshed: delete-then-import writes it with the same text, hence
-        the same embedding, every cycle.
+        the same embedding, every cycle. The pair is shielded from
+        cancellation (a SIGTERM between the two would leave the namespace
+        without its sentinel), bounded by :meth:`_sentinel_bound_s`.
         """
-        record = self._sentinel_record()
+        record = self._sentinel_record(released=released)
         listed = self._listed.get(record["id"])
-        if listed is not None and content_of(listed) == record["content"]:
-            await self._delete_one(record["id"])
-        imported, skipped, _ = await self._import_batch([record])
-        if imported + skipped == 0:
+        with anyio.CancelScope(shield=True) as shield:
+            shield.deadline = anyio.current_time() + self._sentinel_bound_s()
+            if listed is not None and content_of(listed) == record["content"]:
+                await self._delete_one(record["id"])
+            counts = await self._import_batch([record])
+            self._leased = not released
+        if shield.cancelled_caught:
+            raise TargetTimeout(
+                f"POST {self._base}/export/import: rewriting benchd's sentinel took more than "
+                f"{self._sentinel_bound_s():.0f}s"
+            )
+        if counts[0] + counts[1] == 0:
             raise TargetProtocolError(
                 f"POST {self._base}/export/import: the store rejected benchd's sentinel record; "
                 "is this a Zengram-compatible API?"
             )
+
+    def _sentinel_bound_s(self) -> float:
+        """How long the shielded sentinel rewrite may take: a delete and a one-record import,
+        each with its retries after the longest ``Retry-After`` honoured."""
+        c = self.config
+        one = c.timeout_s + c.import_timeout_per_record_s + c.max_retry_after_s
+        return 2 * one * (c.max_retries + 1)
+
+    async def release_lease(self) -> bool:
+        """Hand the lease back on shutdown (SIGTERM): the sentinel stays, its lease expired.
+
+        Only a lease this process holds now (listed with its own token) is
+        released, so another instance can take the namespace over at once
+        instead of waiting out ``ttl_s``. Whether a lease was released.
+        """
+        me = self.lease
+        if me is None or self._read_only is not None or not self._leased:
+            return False
+        holder = self._lease_of(await self.export_namespace())
+        if holder is None or holder.token != me.token:
+            return False
+        await self._write_sentinel(released=True)
+        self._leased = False
+        return True
 
     async def _import_batch(self, batch: Sequence[Any]) -> Counts:
         """Import one batch; after a timeout, read back what the server wrote first.
@@ -397,7 +447,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             if not missing or (poll and len(missing) == before):
                 break
         ids = [str(r["id"]) for r in missing if r.get("id") is not None]
-        if ids and len(ids) <= TIMEOUT_READ_BACK_GETS:
+        if ids and len(ids) < len(records):  # some written: the rest may sit on a page boundary
             held = _keys(await self._read_back(ids))
             missing = [r for r in missing if _key(r) not in held]
         return missing
@@ -415,7 +465,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         )
         return await decode(answer.body, what, partial(_import_counts, len(batch), what))
 
-    async def export_namespace(self) -> dict[str, dict[str, Any]]:
+    async def export_namespace(self, page_size: int = EXPORT_PAGE) -> dict[str, dict[str, Any]]:
         """Every active record in the namespace, by server id (paged ``GET /export``).
 
         Bounded: each page is cut to the page size asked for, and the listing
@@ -427,10 +477,10 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         seen: set[str] = set()
         offset = 0
         most = self._listing_limit
-        for _ in range(most // EXPORT_PAGE + 2):
-            params = {"client_id": self.config.namespace, "limit": EXPORT_PAGE, "offset": offset}
+        for _ in range(most // page_size + 2):
+            params = {"client_id": self.config.namespace, "limit": page_size, "offset": offset}
             answer = await self._http.request("GET", "/export", params=params)
-            page, more = await decode(answer.body, what, partial(_export_page, EXPORT_PAGE, what))
+            page, more = await decode(answer.body, what, partial(_export_page, page_size, what))
             ids = [str(r["id"]) for r in page]
             for rec in page:
                 if rec.get("active", True) is not False:
@@ -453,28 +503,22 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         )
 
     async def _read_back(self, server_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """``GET /memory/{id}`` with the namespace, for records the listing did not show.
+        """Records the listing did not show, looked for in listings with other page sizes.
 
-        The real server's export cursor skips records sharing a page-boundary
-        millisecond; such a record is stored, and reading it by id says so.
-        Only active records in benchd's namespace count.
+        The real server has no ``GET /memory/{id}``, and its listing cursor can
+        skip records dated below the millisecond in a page-boundary millisecond;
+        a listing with another page size puts its boundaries on other records.
+        At most ``len(RESCUE_PAGES)`` listings, only while some are still not
+        found. Only active records of benchd's namespace are listed, so only
+        those count.
         """
+        wanted = set(server_ids)
         found: dict[str, dict[str, Any]] = {}
-        what = f"GET {self._base}/memory/{{id}}"
-        ns = self.config.namespace
-
-        async def one(server_id: str) -> None:
-            answer = await self._http.request_allowing(
-                "GET", f"/memory/{server_id}", allow=(404,), params={"client_id": ns}
-            )
-            if answer.status == 404:
-                return
-            body = await decode(answer.body, what, _record)
-            mine = body is not None and body.get("client_id", ns) == ns
-            if body is not None and mine and body.get("active", True) is not False:
-                found[server_id] = body
-
-        await run_bounded(list(server_ids), one, limit=self.config.seed_concurrency)
+        for size in RESCUE_PAGES:
+            if wanted <= found.keys():
+                break
+            listed = await self.export_namespace(size)
+            found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
         return found
 
     async def _searchable_after(
@@ -527,11 +571,30 @@ def zengram_costs(config: ZengramConfig) -> StoreCosts:
         batch_size=config.seed_batch,
         lists=2 if config.verify else 1,
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
-        lease_reads=config.lease_reads_per_cycle,
+        lease_listings=config.lease_listings_per_cycle,
         lease_writes=config.lease_writes_per_cycle,
         reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
         writes_per_min=60,
     )
+
+
+def _to_ms(stamp: object) -> object:
+    """A ``created_at`` cut to milliseconds; anything else (a date, not a time) as it is.
+
+    The real server's listing cursor is cut to milliseconds, and records dated
+    below that can fall between two pages: benchd never writes such a date.
+    """
+    text = str(stamp).strip()
+    if not _SUB_MS.search(text):
+        return stamp  # as the fixture has it: a date, or a time to the millisecond at most
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return stamp
+    moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    if moment.tzinfo is None:
+        return moment.isoformat(timespec="milliseconds")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _epoch_s(stamp: object) -> float | None:
@@ -620,8 +683,3 @@ def _export_page(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]],
         raise TargetProtocolError(f"{what}: answer has no 'memories' array")
     records = [r for r in page[:size] if isinstance(r, dict) and _label(r.get("id"))]
     return records, bool(data.get("has_more")) and len(page) > 0
-
-
-def _record(data: Any) -> dict[str, Any] | None:
-    """One record read back by id (``GET /memory/{id}``), or None if the answer is not one."""
-    return data if isinstance(data, dict) and _label(data.get("id")) else None

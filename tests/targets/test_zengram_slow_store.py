@@ -2,8 +2,10 @@
 
 What the real server does to benchd's readings, and how the adapter copes:
 a paced import slower than its request timeout (read back, no false
-``skipped``), an export cursor that skips a page-boundary millisecond
-(read back by id, nothing called missing that is stored), and a kept corpus
+``skipped``), an export cursor that loses records dated below the
+millisecond at a page boundary (benchd writes milliseconds; a kept corpus
+an earlier version dated finer is found by a second listing, since the
+server has no ``GET /memory/{id}``), and a kept corpus
 whose date-word answers must not move when the store's clock does.
 """
 
@@ -109,14 +111,19 @@ def test_import_deadline_grows_with_the_batch() -> None:
 
 
 def _corpus(n: int, dated: bool = False) -> list[dict[str, Any]]:
-    """``n`` events; ``dated``: a minute apart, but the ten around the page boundary share one."""
+    """``n`` events; ``dated``: a minute apart, but the ten around the page boundary (the
+    listing is newest first) share one millisecond, dated to the microsecond."""
     out = []
+    first = n - EXPORT_PAGE - 6
     for i in range(n):
         memory: dict[str, Any] = {"id": f"p-{i}", "type": "event", "content": f"paged note {i}"}
         if dated:
-            minute = EXPORT_PAGE - 6 if EXPORT_PAGE - 6 <= i < EXPORT_PAGE + 4 else i
-            moment = datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=minute)
-            memory["created_at"] = moment.isoformat()
+            moment = datetime(2026, 5, 1, tzinfo=UTC) + (
+                timedelta(minutes=first, microseconds=100 * (i - first))
+                if first <= i < first + 10
+                else timedelta(minutes=i)
+            )
+            memory["created_at"] = moment.isoformat(timespec="microseconds")
         out.append(memory)
     return out
 
@@ -138,19 +145,60 @@ async def test_benchd_dated_records_never_share_a_millisecond_so_paging_loses_no
     assert len(set(stamps)) == len(stamps)
 
 
-async def test_records_the_export_cursor_skips_are_read_back_not_called_missing(
+async def _import_raw(url: str, records: list[dict[str, Any]]) -> None:
+    for i in range(0, len(records), EXPORT_PAGE):  # at most 500 records a request
+        body = {"data": records[i : i + EXPORT_PAGE], "operator_approved": True}
+        assert (await _raw(url, "POST", "/export/import", json=body)).status_code == 200
+
+
+async def _listed_raw(url: str, namespace: str, page: int = EXPORT_PAGE) -> set[str]:
+    ids: set[str] = set()
+    offset = 0
+    while True:
+        params = {"client_id": namespace, "limit": page, "offset": offset}
+        body = (await _raw(url, "GET", "/export", params=params)).json()
+        ids.update(str(m["id"]) for m in body["memories"])
+        offset += len(body["memories"])
+        if not body["memories"] or not body["has_more"]:
+            return ids
+
+
+async def test_a_fixture_dated_to_the_microsecond_reports_nothing_missing(
     real: RunningRefStore,
 ) -> None:
     memories = _corpus(EXPORT_PAGE + 20, dated=True)
+    raw = [{**m, "client_id": "someone-else"} for m in memories]
+    await _import_raw(real.url, raw)
+    lost = {m["id"] for m in memories} - await _listed_raw(real.url, "someone-else")
+    assert len(lost) == 5  # written as dated, the store's own paging loses p-15 .. p-19
     t = _target(real.url)
     try:
         report = await t.seed(memories)
         listed = await t.export_namespace()
     finally:
         await t.aclose()
-    skipped_by_cursor = {owned_id("benchd-eval", m["id"]) for m in memories} - set(listed)
-    assert len(skipped_by_cursor) == 4  # the store's paging really lost p-500 .. p-503
     assert (report.verified, report.missing) == (len(memories), ())
+    assert {owned_id("benchd-eval", m["id"]) for m in memories} <= set(listed)  # one listing
+    stored = {listed[owned_id("benchd-eval", m["id"])]["created_at"] for m in memories[14:24]}
+    assert stored == {"2026-05-01T00:14:00.000Z"}  # cut to the millisecond
+
+
+async def test_records_a_listing_skips_are_found_by_a_second_listing_not_called_missing(
+    real: RunningRefStore,
+) -> None:
+    """A kept corpus an earlier benchd dated to the microsecond: no GET /memory/{id} exists."""
+    memories = _corpus(EXPORT_PAGE + 20, dated=True)
+    ns = "benchd-eval"
+    earlier = [{**m, "id": owned_id(ns, m["id"]), "client_id": ns} for m in memories]
+    await _import_raw(real.url, earlier)
+    assert len(await _listed_raw(real.url, ns)) == len(memories) - 5  # the cursor loses five
+    t = _target(real.url, cleanup="never")
+    try:
+        report = await t.seed(memories)
+    finally:
+        await t.aclose()
+    assert (report.verified, report.missing) == (len(memories), ())
+    assert (await _raw(real.url, "GET", f"/memory/{earlier[0]['id']}")).status_code == 404
 
 
 async def test_a_kept_corpus_answers_date_words_the_same_when_the_clock_moves_a_month(
