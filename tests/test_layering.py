@@ -8,6 +8,8 @@ results. An import anywhere in a module counts, lazy or type-only.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -155,3 +157,33 @@ def test_a_rule_with_only_allows_its_own_layer() -> None:
     assert not rule.breaks(Edge("pkg.config.load", "pkg.errors", "f", 1))
     assert rule.breaks(Edge("pkg.config.load", "pkg.errorsx", "f", 1))
     assert not rule.breaks(Edge("pkg.cycle", "pkg.targets", "f", 1))
+
+
+def test_config_reads_no_kind_until_an_entry_point_hands_it_the_registry(tmp_path: Path) -> None:
+    """At run time too: config never loads the targets package by name."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from benchd.config.load import parse_config
+        doc = {"probe": [{"name": "p", "fixture": "packaged:smoke",
+                          "target": {"kind": "python",
+                                     "factory": "benchd.examples.retrievers:bm25"}}]}
+        try:
+            parse_config(doc, file="t.toml", base=Path("."))
+        except RuntimeError as exc:
+            print("refused:", exc)
+        assert "benchd.targets" not in sys.modules, "config imported the targets"
+        from benchd.targets import register_kinds
+        register_kinds()
+        print("kinds:", parse_config(doc, file="t.toml", base=Path(".")).probes[0].target.kind)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    refused, kinds = proc.stdout.splitlines()
+    assert refused.startswith("refused: no store kinds are registered")
+    assert "benchd.targets.register_kinds()" in refused
+    assert kinds == "kinds: python"

@@ -122,7 +122,9 @@ async def _pin_live(
     from benchd.config.load import load_config
     from benchd.errors import TargetError
     from benchd.probe import ProbeRunner
+    from benchd.targets import register_kinds
 
+    register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(config_path)
     names = [p.name for p in config.probes]
     if probe is None and len(names) != 1:

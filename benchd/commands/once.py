@@ -32,6 +32,7 @@ from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
+from benchd.targets import register_kinds
 from benchd.targets.base import Progress
 
 __all__ = ["cli_thresholds", "exit_code", "register"]
@@ -149,6 +150,7 @@ def _select(config: Config, names: Sequence[str], adopt: Sequence[str]) -> Confi
 @asynccontextmanager
 async def _config(path: str | None) -> AsyncIterator[Config]:
     if path:
+        register_kinds()  # config decodes [probe.target] with the kinds handed to it
         yield load_config(path)
         return
     from benchd.commands.embedded import embedded_default

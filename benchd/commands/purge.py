@@ -18,7 +18,7 @@ from benchd.config.load import ProbeConfig, load_config
 from benchd.config.secrets import read_secret
 from benchd.errors import EXIT_OK, UsageError
 from benchd.fixtures.model import load_fixture
-from benchd.targets import build_target, capabilities_of
+from benchd.targets import build_target, capabilities_of, register_kinds
 from benchd.targets.base import ProbeTarget
 from benchd.targets.lease import LeaseHolder, default_instance
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
@@ -66,6 +66,7 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list
         return [(f"namespace {args.namespace!r}", args.namespace, store, [])]
     if not args.config:
         raise UsageError("give --config FILE, or --namespace NAME --url URL")
+    register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(args.config)
     probes: list[ProbeConfig] = (
         [config.probe(n) for n in args.probe] if args.probe else list(config.probes)

@@ -109,6 +109,9 @@ async def _handle(args: argparse.Namespace) -> int:
 
     listen = resolve_listen(args.listen)
     json_logs = None if args.log_format == "auto" else args.log_format == "json"
+    from benchd.targets import register_kinds
+
+    register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(args.config) if args.config else None
     # Until the daemon's own handler is installed a SIGHUP would kill the process
     # (its default action); a reload before start-up has nothing to reload anyway.

@@ -127,7 +127,9 @@ def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[l
     Raises :class:`~benchd.errors.ConfigError` (with every problem) if the config is bad.
     """
     from benchd.config.load import load_config  # the config stack only when asked for
+    from benchd.targets import register_kinds
 
+    register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(path, secrets=check_secrets)
     problems = config_parts(config.probes)  # what building the runners would reject
     if problems:
@@ -149,7 +151,9 @@ def budget_warnings(
     from benchd.budget import plan_budgets
     from benchd.config.load import load_config
     from benchd.errors import ConfigError
+    from benchd.targets import register_kinds
 
+    register_kinds()
     try:  # with the keys when they are there: probes that share one share its budget
         config = load_config(path)
     except ConfigError:

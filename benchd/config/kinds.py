@@ -2,11 +2,12 @@
 
 Config decodes ``[probe.target]`` with the settings dataclass its ``kind``
 names, but it must not import the adapters (httpx, the HTTP templating, user
-factories): the dependency points the other way. :mod:`benchd.targets`
-calls :func:`register_target_kind` for each built-in kind when it is
-imported; :func:`target_kinds` imports it on first use if nothing has yet
-(the way a plugin group is discovered), so ``load_config`` works from any
-entry point without config naming an adapter.
+factories): the dependency points the other way, and tests/test_layering.py
+holds it. The registry is handed to config by the entry points:
+:func:`benchd.targets.register_kinds` (also run when :mod:`benchd.targets`
+is first imported) calls :func:`register_target_kind` for each built-in
+kind, and every command that reads a config calls it first. Config never
+loads an adapter package by name.
 
 What config and the budget planner read of a kind's settings is declared by
 the kind, never probed: :class:`KindSchema` (which a registry entry of
@@ -17,14 +18,12 @@ searches (:class:`StoreCosts`).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 __all__ = [
-    "BUILTIN_KINDS_PACKAGE",
     "CommonSettings",
     "KindSchema",
     "StoreCosts",
@@ -32,8 +31,6 @@ __all__ = [
     "target_kinds",
 ]
 
-BUILTIN_KINDS_PACKAGE = "benchd.targets"
-"""The package whose import registers the built-in kinds (zengram, http, python)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +92,10 @@ def register_target_kind(kind: KindSchema) -> None:
 
 
 def target_kinds() -> Mapping[str, KindSchema]:
-    """Every registered kind (the built-in ones loaded on first use)."""
+    """Every kind the entry point registered; raises when it registered none (a bug)."""
     if not _KINDS:
-        importlib.import_module(BUILTIN_KINDS_PACKAGE)
+        raise RuntimeError(
+            "no store kinds are registered with benchd.config: call "
+            "benchd.targets.register_kinds() before reading a config (benchd's commands do)"
+        )
     return MappingProxyType(_KINDS)

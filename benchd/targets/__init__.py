@@ -58,6 +58,7 @@ __all__ = [
     "TargetKind",
     "build_target",
     "capabilities_of",
+    "register_kinds",
 ]
 
 S = TypeVar("S")
@@ -104,8 +105,17 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
 }
 
 
-for _kind in TARGET_KINDS.values():
-    register_target_kind(_kind)
+def register_kinds() -> None:
+    """Hand the registry to config (:mod:`benchd.config.kinds`); idempotent.
+
+    Every entry point that reads a config calls it first: config decodes
+    ``[probe.target]`` with what is registered and never imports this package.
+    """
+    for kind in TARGET_KINDS.values():
+        register_target_kind(kind)
+
+
+register_kinds()  # so that code holding a kind's settings can read their declarations
 
 
 def build_target(kind: str, config: Any, secret: Secret | None) -> ProbeTarget:
