@@ -1,8 +1,9 @@
 """config is a leaf: importing it loads no adapter, no load engine, no drift machinery.
 
 Target kinds register their settings schemas with :mod:`benchd.config.kinds`
-from the targets package; config finds them on first use. The check runs in
-a fresh interpreter, since this test process has imported everything already.
+when an entry point hands them over (``benchd.targets.register_kinds``);
+config never imports the targets package itself. The check runs in a fresh
+interpreter, since this test process has imported everything already.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def test_importing_config_loads_no_adapter_engine_or_numpy() -> None:
     assert json.loads(out.stdout) == []
 
 
-def test_load_config_finds_the_registered_kinds_on_its_own(tmp_path: Path) -> None:
+def test_load_config_decodes_with_the_kinds_an_entry_point_handed_it(tmp_path: Path) -> None:
     config = tmp_path / "benchd.toml"
     config.write_text(
         '[[probe]]\nname = "p"\nfixture = "packaged:smoke"\n'
@@ -42,6 +43,8 @@ def test_load_config_finds_the_registered_kinds_on_its_own(tmp_path: Path) -> No
     script = textwrap.dedent(
         f"""
         from benchd.config.load import load_config
+        from benchd.targets import register_kinds
+        register_kinds()
         target = load_config({str(config)!r}).probes[0].target
         print(target.kind, type(target.settings).__name__, target.url, target.namespace)
         """
