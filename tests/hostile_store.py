@@ -27,6 +27,11 @@ mode               what it does
 
 :class:`Recorder` is the redirect's destination: it answers 200 and records
 every request's headers, so a test can show the API key never reached it.
+
+:class:`RawAnswers` is the other half: a loopback server (in its own thread)
+that answers every request with whatever byte chunks its ``answer`` callable
+yields — a compression bomb, a head that never ends, numbers no store should
+send — and counts the bytes it got out before the client hung up.
 Everything is plain asyncio on 127.0.0.1 and stops with the block.
 """
 
@@ -37,13 +42,21 @@ import email.utils
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import httpx
 
-__all__ = ["MODES", "Hostile", "HostileThread", "Recorder", "deep_json", "running_hostile"]
+__all__ = [
+    "MODES",
+    "Hostile",
+    "HostileThread",
+    "RawAnswers",
+    "Recorder",
+    "deep_json",
+    "running_hostile",
+]
 
 MODES = (
     "ok",
@@ -265,6 +278,63 @@ class HostileThread:
         if not self._ready.wait(20) or self.hostile is None:
             raise RuntimeError("the hostile store did not start")
         return self.hostile
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=30)
+
+
+class RawAnswers:
+    """A loopback server answering every request with ``answer()``'s chunks, in a thread.
+
+    ``sent`` counts the bytes written for the latest request (a bound on what
+    the client let through before it hung up); ``requests`` counts requests.
+    The connection closes after each answer.
+    """
+
+    def __init__(self) -> None:
+        self.answer: Callable[[], Iterable[bytes]] = lambda: [_response(200, b"{}")]
+        self.sent = 0
+        self.requests = 0
+        self.port = 0
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await _read_request(reader)
+            self.requests += 1
+            self.sent = 0
+            for chunk in self.answer():
+                writer.write(chunk)
+                self.sent += len(chunk)
+                await writer.drain()  # a client that stopped reading stops the answer here
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        async with server:
+            self._ready.set()
+            await self._stop.wait()
+
+    def __enter__(self) -> RawAnswers:
+        self._thread.start()
+        if not self._ready.wait(20):
+            raise RuntimeError("the raw answer server did not start")
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self._loop is not None and self._stop is not None:

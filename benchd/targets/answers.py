@@ -1,11 +1,20 @@
 """Reading a store's answer: one bounded way for every target kind and both passes.
 
-An answer passes four bounds before an adapter sees it:
+An answer passes these bounds before an adapter sees it:
 
+- **head** — at most :data:`MAX_HEAD_BYTES` of status line and headers and
+  :data:`MAX_HEADERS` header lines (both HTTP layers);
 - **size** — the HTTP layer (:mod:`benchd.targets.client` for adapters,
   :mod:`benchd.targets.transport` for the load pass) refuses an answer whose
   declared ``Content-Length`` exceeds ``max_response_bytes`` before reading
   it, and stops reading at that many bytes;
+- **decoded size** — :class:`Inflater` undoes at most :data:`MAX_CODINGS`
+  content-codings as the body arrives, counting what each stage produces
+  *inside* the decompressor (``max_length``), so a bomb stacked in several
+  codings never holds more than a piece of itself in memory;
+- **numbers** — a score is a finite number of magnitude at most
+  :data:`MAX_SCORE` (:func:`finite_number`): beyond, the drift stage's sums
+  and differences would overflow;
 - **depth** — JSON nested deeper than :data:`MAX_DEPTH` is a ``decode``
   error (CPython's parser raises ``RecursionError`` near 1,000 levels, and
   any recursive walk of a deep value would too);
@@ -31,7 +40,8 @@ import math
 import os
 import tempfile
 import weakref
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
@@ -44,10 +54,16 @@ from benchd.errors import TargetProtocolError
 
 __all__ = [
     "INLINE_DECODE_BYTES",
+    "MAX_CODINGS",
     "MAX_DEPTH",
+    "MAX_HEADERS",
+    "MAX_HEAD_BYTES",
+    "MAX_SCORE",
     "MIN_LISTING_RECORDS",
     "Body",
     "BodyBuffer",
+    "DecodeError",
+    "Inflater",
     "Spill",
     "count",
     "decode",
@@ -62,6 +78,20 @@ T = TypeVar("T")
 
 MAX_DEPTH = 64
 """Deepest JSON nesting accepted (a store's answers nest 3-5 levels)."""
+
+MAX_HEAD_BYTES = 64 * 1024
+"""Most bytes of an answer's status line and headers (a store's are well under 2 KiB)."""
+
+MAX_HEADERS = 100
+"""Most header lines in an answer."""
+
+MAX_CODINGS = 2
+"""Most content-codings stacked on one answer (``gzip`` is one; ``gzip, gzip`` two)."""
+
+MAX_SCORE = 1e15
+"""Largest score magnitude kept (larger ones are read as absent, like NaN)."""
+
+_PIECE = 64 * 1024  # each stage inflates at most this much per call
 
 INLINE_DECODE_BYTES = 32 * 1024
 """Answers up to this size are decoded on the event loop; larger ones in the worker."""
@@ -273,10 +303,122 @@ async def decode(body: Body, what: str, reduce: Callable[[Any], T] | None = None
 
 
 def finite_number(value: Any) -> float | None:
-    """``value`` as a float when it is a finite JSON number (not a boolean), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    """``value`` as a float when it is a JSON number (not a boolean) within ±:data:`MAX_SCORE`.
+
+    NaN, infinities and extreme finite values are None: a score of 1e308
+    would overflow the drift stage's sums (``math.fsum`` raises, numpy gives
+    inf) and fail every later cycle.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value) if abs(value) <= MAX_SCORE else math.nan
+        if math.isfinite(number):
+            return number
     return None
+
+
+class DecodeError(Exception):
+    """A body :class:`Inflater` refuses: too large once decoded, corrupt, or not decodable."""
+
+    def __init__(self, message: str, *, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
+
+
+def codings(header: str | None) -> list[str]:
+    """The content-codings of a ``Content-Encoding`` value, in the order they were applied."""
+    names = [c.strip().lower() for c in (header or "").split(",")]
+    return [c for c in names if c and c != "identity"]
+
+
+class _Stage:
+    """One gzip or deflate layer: inflates at most ``_PIECE`` bytes per step."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self._z: Any = zlib.decompressobj(wbits=47) if coding == "gzip" else None
+        self._start = b""  # "deflate": its first two bytes tell zlib-wrapped from raw
+
+    def _deflate(self, data: bytes) -> bytes:
+        """Pick zlib-wrapped or raw deflate (servers send both as "deflate") from 2 bytes."""
+        self._start += data
+        if len(self._start) < 2:
+            return b""
+        head = self._start[0] << 8 | self._start[1]
+        wrapped = self._start[0] & 0x0F == 8 and head % 31 == 0
+        self._z = zlib.decompressobj(wbits=15 if wrapped else -zlib.MAX_WBITS)
+        data, self._start = self._start, b""
+        return data
+
+    def run(self, data: bytes) -> Iterator[bytes]:
+        if self._z is None:
+            data = self._deflate(data)
+        while data:
+            try:
+                out = self._z.decompress(data, _PIECE)
+            except zlib.error as exc:
+                raise DecodeError(f"corrupt {self.coding} body ({exc})") from None
+            data = self._z.unconsumed_tail
+            if out:
+                yield out
+            if self._z.eof:
+                return
+
+    def finish(self) -> None:
+        if self._z is None or not self._z.eof:
+            raise DecodeError(f"truncated {self.coding} body")
+
+
+class Inflater:
+    """Undoes a body's content-codings as it arrives, bounding every stage's output.
+
+    ``feed(chunk)`` yields decoded pieces; each stage inflates at most
+    :data:`_PIECE` bytes per call (zlib's ``max_length``), and the bytes a
+    stage has produced are counted as it produces them, so the cap holds
+    *while* decoding: a small answer that would inflate to gigabytes stops
+    at ``limit`` plus one piece. More than :data:`MAX_CODINGS` codings, or
+    one benchd does not speak (only ``gzip`` and ``deflate``), is refused
+    before any byte is read.
+    """
+
+    def __init__(self, header: str | None, limit: int) -> None:
+        names = codings(header)
+        if len(names) > MAX_CODINGS:
+            raise DecodeError(
+                f"{len(names)} stacked content-codings; benchd undoes at most {MAX_CODINGS}"
+            )
+        unknown = [c for c in names if c not in ("gzip", "x-gzip", "deflate")]
+        if unknown:
+            raise DecodeError(f"unsupported content-encoding {unknown[0]!r}")
+        self._stages = [_Stage("gzip" if c == "x-gzip" else c) for c in reversed(names)]
+        self._made = [0] * len(self._stages)
+        self._limit = limit
+        self.size = 0  # decoded bytes so far
+
+    @property
+    def identity(self) -> bool:
+        return not self._stages
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``chunk``; raises :class:`DecodeError` past the limit."""
+        yield from self._through(0, chunk)
+
+    def _through(self, i: int, data: bytes) -> Iterator[bytes]:
+        if i == len(self._stages):
+            self.size += len(data)
+            if self.size > self._limit:
+                raise DecodeError(f"more than {self._limit} bytes once decoded", too_large=True)
+            yield data
+            return
+        for piece in self._stages[i].run(data):
+            self._made[i] += len(piece)
+            if self._made[i] > self._limit:
+                raise DecodeError(f"more than {self._limit} bytes once decoded", too_large=True)
+            yield from self._through(i + 1, piece)
+
+    def finish(self) -> None:
+        """Check every coding ended where the body did (a cut stream is corrupt)."""
+        for stage in self._stages:
+            stage.finish()
 
 
 def first_ids(items: Any, limit: int, what: str, field: str = "id") -> list[str]:

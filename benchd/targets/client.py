@@ -10,6 +10,8 @@ judged here, by :func:`status_error`, with one ``Retry-After`` parser::
     429 (.retry_after_s)               -> TargetRateLimited   (kind "rate_limited")
     any other status >= 400            -> TargetHTTPError     (kind "http_4xx" | "http_5xx")
     declared or read body past the cap -> TargetProtocolError (kind "decode")
+    past the cap once decoded, corrupt -> TargetProtocolError (kind "decode")
+    head past its bounds, bad HTTP     -> TargetProtocolError (kind "decode")
     refused / reset / DNS / TLS        -> TargetUnreachable   (kind "connect")
     no complete answer by the deadline -> TargetTimeout       (kind "timeout")
 
@@ -31,7 +33,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -53,7 +55,7 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.hooks import report_wait
-from benchd.targets.answers import Body, BodyBuffer, loads
+from benchd.targets.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater, loads
 from benchd.targets.base import note_service_time
 
 __all__ = [
@@ -403,7 +405,7 @@ class RetryingClient:
             with anyio.fail_after(deadline_s if deadline_s is not None else self._deadline_s):
                 response = await self._client.send(request, stream=True, follow_redirects=False)
                 try:
-                    headers = {k.lower(): v for k, v in response.headers.items()}
+                    headers = _headers(response, where)
                     body = await _read_bounded(response, headers, self.max_bytes, where)
                 finally:
                     await response.aclose()
@@ -411,6 +413,8 @@ class RetryingClient:
             raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
         except httpx.DecodingError:
             raise TargetProtocolError(f"{where}: the body's content-encoding is corrupt") from None
+        except httpx.RemoteProtocolError as exc:  # h11: a head past 100 KiB, malformed HTTP
+            raise TargetProtocolError(f"{where}: malformed HTTP answer ({exc})") from None
         except httpx.TransportError as exc:
             raise TargetUnreachable(
                 f"{where}: cannot connect ({type(exc).__name__}); is the store running "
@@ -436,20 +440,57 @@ class RetryingClient:
         return random.uniform(0.0, ceiling)  # full jitter
 
 
+def _headers(response: httpx.Response, where: str) -> dict[str, str]:
+    """The answer's headers with lower-case names (repeated ones joined), at most MAX_HEADERS."""
+    raw = response.headers.raw  # h11 already bounds the head's bytes (100 KiB)
+    if len(raw) > MAX_HEADERS:
+        raise TargetProtocolError(f"{where}: refused an answer of over {MAX_HEADERS} headers")
+    lines: dict[str, list[str]] = {}
+    for name, value in raw:
+        lines.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return {k: ", ".join(v) for k, v in lines.items()}
+
+
+async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes as sent (still encoded); also for a response built whole (MockTransport)."""
+    if response.is_stream_consumed and isinstance(response.stream, httpx.AsyncByteStream):
+        async for chunk in response.stream:  # httpx.ByteStream: the bytes it was given
+            yield chunk
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
+
+
 async def _read_bounded(
-    response: httpx.Response, headers: Mapping[str, str], limit: int, where: str
+    response: httpx.Response, headers: dict[str, str], limit: int, where: str
 ) -> Body:
-    """The (inflated) body, refused before reading if declared too large, else cut at ``limit``."""
+    """The decoded body, refused before reading if declared too large, else cut at ``limit``.
+
+    The raw bytes are read and decoded here, by :class:`Inflater` (httpx's own
+    decoders inflate a chunk whole, unbounded), so the cap holds while decoding.
+    """
     declared_too_large(headers, limit, where)  # (an encoded body only grows when inflated)
     buffer = BodyBuffer()
+    wire = 0
     try:
-        async for chunk in response.aiter_bytes():
-            buffer.add(chunk)
-            if buffer.size > limit:
+        inflater = Inflater(headers.get("content-encoding"), limit)
+        async for chunk in _raw(response):
+            wire += len(chunk)
+            if wire > limit:
                 raise too_large(where, f"more than {limit} bytes", limit)
+            for piece in inflater.feed(chunk):
+                buffer.add(piece)
+        inflater.finish()
+    except DecodeError as exc:
+        buffer.discard()
+        if exc.too_large:
+            raise too_large(where, str(exc), limit) from None
+        raise TargetProtocolError(f"{where}: {exc}") from None
     except BaseException:
         buffer.discard()
         raise
+    if not inflater.identity:
+        headers.pop("content-encoding", None)  # the body is decoded: say so
     return buffer.take()
 
 
@@ -528,7 +569,13 @@ def open_clients(
     :class:`httpx.MockTransport`); ``context`` is what the store's errors
     name besides its words (:class:`ErrorContext`).
     """
-    headers = {"accept": "application/json", "user-agent": "benchd", **settings.headers, **auth}
+    headers = {
+        "accept": "application/json",
+        "accept-encoding": "gzip, deflate",  # what Inflater undoes (httpx may add br, zstd)
+        "user-agent": "benchd",
+        **settings.headers,
+        **auth,
+    }
     base = settings.url.rstrip("/")
     client = httpx.AsyncClient(
         base_url=base,

@@ -22,6 +22,13 @@ parser); what only a raw sender meets is mapped here::
     no answer within timeout_s               -> TargetTimeout       (kind "timeout")
     malformed HTTP, or parse() rejects body  -> TargetProtocolError (kind "decode")
     declared or read body past the cap       -> TargetProtocolError (kind "decode")
+    body past the cap once decoded, corrupt  -> TargetProtocolError (kind "decode")
+    head past MAX_HEAD_BYTES / MAX_HEADERS   -> TargetProtocolError (kind "decode")
+
+Every bound holds while the answer is read: the head is counted as its bytes
+arrive, the body is inflated piece by piece as it arrives
+(:class:`~benchd.targets.answers.Inflater`), so neither memory nor the event
+loop's time grows with what a store sends beyond the caps.
 """
 
 from __future__ import annotations
@@ -29,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import ssl
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -41,7 +47,14 @@ import httpx
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
 from benchd.hooks import Fire
-from benchd.targets.answers import Body, BodyBuffer
+from benchd.targets.answers import (
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    Body,
+    BodyBuffer,
+    DecodeError,
+    Inflater,
+)
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -83,7 +96,7 @@ class HttpSearch(Protocol):
         self, answer: Answer, query: SearchQuery, *, what: str = ...
     ) -> tuple[str, ...]: ...
 
-# The sender asks for identity bodies; it still inflates gzip/deflate if sent.
+# The sender asks for identity bodies; it still inflates gzip/deflate if sent (bounded).
 _DROPPED_HEADERS = frozenset({b"accept-encoding", b"connection"})
 
 
@@ -117,6 +130,10 @@ class _TooLarge(Exception):
     """An answer bigger than the cap; the connection is dropped at once."""
 
 
+class _BadHead(Exception):
+    """A status line and headers past the bounds; the connection is dropped at once."""
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection carrying one request at a time."""
 
@@ -127,6 +144,9 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Answer] | None = None
         self._headers: dict[str, str] = {}
+        self._lines: dict[str, list[str]] = {}  # repeated header lines, joined once at the end
+        self._head_bytes = self._header_count = 0
+        self._inflater: Inflater | None = None
         self._body = BodyBuffer()
         self._headers_done = False
         self.received = False  # any byte of the current answer arrived
@@ -149,22 +169,42 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.received = True
+        if not self._headers_done:
+            self._head_bytes += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(exc)
-            self.close()
+            self._refuse(exc)
+            return
+        # httptools holds a header's partial value itself: bound what the head has cost,
+        # at most one read (256 KiB) past the cap
+        if self.open and not self._headers_done and self._head_bytes > MAX_HEAD_BYTES:
+            self._refuse(_BadHead(f"its head runs past {MAX_HEAD_BYTES} bytes"))
+
+    def _refuse(self, exc: Exception) -> None:
+        self._fail(exc)
+        self.close()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.open:
+            return
         key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+        lines = self._lines.setdefault(key, [])
+        lines.append(value.decode("latin-1"))
+        self._header_count += 1
+        if self._header_count > MAX_HEADERS:
+            self._refuse(_BadHead(f"more than {MAX_HEADERS} header lines"))
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
-        coding = self._headers.get("content-encoding", "identity").strip().lower()
-        if coding not in ("identity", ""):
-            self._body = BodyBuffer(spill=False)  # inflated later, from memory (bounded)
+        if not self.open:
+            return
+        self._headers = {k: ", ".join(v) for k, v in self._lines.items()}
+        try:
+            self._inflater = Inflater(self._headers.get("content-encoding"), self._max_bytes)
+        except DecodeError as exc:
+            self._refuse(exc)
+            return
         declared = self._headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > self._max_bytes:  # refused before reading
             self._fail(_TooLarge(f"{declared} bytes (declared)"))
@@ -175,21 +215,43 @@ class _Connection(asyncio.Protocol):
             return
         self._size += len(body)
         if self._size > self._max_bytes:
-            self._fail(_TooLarge(f"more than {self._max_bytes} bytes"))
-            self.close()
+            self._refuse(_TooLarge(f"more than {self._max_bytes} bytes"))
             return
-        self._body.add(body)
+        inflater = self._inflater
+        if inflater is None or inflater.identity:
+            self._body.add(body)
+            return
+        try:
+            for piece in inflater.feed(body):
+                self._body.add(piece)
+        except DecodeError as exc:
+            self._refuse(exc)
 
     def on_message_complete(self) -> None:
         if self._parser.get_status_code() < 200:  # 1xx: the real answer follows
             self._body.discard()
-            self._headers, self._body, self._headers_done = {}, BodyBuffer(), False
+            self._reset()
             return
         if not self._parser.should_keep_alive():
             self.close()
         self._complete()
 
+    def _reset(self) -> None:
+        self._headers, self._lines, self._body, self._headers_done = {}, {}, BodyBuffer(), False
+        self._head_bytes = self._header_count = self._size = 0
+        self._inflater = None
+
     def _complete(self) -> None:
+        if not self.open and self._waiter is None:
+            return
+        if self._inflater is not None:
+            try:
+                self._inflater.finish()
+            except DecodeError as exc:
+                self._refuse(exc)
+                return
+            if not self._inflater.identity:  # the body is decoded: say so
+                self._headers.pop("content-encoding", None)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             status = self._parser.get_status_code()
@@ -214,9 +276,8 @@ class _Connection(asyncio.Protocol):
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
         self._body.discard()
-        self._headers, self.received, self._headers_done = {}, False, False
-        self._body = BodyBuffer()
-        self._size = 0
+        self._reset()
+        self.received = False
         timer = loop.call_later(timeout_s, self._fail, TimeoutError())
         self._transport.write(wire)
         try:
@@ -291,6 +352,12 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
         raise TargetProtocolError(f"{spec.where}: malformed HTTP response ({exc})") from None
     except _TooLarge as exc:
         raise too_large(spec.where, str(exc), pool.max_bytes) from None
+    except DecodeError as exc:
+        if exc.too_large:
+            raise too_large(spec.where, str(exc), pool.max_bytes) from None
+        raise TargetProtocolError(f"{spec.where}: {exc}") from None
+    except _BadHead as exc:
+        raise TargetProtocolError(f"{spec.where}: refused an answer: {exc}") from None
     except ssl.SSLError as exc:
         raise TargetUnreachable(f"{spec.where}: TLS failed ({exc.reason})") from None
     except OSError as exc:  # ConnectionError, refused, DNS (socket.gaierror)
@@ -298,31 +365,15 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
         raise TargetUnreachable(f"{spec.where}: cannot connect ({reason})") from None
 
 
-def _decoded(spec: RequestSpec, headers: Mapping[str, str], body: Body, limit: int) -> Body:
-    coding = headers.get("content-encoding", "identity").strip().lower()
-    if coding in ("identity", "") or not isinstance(body, bytes):
-        return body
-    if coding not in ("gzip", "deflate"):
-        raise TargetProtocolError(f"{spec.where}: unsupported content-encoding {coding!r}")
-    inflate = zlib.decompressobj(wbits=47)  # 47: gzip or zlib, detected
-    try:
-        out = inflate.decompress(body, limit + 1)  # bounded: a small bomb stays small
-    except zlib.error as exc:
-        raise TargetProtocolError(f"{spec.where}: corrupt {coding} body ({exc})") from None
-    if len(out) > limit:
-        raise too_large(spec.where, f"more than {limit} bytes once inflated", limit)
-    return out
-
-
 async def _interpret(
-    parse: Parse, spec: RequestSpec, query: int, answer: Answer, limit: int
+    parse: Parse, spec: RequestSpec, query: int, answer: Answer
 ) -> tuple[str, ...]:
     status, headers, body = answer
     error = status_error(status, headers, body, spec.where)
     if error is not None:
         raise error
     try:
-        ranked = parse(query, status, headers, _decoded(spec, headers, body, limit))
+        ranked = parse(query, status, headers, body)
         return await ranked if inspect.isawaitable(ranked) else ranked
     except TargetError:
         raise
@@ -362,7 +413,7 @@ async def make_http_fire(
         if pool is None:
             pool = pools[spec.origin] = _Pool(spec.origin, concurrency, context, max_response_bytes)
         answer = await _send(pool, spec, timeout_s)
-        return await _interpret(parse, spec, query, answer, max_response_bytes)
+        return await _interpret(parse, spec, query, answer)
 
     try:
         yield fire
