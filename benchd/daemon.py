@@ -293,9 +293,13 @@ class Daemon:
     async def _apply(self, new: Config, runners: Sequence[ProbeRunner]) -> None:
         wanted = {p.name for p in new.probes}
         replaced = {r.probe.name for r in runners}
+        counted: dict[str, int] = {}  # a changed probe's cycle numbers go on where they were
         for name in list(self._probes):
             if name not in wanted or name in replaced:
+                counted[name] = self._probes[name].loop.runner.cycles
                 await self._stop_probe(name, cleanup=False)
+        for runner in runners:
+            runner.cycles = counted.get(runner.probe.name, runner.cycles)
         self.book.set_probes(sorted(wanted), {p.name: p.interval_s for p in new.probes})
         for runner in runners:
             await self._start(runner)

@@ -14,6 +14,7 @@ computes; :meth:`DriftOutcome.as_json` is the JSON shape of ``benchd once
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,9 +48,13 @@ class MetricDrift:
     ci_low: float  # bootstrap CI of delta over queries
     ci_high: float
     n: int
+    before: float = math.nan  # mean of the reference over the paired queries (the baseline)
+    after: float = math.nan  # mean of this cycle over the same queries (delta = after - before)
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "before": self.before,
+            "after": self.after,
             "delta": self.delta,
             "p_value": self.p_value,
             "p_value_queries": self.p_value_queries,
@@ -158,6 +163,8 @@ class DriftOutcome:
             "samples": self.samples,
             "detected": self.detected,
             "model_changed": self.model_changed,
+            "model": self.model,
+            "baseline_model": self.baseline_model,
             "metrics": {key: m.as_json() for key, m in self.metrics.items()},
             "regressed_queries": [r.as_json() for r in self.regressed],
             "change": self.change.as_json() if self.change is not None else None,

@@ -220,8 +220,9 @@ def _metrics(
         delta = math.fsum(diffs[key]) / len(ids)
         detected = delta <= -settings.min_delta + _TOLERANCE and gate[key] < settings.alpha
         out[key] = MetricDrift(
-            delta, gate[key], p_queries[key], detected, cis[key][0], cis[key][1], len(ids)
-        )
+            delta, gate[key], p_queries[key], detected, cis[key][0], cis[key][1], len(ids),
+            before=_mean(cols_b[key]), after=_mean(cols_a[key]),
+        )  # fmt: skip
     return out, noise
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
@@ -57,6 +57,7 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     10.0,
 )
 DEFAULT_HISTORY = 20
+_RELOAD_TIMES = 64  # successful reloads remembered, for the status page's markers
 
 _K = TypeVar("_K")
 
@@ -117,6 +118,9 @@ class CycleSummary:
     latency_p99_s: float | None
     requests: int
     errors: int
+    model: str = ""  # the store's model label this cycle
+    drifted: bool = False  # the drift stage flagged some metric@k
+    model_changed: bool = False  # the label-free signals said the rankings changed
 
     @property
     def duration_s(self) -> float:
@@ -180,6 +184,7 @@ class BookSnapshot:
     intervals: Mapping[str, float] = field(default_factory=dict)  # probe -> interval_s
     reload_error: str | None = None  # why the last reload failed (None after a success)
     cleanups: Mapping[str, CleanupOutcome] = field(default_factory=dict)  # shutdown cleanups
+    reload_times: tuple[float, ...] = ()  # successful reloads, oldest first (the last few)
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -210,6 +215,7 @@ class ResultBook:
         self._reloads: Counter[str] = Counter()
         self._reload_error: str | None = None
         self._cleanups: dict[str, CleanupOutcome] = {}
+        self._reload_times: deque[float] = deque(maxlen=_RELOAD_TIMES)
 
     @property
     def buckets(self) -> tuple[float, ...]:
@@ -258,6 +264,7 @@ class ResultBook:
             self._reloads["success" if success else "failure"] += 1
             if success:
                 self._reload_at = at
+                self._reload_times.append(at)
 
     def cleanup(self, probe: str, report: _CleanupLike, at: float) -> None:
         """Record a probe's shutdown cleanup (kept after the probe is removed)."""
@@ -280,6 +287,7 @@ class ResultBook:
                 intervals=dict(self._intervals),
                 reload_error=self._reload_error,
                 cleanups=dict(self._cleanups),
+                reload_times=tuple(self._reload_times),
             )
 
     def latest(self, probe: str) -> CycleResult | None:
@@ -418,6 +426,7 @@ def _latency_samples(result: CycleResult) -> dict[tuple[str, str], Sequence[floa
 def _summarize(result: CycleResult) -> CycleSummary:
     latency = _headline_latency(result)
     requests = len(result.queries) + (sum(result.load.requests.values()) if result.load else 0)
+    drift = result.drift
     return CycleSummary(
         cycle=result.cycle,
         outcome=result.outcome,
@@ -430,6 +439,9 @@ def _summarize(result: CycleResult) -> CycleSummary:
         latency_p99_s=latency.published("p99"),
         requests=requests,
         errors=sum(result.errors.values()),
+        model=result.info.model if result.info is not None else "",
+        drifted=drift is not None and drift.detected,
+        model_changed=drift is not None and drift.model_changed,
     )
 
 

@@ -27,14 +27,27 @@ if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never dri
     from benchd.scheduler import Schedule
 
 __all__ = [
+    "HEALTH_WORDS",
     "SCHEMA_VERSION",
     "iso_time",
+    "probe_health",
     "probe_state",
     "result_to_json",
     "status_document",
 ]
 
 SCHEMA_VERSION = 1
+
+HEALTH_WORDS: Mapping[str, str] = {
+    "healthy": "healthy",
+    "quality-dropped": "quality dropped",
+    "rankings-changed": "rankings changed",
+    "partial": "partial readings",
+    "not-measuring": "not measuring",
+    "waiting": "waiting",
+}
+"""A probe's health for a person, key -> words; no word is a cycle outcome's name
+(``success``, ``degraded``, ``failed``, ``timeout``), so the badge never reads as one."""
 
 
 def iso_time(seconds: float | None) -> str | None:
@@ -84,10 +97,23 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "retries": result.retries,
         "retry_wait_s": result.retry_wait_s,
         "error": _error(result),
-        "drift": result.drift.as_json() if result.drift is not None else None,
+        "drift": _drift(result),
     }
     if not queries:
         del document["queries"]
+    return document
+
+
+def _drift(result: CycleResult) -> dict[str, Any] | None:
+    """The drift outcome, each regressed query with its text and expected ids beside its id."""
+    if result.drift is None:
+        return None
+    document = result.drift.as_json()
+    by_id = {q.id: q for q in result.queries}
+    for regressed in document["regressed_queries"]:
+        query = by_id.get(regressed["id"])
+        regressed["q"] = query.q if query is not None else None
+        regressed["expected_ids"] = list(query.expected_ids) if query is not None else []
     return document
 
 
@@ -118,6 +144,7 @@ def status_document(
                 "last_reload_success_at": snap.reload_success_at,
                 "last_reload_success_at_iso": iso_time(snap.reload_success_at),
                 "last_reload_error": snap.reload_error,
+                "reload_times": list(snap.reload_times),
             },
             "probes": {
                 name: _probe(snap, name, schedules.get(name), queries=queries) for name in names
@@ -164,6 +191,29 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
     return "up", "last cycle succeeded"
 
 
+def probe_health(state: ProbeState | None) -> str:
+    """The key of :data:`HEALTH_WORDS` that says how the probe is doing.
+
+    ``not-measuring``: the last cycle failed or timed out; ``quality-dropped``:
+    drift was detected; ``rankings-changed``: the rankings moved (a model
+    change?) while quality held; ``partial``: the cycle ran but measured less
+    than it should (a ``degraded`` outcome); ``waiting``: no cycle yet.
+    """
+    if state is None:
+        return "waiting"
+    last = state.latest
+    drift = last.drift
+    if last.outcome in ("failed", "timeout"):
+        return "not-measuring"
+    if drift is not None and drift.detected:
+        return "quality-dropped"
+    if drift is not None and drift.model_changed:
+        return "rankings-changed"
+    if last.outcome != "success":
+        return "partial"
+    return "healthy"
+
+
 def _failure_streak(state: ProbeState) -> int:
     streak = 0
     for summary in reversed(state.history):
@@ -181,6 +231,7 @@ def _probe(
     due = schedule.next_due_at if schedule is not None else None
     common = {
         "state": label,
+        "health": probe_health(state),
         "reason": reason,
         "running": schedule.running if schedule is not None else False,
         "next_cycle_at": due,
@@ -188,13 +239,14 @@ def _probe(
         "interval_s": snap.intervals.get(name),
     }
     if state is None:
-        return {**common, "last": None, "history": [], "cycles": {}}
+        return {**common, "last": None, "history": [], "cycles": {}, "cycles_total": 0}
     return {
         **common,
         "model": state.model,
         "last_success_at": state.last_success_at,
         "last_success_at_iso": iso_time(state.last_success_at),
         "cycles": dict(state.cycles),
+        "cycles_total": sum(state.cycles.values()),
         "last": _result(state.latest, queries=queries),
         "history": [_summary(s) for s in reversed(state.history)],  # newest first
     }
@@ -215,6 +267,9 @@ def _summary(summary: CycleSummary) -> dict[str, Any]:
         "latency_p99_s": summary.latency_p99_s,
         "requests": summary.requests,
         "errors": summary.errors,
+        "model": summary.model,
+        "drifted": summary.drifted,
+        "model_changed": summary.model_changed,
     }
 
 

@@ -37,7 +37,7 @@ from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import status_document
 from benchd.web.auth import Authenticator, Verdict
-from benchd.web.page import render_page
+from benchd.web.page import render_page, render_probe_page
 from benchd.web.server import is_loopback
 
 __all__ = ["Control", "ReloadCallback", "build_app", "set_auth"]
@@ -148,6 +148,14 @@ class _Endpoints:
         body = await anyio.to_thread.run_sync(_page_body, self.book, schedules)
         return HTMLResponse(body)
 
+    async def probe_page(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in self.book.snapshot().probes:
+            return _message(404, "error", _no_probe(name, self.book.snapshot().probes))
+        schedules = self._schedules()
+        body = await anyio.to_thread.run_sync(_probe_page_body, self.book, schedules, name)
+        return HTMLResponse(body)
+
     async def metrics(self, request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         body = await anyio.to_thread.run_sync(encoder, self.registry)
@@ -237,6 +245,10 @@ def _page_body(book: ResultBook, schedules: Mapping[str, Schedule]) -> str:
     return render_page(status_document(book, schedules, queries=False))
 
 
+def _probe_page_body(book: ResultBook, schedules: Mapping[str, Schedule], name: str) -> str:
+    return render_probe_page(status_document(book, schedules, probes=[name]), name)
+
+
 def _status_body(
     book: ResultBook,
     schedules: Mapping[str, Schedule],
@@ -267,6 +279,7 @@ def build_app(
     endpoints = _Endpoints(book, build_registry(book, extra=extra_collectors), reload, control)
     routes = [
         Route("/", endpoints.landing, methods=["GET"]),
+        Route("/probe/{name}", endpoints.probe_page, methods=["GET"]),
         Route("/metrics", endpoints.metrics, methods=["GET"]),
         Route("/healthz", endpoints.healthz, methods=["GET"]),
         Route("/readyz", endpoints.readyz, methods=["GET"]),

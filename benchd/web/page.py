@@ -1,26 +1,49 @@
-"""The status page at ``/``: one card per probe, server-rendered, with inline SVG charts.
+"""The status page at ``/`` and one page per probe at ``/probe/NAME``, server-rendered.
 
-The page is built from the same document as ``/api/status`` (so the two
-never disagree) and needs nothing else: no script, no stylesheet, font or
-image from anywhere, so it works offline and behind auth. Each card shows the
-probe's state and its reason, the last quality at each k, the headline p99,
-the last error, when the next cycle is due, the baseline and the model; and
-three charts over the kept history: quality (recall and nDCG at each k),
-latency (p99 and p50) and the outcome of every cycle.
+Both are built from the ``/api/status`` document (so page and API never
+disagree) and need nothing else: no script, no stylesheet, font or image from
+anywhere, so they work offline and behind auth. A probe's card answers what
+an operator asks right after a change: how is it (health in words that are no
+cycle outcome's name), what dropped (each drifted metric@k with its baseline,
+its value now, the delta and the verdict), which model now and at the
+baseline, which queries regressed (their text, expected ids and ranks before
+and after), and the charts over the kept history (:mod:`benchd.web.charts`):
+quality with its baseline, latency, and every cycle's outcome, on a time axis
+with markers at model changes, reloads and failed cycles. The probe page adds
+every kept cycle in a table and the last cycle's queries. Every string from a
+store or a config is escaped.
 """
 
 from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from benchd import __version__
+from benchd.result import MIN_SAMPLES
+from benchd.surfacers.status import HEALTH_WORDS
+from benchd.web.charts import Marker, Series, line_chart, outcome_chart
 
-__all__ = ["OUTCOME_COLORS", "SERIES_COLORS", "STATE_COLORS", "render_page"]
+__all__ = [
+    "HEALTH_COLORS",
+    "LATENCY_COLORS",
+    "OUTCOME_COLORS",
+    "SERIES_COLORS",
+    "render_page",
+    "render_probe_page",
+]
 
-STATE_COLORS = {"up": "#1a7f37", "degraded": "#9a6700", "failing": "#cf222e", "pending": "#6e7781"}
+HEALTH_COLORS = {
+    "healthy": "#1a7f37",
+    "quality-dropped": "#b35900",
+    "rankings-changed": "#8a6100",
+    "partial": "#9a6700",
+    "not-measuring": "#cf222e",
+    "waiting": "#6e7781",
+}
 OUTCOME_COLORS = {
     "success": "#2da44e",
     "degraded": "#d4a72c",
@@ -28,78 +51,129 @@ OUTCOME_COLORS = {
     "timeout": "#8250df",
 }
 SERIES_COLORS = ("#0969da", "#bf3989", "#1b7c83", "#953800", "#6639ba", "#116329")
-LATENCY_COLORS = {"p99": "#fb8f44", "p50": "#54aeff"}
-_MEASURES = ("hit", "recall", "precision", "mrr", "ndcg", "map")
-_W, _H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 380, 170, 44, 10, 22, 36
-_BAR_H = _H - _PAD_T - _PAD_B - 20
+LATENCY_COLORS = {"p50": "#54aeff", "p99": "#fb8f44"}
+_MEASURES = ("hit", "recall", "recall_all", "precision", "mrr", "ndcg", "map")
+_OVERVIEW_QUERIES = 10  # regressed queries on the overview; the probe page lists them all
 
 _STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem;color:#1f2328;background:#fff}
+body{font:14px/1.45 system-ui,sans-serif;margin:1rem;color:#1f2328;background:#fff;
+max-width:1400px}
 h1{font-size:1.4rem;margin:0 0 .2rem}h2{font-size:1.15rem;margin:0 0 .4rem}
+h3{font-size:1rem;margin:.8rem 0 .3rem}
 .meta{color:#59636e;margin:0 0 1rem}a{color:#0969da}
-.probe{border:1px solid #d1d9e0;border-radius:8px;padding:1rem;margin:0 0 1.2rem}
-.state{display:inline-block;color:#fff;border-radius:4px;padding:.1rem .6rem;
-font-weight:600;margin-left:.4rem;min-width:4.5rem;text-align:center}
-.reason{margin:.2rem 0 .6rem}dl{display:grid;grid-template-columns:max-content 1fr;
-gap:.15rem 1rem;margin:0 0 .8rem}dt{color:#59636e}dd{margin:0}
-table{border-collapse:collapse;margin:0 0 .8rem}td,th{border:1px solid #d1d9e0;
-padding:.15rem .5rem;text-align:right}th:first-child,td:first-child{text-align:left}
-.charts{display:flex;flex-wrap:wrap;gap:1rem}svg.chart{background:#f6f8fa;border-radius:6px}
-svg text{font:11px system-ui,sans-serif;fill:#59636e}
+.probe{border:1px solid #d1d9e0;border-radius:8px;padding:.8rem;margin:0 0 1.2rem}
+.health{display:inline-block;color:#fff;border-radius:4px;padding:.1rem .6rem;
+font-weight:600;margin-left:.4rem}
+.reason{margin:.2rem 0 .6rem;overflow-wrap:anywhere}
+dl{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.15rem 1rem;margin:0 0 .8rem}
+dt{color:#59636e}dd{margin:0;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%;margin:0 0 .8rem}
+table{border-collapse:collapse}td,th{border:1px solid #d1d9e0;padding:.15rem .5rem;
+text-align:right;vertical-align:top}th:first-child,td:first-child{text-align:left}
+.text{text-align:left;overflow-wrap:anywhere}
+tr.drifted td{background:#fff1e5}
+table.history td,table.history th,table.drift td{white-space:nowrap}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,360px),1fr));
+gap:1rem;align-items:start}figure{margin:0}
+svg.chart{background:#f6f8fa;border-radius:6px;width:100%;height:auto;display:block}
+svg text{font:12px system-ui,sans-serif;fill:#424a53}svg .chart-title{font-weight:600}
+.hint{color:#59636e}
+@media (max-width:600px){body{margin:.5rem}.probe{padding:.5rem}
+dl{grid-template-columns:minmax(0,1fr)}dt{margin-top:.3rem}td,th{padding:.15rem .3rem}
+table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:auto}
+table.cards tr:first-child{display:none}table.cards tr{border:1px solid #d1d9e0;
+margin:0 0 .4rem}table.cards td{border:0;text-align:left}
+table.cards td::before{content:attr(data-label) ": ";color:#59636e}}
 """
-
-
-def render_page(document: Mapping[str, Any], *, now: float | None = None) -> str:
-    """The whole page for a ``/api/status`` document (built with ``queries=False``)."""
-    now = time.time() if now is None else now
-    probes = document.get("probes", {})
-    cards = "".join(_card(name, probe, now) for name, probe in probes.items())
-    config = document.get("config", {})
-    reload_note = ""
-    if not config.get("last_reload_successful", True):
-        reload_note = (
-            '<p class="reload-error" data-reload="failed"><strong>Last reload failed:</strong> '
-            f"{_e(config.get('last_reload_error') or 'see the log')} "
-            "(the previous configuration is still running)</p>"
-        )
-    links = (
-        '<a href="metrics">metrics</a> · <a href="api/status">api/status</a> · '
-        '<a href="readyz">readyz</a> · <a href="healthz">healthz</a>'
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width">'
-        '<meta http-equiv="refresh" content="30">'
-        f"<title>benchd status</title><style>{_STYLE}</style></head><body>"
-        f'<h1>benchd</h1><p class="meta">version {_e(__version__)} · '
-        f"{len(probes)} probe{'s' if len(probes) != 1 else ''} · {links}</p>"
-        f"{reload_note}{cards or '<p>No probes configured.</p>'}</body></html>\n"
-    )
 
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _card(name: str, probe: Mapping[str, Any], now: float) -> str:
-    state = str(probe.get("state", "pending"))
-    color = STATE_COLORS.get(state, STATE_COLORS["pending"])
+def _html(title: str, body: str, *, refresh: bool = True) -> str:
+    meta = '<meta http-equiv="refresh" content="30">' if refresh else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">{meta}'
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def render_page(document: Mapping[str, Any], *, now: float | None = None) -> str:
+    """The overview for a ``/api/status`` document (built with ``queries=False``)."""
+    now = time.time() if now is None else now
+    probes = document.get("probes", {})
+    config = document.get("config", {})
+    cards = "".join(_card(name, probe, config, now) for name, probe in probes.items())
+    links = (
+        '<a href="metrics">metrics</a> · <a href="api/status">api/status</a> · '
+        '<a href="readyz">readyz</a> · <a href="healthz">healthz</a>'
+    )
+    body = (
+        f'<h1>benchd</h1><p class="meta">version {_e(__version__)} · '
+        f"{len(probes)} probe{'s' if len(probes) != 1 else ''} · {links}</p>"
+        f"{_reload_note(config)}{cards or '<p>No probes configured.</p>'}"
+    )
+    return _html("benchd status", body)
+
+
+def render_probe_page(document: Mapping[str, Any], name: str, *, now: float | None = None) -> str:
+    """``/probe/NAME``: the card, every kept cycle in full and the last cycle's queries.
+
+    ``document`` is a ``/api/status`` document holding ``name`` (with queries).
+    """
+    now = time.time() if now is None else now
+    probe = document["probes"][name]
+    config = document.get("config", {})
+    history = probe.get("history") or []
+    last = probe.get("last") or {}
+    body = (
+        f'<p class="meta"><a href="../">all probes</a> · '
+        f'<a href="../api/status?probe={_e(quote(name, safe=""))}">this probe as JSON</a></p>'
+        f"{_reload_note(config)}{_card(name, probe, config, now, full=True)}"
+        f"<h3>The last {len(history)} cycles (newest first)</h3>{_history_table(history, last)}"
+        f"<h3>Queries of cycle #{_e(last.get('cycle', '–'))}</h3>{_queries_table(last)}"
+    )
+    return _html(f"benchd: {name}", body)
+
+
+def _reload_note(config: Mapping[str, Any]) -> str:
+    if config.get("last_reload_successful", True):
+        return ""
+    return (
+        '<p class="reload-error" data-reload="failed"><strong>Last reload failed:</strong> '
+        f"{_e(config.get('last_reload_error') or 'see the log')} "
+        "(the previous configuration is still running)</p>"
+    )
+
+
+def _card(
+    name: str, probe: Mapping[str, Any], config: Mapping[str, Any], now: float,
+    *, full: bool = False,
+) -> str:  # fmt: skip
+    health = str(probe.get("health", "waiting"))
+    color = HEALTH_COLORS.get(health, HEALTH_COLORS["waiting"])
     history = list(reversed(probe.get("history") or []))  # oldest first
     last = probe.get("last") or {}
-    charts = "".join(
-        (
-            _quality_chart(history, last.get("ks") or []),
-            _latency_chart(history),
-            _outcome_chart(history),
-        )
+    drift = last.get("drift") or {}
+    href = _e(quote(name, safe=""))
+    link = "" if full else f' <a class="details" href="probe/{href}">details</a>'
+    charts = (
+        _quality_chart(history, last, config),
+        _latency_chart(history, config),
+        _outcome_chart(history),
     )
     return (
         f'<section class="probe" id="probe-{_e(name)}" data-probe="{_e(name)}" '
-        f'data-state="{_e(state)}"><h2>{_e(name)}<span class="state" '
-        f'style="background:{color}">{_e(state)}</span></h2>'
+        f'data-state="{_e(probe.get("state", "pending"))}" data-health="{_e(health)}">'
+        f'<h2>{_e(name)}<span class="health" style="background:{color}">'
+        f"{_e(HEALTH_WORDS.get(health, health))}</span>{link}</h2>"
         f'<p class="reason">{_e(probe.get("reason") or "")}</p>'
-        f"{_facts(probe, last, history, now)}{_quality_table(last)}"
-        f'<div class="charts">{charts}</div></section>'
+        f"{_facts(probe, last, history, now)}{_drift_table(drift)}"
+        f'<div class="charts">{"".join(charts)}</div>'
+        f"{_regressed_table(drift, None if full else _OVERVIEW_QUERIES)}"
+        f"{_quality_table(last)}</section>"
     )
 
 
@@ -108,19 +182,47 @@ def _facts(
     now: float,
 ) -> str:  # fmt: skip
     drift = last.get("drift") or {}
-    baseline = str(drift.get("baseline") or "none")
-    if drift.get("stale"):
-        baseline += f" (stale: {drift.get('stale_reason') or 'unknown reason'})"
     rows = [
-        ("Model", probe.get("model") or last.get("model") or "unknown"),
-        ("Baseline", baseline),
+        ("Model now", probe.get("model") or last.get("model") or "unknown"),
+        ("Model at the baseline", _baseline_model(drift)),
+        ("Baseline", _baseline(drift)),
+        ("Cycles", _cycles(probe)),
         ("Last cycle", _last_cycle(last)),
-        ("Latency p99", _p99(last)),
+        ("Latency", _latency(last)),
         ("Last error", _last_error(last, history)),
         ("Next cycle", _next_cycle(probe, now)),
     ]
-    items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows)
+    items = "".join(f'<dt>{_e(k)}</dt><dd data-fact="{_e(k)}">{_e(v)}</dd>' for k, v in rows)
     return f'<dl class="facts">{items}</dl>'
+
+
+def _baseline(drift: Mapping[str, Any]) -> str:
+    kind = str(drift.get("baseline") or "none")
+    text = {
+        "pinned": "pinned (a baseline file)",
+        "rolling": f"rolling (the last {drift.get('samples', '?')} compared cycles)",
+        "none": "none yet",
+    }.get(kind, kind)
+    if kind != "none":
+        text += f"; noise {drift.get('noise', '?')}, {drift.get('samples', '?')} samples"
+    if drift.get("stale"):
+        text += f" (stale: {drift.get('stale_reason') or 'unknown reason'})"
+    return text
+
+
+def _baseline_model(drift: Mapping[str, Any]) -> str:
+    if drift.get("baseline_model"):
+        return str(drift["baseline_model"])
+    if drift.get("baseline") == "pinned":
+        return "not recorded in the baseline file"
+    return "no pinned baseline"
+
+
+def _cycles(probe: Mapping[str, Any]) -> str:
+    counts = probe.get("cycles") or {}
+    total = probe.get("cycles_total", sum(counts.values()))
+    parts = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    return f"{total} since benchd started (reloads included)" + (f": {parts}" if parts else "")
 
 
 def _last_cycle(last: Mapping[str, Any]) -> str:
@@ -131,19 +233,36 @@ def _last_cycle(last: Mapping[str, Any]) -> str:
     return f"#{last.get('cycle')} {last.get('outcome')} at {last.get('finished_at_iso')}{took}"
 
 
-def _p99(last: Mapping[str, Any]) -> str:
+def _latency(last: Mapping[str, Any]) -> str:
+    """The headline p50 and p99, and how to get a percentile that is withheld."""
     latency = last.get("latency") or {}
     for key, label in (("corrected", "corrected, load pass"), ("service", "service")):
         summary = latency.get(key)
         if not summary or not summary.get("count"):
             continue
-        if isinstance(summary.get("p99"), int | float):
-            return f"{_ms(summary['p99'])} ({label}, {summary['count']} requests)"
-        why = (summary.get("withheld") or {}).get("p99", "too few samples")
-        p50 = summary.get("p50")
-        median = f"; p50 {_ms(p50)}" if isinstance(p50, int | float) else ""
-        return f"n/a ({label}: {why}{median})"
+        count = int(summary["count"])
+        shown = [f"{p} {_ms(summary.get(p))}" for p in ("p50", "p99") if _num(summary.get(p))]
+        text = f"{'; '.join(shown) or 'no percentile yet'} ({label}, {count} requests)"
+        if not _num(summary.get("p99")):
+            text += "; " + _withheld_hint(last, count)
+        return text
     return "no samples"
+
+
+def _withheld_hint(last: Mapping[str, Any], count: int) -> str:
+    """What a probe needs for p99: samples per cycle, from more queries or a load pass."""
+    need = MIN_SAMPLES["p99"]
+    load = last.get("load")
+    if load:
+        return (
+            f"p99 withheld: it needs {need} samples a cycle and the load pass sent {count}; "
+            "raise [probe.load] requests, duration_s or rate"
+        )
+    return (
+        f"p99 withheld: it needs {need} samples a cycle and the serial pass gives one per "
+        f'query ({count}); add a load pass ([probe.load] mode = "closed", '
+        f"requests = {need}) or use a fixture of {need} or more queries"
+    )
 
 
 def _last_error(last: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) -> str:
@@ -169,6 +288,110 @@ def _ms(seconds: object) -> str:
     return f"{float(seconds) * 1000:.1f} ms" if isinstance(seconds, int | float) else "n/a"
 
 
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _fmt(value: object, sign: bool = False) -> str:
+    number = _num(value)
+    if number is None:
+        return "–"
+    return f"{number:+.3f}" if sign else f"{number:.3f}"
+
+
+def _verdict(metric: Mapping[str, Any], drift: Mapping[str, Any]) -> str:
+    if metric.get("detected"):
+        if drift.get("noise") == "measured":
+            return f"dropped, p = {_fmt(metric.get('p_value'))}"
+        return "dropped"
+    delta = _num(metric.get("delta")) or 0.0
+    return "within noise or min_delta" if delta < 0 else "held"
+
+
+def _drift_table(drift: Mapping[str, Any]) -> str:
+    """Each drifted metric@k: baseline, now, delta, verdict; the rest folded away."""
+    metrics: Mapping[str, Mapping[str, Any]] = drift.get("metrics") or {}
+    if not metrics:
+        return ""
+    head = (
+        "<tr><th>metric@k</th><th>baseline</th><th>now</th><th>delta</th>"
+        '<th class="text">verdict</th></tr>'
+    )
+
+    def row(key: str, metric: Mapping[str, Any]) -> str:
+        flagged = ' class="drifted"' if metric.get("detected") else ""
+        return (
+            f'<tr{flagged} data-metric="{_e(key)}"><td data-label="metric@k">{_e(key)}</td>'
+            f'<td data-value="baseline" data-label="baseline">{_fmt(metric.get("before"))}</td>'
+            f'<td data-value="now" data-label="now">{_fmt(metric.get("after"))}</td>'
+            f'<td data-value="delta" data-label="delta">{_fmt(metric.get("delta"), sign=True)}'
+            f'</td><td data-label="verdict">{_e(_verdict(metric, drift))}</td></tr>'
+        )
+
+    drifted = [row(k, m) for k, m in metrics.items() if m.get("detected")]
+    others = [row(k, m) for k, m in metrics.items() if not m.get("detected")]
+    title = (
+        f"Drifted against the {drift.get('baseline')} baseline ({len(drifted)} of {len(metrics)})"
+        if drifted
+        else f"No drift against the {drift.get('baseline')} baseline ({len(metrics)} compared)"
+    )
+    why = (
+        "The baseline's samples never moved: every lost id is a real loss."
+        if drift.get("noise") != "measured"
+        else "Each drop is beyond the noise measured in the baseline (p: its adjusted p-value)."
+    )
+    table = (
+        f'<div class="scroll"><table class="drift">{head}{"".join(drifted)}</table></div>'
+        f'<p class="hint">{_e(why)}</p>'
+        if drifted
+        else ""
+    )
+    rest = (
+        f'<details><summary>{len(others)} other metric@k compared</summary><div class="scroll">'
+        f'<table class="drift-rest">{head}{"".join(others)}</table></div></details>'
+        if others
+        else ""
+    )
+    return f"<h3>{_e(title)}</h3>{table}{rest}"
+
+
+def _ranks(expected: Sequence[str], ranks: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{i}: {'not returned' if ranks.get(i) is None else ranks.get(i)}" for i in expected
+    )
+
+
+def _regressed_table(drift: Mapping[str, Any], limit: int | None) -> str:
+    regressed: Sequence[Mapping[str, Any]] = drift.get("regressed_queries") or []
+    if not regressed:
+        return ""
+    shown = regressed if limit is None else regressed[:limit]
+    rows = []
+    for r in shown:
+        expected = list(r.get("expected_ids") or r.get("ranks_before") or [])
+        rows.append(
+            f'<tr class="regressed" data-query="{_e(r.get("id"))}">'
+            f'<td class="text" data-label="query">{_e(r.get("q") or r.get("id"))}</td>'
+            f'<td class="text" data-label="expected">{_e(", ".join(expected))}</td>'
+            f'<td class="text" data-label="ranks before">'
+            f'{_e(_ranks(expected, r.get("ranks_before") or {}))}</td>'
+            f'<td class="text" data-label="ranks after">'
+            f'{_e(_ranks(expected, r.get("ranks_after") or {}))}</td>'
+            f'<td data-label="worst drop">{_e(r.get("metric"))} '
+            f"{_fmt(r.get('before'))} → {_fmt(r.get('after'))}</td>"
+            "</tr>"
+        )
+    more = ""
+    if len(shown) < len(regressed):
+        more = f'<p class="hint">{len(regressed) - len(shown)} more on the probe\'s page.</p>'
+    return (
+        f"<h3>Regressed queries ({len(regressed)})</h3>"
+        '<div class="scroll"><table class="regressed cards"><tr><th>query</th><th>expected ids</th>'
+        "<th>ranks before</th><th>ranks after</th><th>worst drop</th></tr>"
+        f"{''.join(rows)}</table></div>{more}"
+    )
+
+
 def _quality_table(last: Mapping[str, Any]) -> str:
     ks = last.get("ks") or []
     aggregate = last.get("aggregate") or {}
@@ -180,114 +403,175 @@ def _quality_table(last: Mapping[str, Any]) -> str:
         values = [aggregate.get(f"{measure}@{k}") for k in ks]
         if all(v is None for v in values):
             continue
-        cells = "".join(f"<td>{v:.3f}</td>" if v is not None else "<td>–</td>" for v in values)
+        cells = "".join(f"<td>{_fmt(v)}</td>" for v in values)
         rows.append(f"<tr><td>{_e(measure)}</td>{cells}</tr>")
-    return f'<table class="quality"><tr><th>last quality</th>{head}</tr>{"".join(rows)}</table>'
-
-
-def _svg(kind: str, title: str, body: str) -> str:
     return (
-        f'<svg class="chart" data-chart="{kind}" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}" role="img" aria-label="{_e(title)}">'
-        f"<title>{_e(title)}</title>"
-        f'<text x="{_PAD_L}" y="14">{_e(title)}</text>{body}</svg>'
+        f'<div class="scroll"><table class="quality"><tr><th>last quality</th>{head}</tr>'
+        f"{''.join(rows)}</table></div>"
     )
 
 
-def _x(i: int, n: int) -> float:
-    width = _W - _PAD_L - _PAD_R
-    return _PAD_L + (width / 2 if n <= 1 else width * i / (n - 1))
+# --------------------------------------------------------------------------- charts
 
 
-def _y(value: float, top: float) -> float:
-    height = _H - _PAD_T - _PAD_B
-    return _PAD_T + height * (1 - min(max(value / top, 0.0), 1.0))
+def _markers(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[Marker]:
+    """Model changes (label, or the rankings moving), reloads and failed cycles."""
+    out: list[Marker] = []
+    model, changed = "", False
+    for h in history:
+        at = float(h.get("started_at") or 0.0)
+        now_model = str(h.get("model") or "")
+        if model and now_model and now_model != model:
+            out.append(Marker("model change", at, f"model {model} → {now_model} "
+                                                  f"(cycle #{h.get('cycle')})"))  # fmt: skip
+        elif h.get("model_changed") and not changed:
+            out.append(Marker("model change", at, f"rankings changed (cycle #{h.get('cycle')})"))
+        model, changed = now_model or model, bool(h.get("model_changed"))
+        if h.get("outcome") in ("failed", "timeout"):
+            tip = f"cycle #{h.get('cycle')} {h.get('outcome')}: {h.get('error_kind') or ''}"
+            out.append(Marker("failed cycle", at, tip))
+    if history:
+        first = float(history[0].get("started_at") or 0.0)
+        end = float(history[-1].get("finished_at") or history[-1].get("started_at") or 0.0)
+        for at in config.get("reload_times") or []:
+            if first <= at <= end:
+                out.append(Marker("reload", float(at), "configuration reloaded"))
+    return out
 
 
-def _axes(top_label: str) -> str:
-    x0, x1, y0, y1 = _PAD_L, _W - _PAD_R, _PAD_T, _H - _PAD_B
-    return (
-        f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}" stroke="#afb8c1"/>'
-        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#afb8c1"/>'
-        f'<text x="2" y="{y0 + 4}">{_e(top_label)}</text><text x="2" y="{y1}">0</text>'
-    )
+def _t(summary: Mapping[str, Any]) -> float:
+    return float(summary.get("started_at") or 0.0)
 
 
-def _series(values: Sequence[float | None], top: float, color: str, name: str, kind: str) -> str:
-    """A line with a dot per reading; missing readings (failed cycles) break the line."""
-    n = len(values)
-    runs: list[list[str]] = [[]]
-    dots = []
-    for i, value in enumerate(values):
-        if value is None:
-            runs.append([])
-            continue
-        x, y = _x(i, n), _y(value, top)
-        runs[-1].append(f"{x:.1f},{y:.1f}")
-        dots.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}"/>')
-    lines = "".join(
-        f'<polyline points="{" ".join(run)}" fill="none" stroke="{color}" stroke-width="3"/>'
-        for run in runs
-        if len(run) > 1
-    )
-    return f'<g class="series" data-series="{_e(name)}" data-{kind}="1">{lines}{"".join(dots)}</g>'
-
-
-def _legend(names: Iterable[tuple[str, str]]) -> str:
-    """A row of swatches under the plot (wrapping to a second row when long)."""
-    out, x, y = [], _PAD_L, _H - 20
-    for name, color in names:
-        width = 14 + 7 * len(name) + 10
-        if x + width > _W and x > _PAD_L:
-            x, y = _PAD_L, y + 13
-        out.append(
-            f'<rect x="{x}" y="{y}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 13}" y="{y + 9}">{_e(name)}</text>'
-        )
-        x += width
-    return "".join(out)
-
-
-def _quality_chart(history: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
+def _quality_chart(
+    history: Sequence[Mapping[str, Any]], last: Mapping[str, Any], config: Mapping[str, Any]
+) -> str:
+    ks = last.get("ks") or []
+    metrics = (last.get("drift") or {}).get("metrics") or {}
     names = [f"{m}@{k}" for k in ks for m in ("recall", "ndcg")][: len(SERIES_COLORS)]
-    colors = dict(zip(names, SERIES_COLORS, strict=False))
-    body = [_axes("1")]
-    for name in names:
-        values = [_number((h.get("aggregate") or {}).get(name)) for h in history]
-        body.append(_series(values, 1.0, colors[name], name, "quality"))
-    body.append(_legend(colors.items()))
-    return _svg("quality", f"Quality over {len(history)} cycles", "".join(body))
+    series = [
+        Series(
+            name,
+            color,
+            [(_t(h), _num((h.get("aggregate") or {}).get(name))) for h in history],
+            _num((metrics.get(name) or {}).get("before")),
+        )
+        for name, color in zip(names, SERIES_COLORS, strict=False)
+    ]
+    kind = (last.get("drift") or {}).get("baseline") or "none"
+    return line_chart(
+        "quality",
+        f"Quality over {len(history)} cycles",
+        series,
+        _markers(history, config),
+        unit=lambda v: f"{v:.2f}",
+        floor=0.0,
+        ceil=1.0,
+        min_span=0.05,
+        baseline_label=f"baseline ({kind})",
+    )
 
 
-def _latency_chart(history: Sequence[Mapping[str, Any]]) -> str:
-    p99 = [_number(h.get("latency_p99_s")) for h in history]
-    p50 = [_number(h.get("latency_p50_s")) for h in history]
-    top = max((v for v in p99 + p50 if v is not None), default=0.0) * 1.15 or 1.0
-    body = [_axes(_ms(top).replace(" ms", "ms"))]
-    body.append(_series(p50, top, LATENCY_COLORS["p50"], "p50", "latency"))
-    body.append(_series(p99, top, LATENCY_COLORS["p99"], "p99", "latency"))
-    body.append(_legend(LATENCY_COLORS.items()))
-    return _svg("latency", f"Latency over {len(history)} cycles", "".join(body))
+def _ms_tick(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.0f} ms" if abs(ms) >= 10 or ms == 0 else f"{ms:.2g} ms"
+
+
+def _latency_chart(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> str:
+    series = [
+        Series(
+            name,
+            color,
+            [(_t(h), _num(h.get(f"latency_{name}_s"))) for h in history],
+        )
+        for name, color in LATENCY_COLORS.items()
+    ]
+    chart = line_chart(
+        "latency",
+        f"Latency over {len(history)} cycles",
+        series,
+        [m for m in _markers(history, config) if m.kind != "model change"],
+        unit=_ms_tick,
+        floor=0.0,
+        min_span=0.0005,
+    )
+    missing = [s.name for s in series if not s.drawn]
+    if not missing or not history:
+        return chart
+    note = f"{', '.join(missing)} withheld in every kept cycle (too few samples: see Latency)"
+    caption = f'<figcaption class="hint">{_e(note)}</figcaption>'
+    return f'<figure class="chart-note">{chart}{caption}</figure>'
 
 
 def _outcome_chart(history: Sequence[Mapping[str, Any]]) -> str:
-    n = max(len(history), 1)
-    width = (_W - _PAD_L - _PAD_R) / n
-    bars = []
-    for i, summary in enumerate(history):
-        outcome = str(summary.get("outcome"))
-        color = OUTCOME_COLORS.get(outcome, "#afb8c1")
-        tip = f"cycle #{summary.get('cycle')}: {outcome} at {summary.get('started_at_iso')}"
-        bars.append(
-            f'<rect class="outcome" data-outcome="{_e(outcome)}" x="{_PAD_L + i * width:.1f}" '
-            f'y="{_PAD_T + 10}" width="{max(width - 2, 1):.1f}" height="{_BAR_H}" '
-            f'fill="{color}"><title>{_e(tip)}</title></rect>'
+    cycles = [
+        (
+            float(h.get("started_at") or 0.0),
+            float(h.get("finished_at") or h.get("started_at") or 0.0),
+            str(h.get("outcome")),
+            f"cycle #{h.get('cycle')}: {h.get('outcome')} at {h.get('started_at_iso')}",
         )
-    legend = _legend(
-        (o, c) for o, c in OUTCOME_COLORS.items() if o in {str(h.get("outcome")) for h in history}
+        for h in history
+    ]
+    return outcome_chart(f"Outcome of {len(history)} cycles", cycles, OUTCOME_COLORS)
+
+
+# --------------------------------------------------------------------------- probe page
+
+
+def _history_table(history: Sequence[Mapping[str, Any]], last: Mapping[str, Any]) -> str:
+    """Every kept cycle, newest first: outcome, model, quality at each k, latency, errors."""
+    if not history:
+        return "<p>No cycle yet.</p>"
+    ks = last.get("ks") or []
+    keys = [f"{m}@{k}" for m in ("recall", "ndcg", "mrr", "precision", "hit") for k in ks]
+    head = (
+        "<tr><th>cycle</th><th>started (UTC)</th><th>outcome</th><th>s</th>"
+        '<th class="text">model</th><th>drift</th>'
+        + "".join(f"<th>{_e(k)}</th>" for k in keys)
+        + "<th>p50</th><th>p99</th><th>requests</th><th>errors</th>"
+        '<th class="text">why</th></tr>'
     )
-    return _svg("outcome", f"Outcome of {len(history)} cycles", "".join(bars) + legend)
+    rows = []
+    for h in history:
+        aggregate = h.get("aggregate") or {}
+        flags = [w for w, f in (("drift", h.get("drifted")), ("rankings", h.get("model_changed")))
+                 if f]  # fmt: skip
+        why = h.get("error_kind") or ", ".join(h.get("degraded_reasons") or [])
+        cells = "".join(f"<td>{_fmt(aggregate.get(k))}</td>" for k in keys)
+        rows.append(
+            f'<tr data-cycle="{_e(h.get("cycle"))}"><td>#{_e(h.get("cycle"))}</td>'
+            f"<td>{_e(h.get('started_at_iso'))}</td><td>{_e(h.get('outcome'))}</td>"
+            f'<td>{_fmt(h.get("duration_s"))}</td><td>{_e(h.get("model") or "")}'
+            f"</td><td>{_e(', '.join(flags) or '–')}</td>{cells}"
+            f"<td>{_ms(h.get('latency_p50_s'))}</td><td>{_ms(h.get('latency_p99_s'))}</td>"
+            f"<td>{_e(h.get('requests'))}</td><td>{_e(h.get('errors'))}</td>"
+            f'<td class="text">{_e(why)}</td></tr>'
+        )
+    return f'<div class="scroll"><table class="history">{head}{"".join(rows)}</table></div>'
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _queries_table(last: Mapping[str, Any]) -> str:
+    queries: Sequence[Mapping[str, Any]] = last.get("queries") or []
+    if not queries:
+        return "<p>No queries in the last cycle.</p>"
+    ks = last.get("ks") or []
+    keys = [f"{m}@{k}" for m in ("recall", "ndcg") for k in ks]
+    head = (
+        '<tr><th>id</th><th class="text">query</th><th class="text">expected ids</th>'
+        '<th class="text">ranked ids (top 10)</th>'
+        + "".join(f"<th>{_e(k)}</th>" for k in keys)
+        + "<th>latency</th><th>error</th></tr>"
+    )
+    rows = []
+    for q in queries:
+        metrics = q.get("metrics") or {}
+        rows.append(
+            f'<tr data-query="{_e(q.get("id"))}"><td>{_e(q.get("id"))}</td>'
+            f'<td class="text">{_e(q.get("q"))}</td>'
+            f'<td class="text">{_e(", ".join(q.get("expected_ids") or []))}</td>'
+            f'<td class="text">{_e(", ".join((q.get("ranked_ids") or [])[:10]))}</td>'
+            + "".join(f"<td>{_fmt(metrics.get(k))}</td>" for k in keys)
+            + f"<td>{_ms(q.get('latency_s'))}</td><td>{_e(q.get('error') or '')}</td></tr>"
+        )
+    return f'<div class="scroll"><table class="queries">{head}{"".join(rows)}</table></div>'

@@ -321,11 +321,14 @@ def test_outcome_has_exactly_the_documented_json_shape() -> None:
     decoded = json.loads(json.dumps(outcome.as_json()))
     assert set(decoded) == {
         "baseline", "stale", "stale_reason", "noise", "samples", "detected", "model_changed",
-        "metrics", "regressed_queries", "change",
+        "metrics", "regressed_queries", "change", "model", "baseline_model",
     }  # fmt: skip
     assert set(decoded["metrics"]["recall@10"]) == {
-        "delta", "p_value", "p_value_queries", "detected", "ci_low", "ci_high", "n",
+        "before", "after", "delta", "p_value", "p_value_queries", "detected", "ci_low",
+        "ci_high", "n",
     }  # fmt: skip
+    recall = decoded["metrics"]["recall@10"]  # the baseline's mean, this cycle's, and their gap
+    assert recall["after"] - recall["before"] == pytest.approx(recall["delta"])
     assert set(decoded["regressed_queries"][0]) == {
         "id", "metric", "before", "after", "ranks_before", "ranks_after"
     }  # fmt: skip

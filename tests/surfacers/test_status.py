@@ -8,7 +8,7 @@ import secrets
 
 from cycles import make_result
 
-from benchd.drift.outcome import DriftOutcome, MetricDrift
+from benchd.drift.outcome import DriftOutcome, MetricDrift, RegressedQuery
 from benchd.redact import public_url, register_secret
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.status import result_to_json, status_document
@@ -130,8 +130,10 @@ def test_status_document_lists_pending_and_finished_probes_with_history() -> Non
     assert beta["state"] == "pending" and beta["reason"] == "waiting for the first cycle"
     assert (beta["last"], beta["history"], beta["cycles"]) == (None, [], {})
     alpha = doc["probes"]["alpha"]
-    assert alpha["state"] == "up"
+    assert alpha["state"] == "up" and alpha["health"] == "healthy"
+    assert beta["health"] == "waiting" and beta["cycles_total"] == 0
     assert [h["cycle"] for h in alpha["history"]] == [3, 2]  # newest first, bounded
+    assert alpha["cycles_total"] == 3  # counted over every cycle, not only the kept history
     assert alpha["last"]["cycle"] == 3 and set(alpha["last"]) == TOP_LEVEL
     assert alpha["cycles"]["success"] == 3
     json.dumps(doc, allow_nan=False)
@@ -151,16 +153,28 @@ def test_status_document_reports_failing_probe_and_reload_state() -> None:
         "last_reload_success_at": 10.0,
         "last_reload_success_at_iso": "1970-01-01T00:00:10.000Z",
         "last_reload_error": "bench.toml: probe[0].k: must be 1..100",
+        "reload_times": [],  # successful reloads only: the page marks them on its charts
     }
+    assert alpha["health"] == "not-measuring" and alpha["cycles_total"] == 1
     book.config_reload(True, 30.0)
     assert status_document(book)["config"]["last_reload_error"] is None
 
 
 def test_drift_appears_once_under_its_own_keys() -> None:
-    metric = MetricDrift(-0.2, 0.0, 0.04, True, -0.3, -0.1, 12)
+    metric = MetricDrift(-0.2, 0.0, 0.04, True, -0.3, -0.1, 12, before=0.9, after=0.7)
     drift = DriftOutcome(baseline="rolling", metrics={"recall@10": metric})
     doc = result_to_json(make_result(drift=drift))
     assert doc["drift"] == drift.as_json()  # no metric@k copies beside "metrics"
+    assert doc["drift"]["metrics"]["recall@10"]["before"] == 0.9  # the baseline, for the page
+
+
+def test_regressed_queries_carry_their_text_and_expected_ids() -> None:
+    regressed = RegressedQuery("q1", "recall@10", 1.0, 0.0, {"m1": 1}, {"m1": None})
+    drift = DriftOutcome(baseline="pinned", regressed=(regressed,), baseline_model="minilm")
+    doc = result_to_json(make_result(drift=drift), queries=False)
+    (query,) = doc["drift"]["regressed_queries"]
+    assert query["q"] == "what about topic 1?" and query["expected_ids"] == ["m1", "m2"]
+    assert doc["drift"]["baseline_model"] == "minilm" and doc["drift"]["model"] == ""
 
 
 def test_times_come_as_epoch_and_iso_8601() -> None:
@@ -223,5 +237,5 @@ def test_drift_appears_once_per_probe_under_drift() -> None:
     assert "recall@10" not in doc["drift"]  # no flattened copy beside drift.metrics
     assert set(doc["drift"]) == {
         "baseline", "stale", "stale_reason", "noise", "samples", "detected", "model_changed",
-        "metrics", "regressed_queries", "change",
+        "metrics", "regressed_queries", "change", "model", "baseline_model",
     }  # fmt: skip

@@ -1,27 +1,44 @@
-"""The status page in a real headless Chromium (Debian's ``chromium``), loaded from a
-running ``benchd run``: the probes' states and the three charts are in the DOM
-and visibly painted (their colours are in the screenshot). The screenshot is
-kept under ``$BENCHD_ARTIFACTS`` (default ``tests/artifacts/``)."""
+"""The status pages in a real headless Chromium (Debian's ``chromium``), loaded from a
+running ``benchd run`` probing the reference store, before and after an embedding-model
+switch judged against a pinned baseline.
+
+What is asserted is the DOM Chromium rendered (``--dump-dom``) at 1280 and 390 px
+wide: the health words, each drifted metric's baseline and current value, both
+model labels, the regressed queries' texts, a model-change marker in the quality
+chart, and that every legend entry names something the chart drew; the
+screenshots (the paths are printed) must show the charts' colours painted. They
+are kept under ``$BENCHD_ARTIFACTS`` (default ``tests/artifacts/``).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from PIL import Image
 from support import BenchdProcess
 
+from benchd.fixtures import load_fixture, packaged_fixture
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.web.page import LATENCY_COLORS, OUTCOME_COLORS, SERIES_COLORS, STATE_COLORS
+from benchd.surfacers.status import HEALTH_WORDS
+from benchd.web.charts import MARKER_COLORS
+from benchd.web.page import HEALTH_COLORS, LATENCY_COLORS
 
 KEY = "page-test-key-71d0a4"
 REPO = Path(__file__).resolve().parents[2]
+BEFORE, AFTER = "hash:1024", "hash:16"  # the same store, a much worse embedding model
+WIDTHS = (1280, 390)
+CYCLE_TIMEOUT_S = 180.0
 
 
 def chromium() -> str:
@@ -42,18 +59,19 @@ def artifacts() -> Path:
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
+    config = make_config(api_key=KEY, retriever="dense", embedder=BEFORE)
+    with RefStoreThread(config) as thread:
         yield thread
 
 
-def probe(name: str, url: str, interval: float) -> str:
+def probe(name: str, url: str, interval: float, *, load: str = 'mode = "serial"') -> str:
     return f"""
 [[probe]]
 name = "{name}"
 fixture = "packaged:smoke"
 interval_s = {interval}
 jitter_s = 0.0
-timeout_s = 20.0
+timeout_s = 30.0
 [probe.target]
 kind = "zengram"
 url = "{url}"
@@ -62,110 +80,303 @@ namespace = "benchd-{name}"
 cleanup = "never"
 searchable_timeout_s = 5.0
 max_retries = 0
+[probe.load]
+{load}
+[probe.budget]                 # the reference store here has no rate limits
+reads_per_min = 100000
+writes_per_min = 100000
 """
 
 
-class Dom(HTMLParser):
-    """The parts of the dumped DOM the test looks at."""
+# A load pass of 120 requests a cycle: enough samples for a published p99.
+LOAD = 'mode = "closed"\nconcurrency = 4\nrequests = 120'
+
+
+# --------------------------------------------------------------------------- the DOM
+
+
+@dataclass
+class Node:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node] = field(default_factory=list)
+    text: str = ""
+
+    def all(self, tag: str | None = None, **attrs: str | None) -> list[Node]:
+        """Every descendant with ``tag`` whose attributes match (None: present at all)."""
+        found = []
+        for child in self.children:
+            if (tag is None or child.tag == tag) and all(
+                (_name(k) in child.attrs) if v is None else child.attrs.get(_name(k)) == v
+                for k, v in attrs.items()
+            ):
+                found.append(child)
+            found.extend(child.all(tag, **attrs))
+        return found
+
+    def one(self, tag: str | None = None, **attrs: str | None) -> Node:
+        found = self.all(tag, **attrs)
+        assert len(found) == 1, (tag, attrs, len(found))
+        return found[0]
+
+    def words(self) -> str:
+        return " ".join((self.text + " " + " ".join(c.words() for c in self.children)).split())
+
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+
+def _name(keyword: str) -> str:
+    """``class_`` -> ``class``, ``data_legend`` -> ``data-legend``."""
+    return keyword.rstrip("_").replace("_", "-")
+
+
+class TreeBuilder(HTMLParser):
+    """The dumped DOM as a tree of :class:`Node` (enough for these assertions)."""
+
+    VOID = frozenset({"meta", "br", "link", "img", "input", "hr", "col", "source"})
 
     def __init__(self) -> None:
         super().__init__()
-        self.cards: dict[str, dict[str, str]] = {}
-        self.charts: dict[str, list[str]] = {}
-        self.counts: dict[tuple[str, str], int] = {}
+        self.root = Node("#root", {})
+        self.stack = [self.root]
         self.external: list[str] = []
-        self._card = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        if tag == "section" and "data-probe" in a:
-            self._card = a["data-probe"]
-            self.cards[self._card] = a
-            self.charts[self._card] = []
-        if tag == "svg" and "data-chart" in a:
-            self.charts[self._card].append(a["data-chart"])
-        if tag in ("polyline", "circle", "rect") and self._card:
-            self.counts[self._card, tag] = self.counts.get((self._card, tag), 0) + 1
-        if tag in ("script", "link", "img", "iframe") or "src" in a:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag in ("script", "link", "img", "iframe") or "src" in node.attrs:
             self.external.append(tag)
-        href = a.get("href", "")
-        if href.startswith(("http:", "https:", "//")):
-            self.external.append(href)
+        if node.attrs.get("href", "").startswith(("http:", "https:", "//")):
+            self.external.append(node.attrs["href"])
+        if tag not in self.VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, 0, -1):
+            if self.stack[i].tag == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].text += data
 
 
-def color_pixels(image: Image.Image, hex_color: str, tolerance: int = 6) -> int:
+def parse(dom: str) -> tuple[Node, list[str]]:
+    builder = TreeBuilder()
+    builder.feed(dom)
+    return builder.root, builder.external
+
+
+def render(browser: str, url: str, width: int, shot: Path, profile: Path) -> str:
+    """Chromium's DOM after loading ``url`` at ``width`` px, and its screenshot at ``shot``."""
+    shot.unlink(missing_ok=True)
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+         "--hide-scrollbars", f"--window-size={width},{6000 if width < 600 else 2600}",
+         f"--screenshot={shot}", "--dump-dom", url],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert shot.is_file() and shot.stat().st_size > 0
+    print(f"screenshot: {shot}", file=sys.stderr)
+    return proc.stdout
+
+
+def color_pixels(image: Image.Image, hex_color: str, tolerance: int = 8) -> int:
     """How many pixels of the screenshot have this colour (within a small tolerance)."""
     target = tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    count = 0
-    for (r, g, b), n in _histogram(image).items():
-        if all(abs(c - t) <= tolerance for c, t in zip((r, g, b), target, strict=True)):
-            count += n
-    return count
+    colors = image.convert("RGB").getcolors(maxcolors=1 << 24) or []
+    return sum(
+        n
+        for n, rgb in colors
+        if all(abs(c - t) <= tolerance for c, t in zip(rgb, target, strict=True))
+    )
 
 
-_HISTOGRAMS: dict[int, dict[tuple[int, int, int], int]] = {}
+# --------------------------------------------------------------------------- checks
 
 
-def _histogram(image: Image.Image) -> dict[tuple[int, int, int], int]:
-    key = id(image)
-    if key not in _HISTOGRAMS:
-        colors = image.convert("RGB").getcolors(maxcolors=1 << 24) or []
-        _HISTOGRAMS[key] = {rgb: n for n, rgb in colors}
-    return _HISTOGRAMS[key]
+def legend_is_drawn(chart: Node) -> list[str]:
+    """The chart's legend entries, after checking that each names something drawn."""
+    names = [g.attrs["data-legend"] for g in chart.all("g", data_legend=None)]
+    assert names, "a chart without a legend"
+    for name in names:
+        series = [g for g in chart.all("g", data_series=name) if "series" in g.classes()]
+        if series:
+            assert series[0].all("circle"), f"{name}: in the legend, no reading drawn"
+        elif name.startswith("baseline"):
+            assert chart.all("line", data_series=None), f"{name}: no baseline line drawn"
+        elif name in MARKER_COLORS:
+            assert chart.all("g", data_marker=name), f"{name}: no marker drawn"
+        else:
+            assert chart.all("rect", data_outcome=name), f"{name}: nothing drawn"
+    return names
 
 
-def test_status_page_renders_states_and_charts_in_chromium(
+def card(root: Node, name: str) -> Node:
+    return root.one("section", data_probe=name)
+
+
+def chart(section: Node, kind: str) -> Node:
+    return section.one("svg", data_chart=kind)
+
+
+def facts(section: Node) -> dict[str, str]:
+    return {dd.attrs["data-fact"]: dd.words() for dd in section.all("dd", data_fact=None)}
+
+
+def status(benchd: BenchdProcess) -> dict[str, Any]:
+    reply = benchd.get("/api/status")
+    assert reply.status_code == 200, reply.text
+    document: dict[str, Any] = reply.json()
+    return document
+
+
+def check_before(root: Node, api: dict[str, Any]) -> None:
+    memory = card(root, "memory")
+    assert memory.attrs["data-health"] == "healthy", memory.attrs
+    assert HEALTH_WORDS["healthy"] in memory.one("span").words()
+    told = facts(memory)
+    assert told["Model now"] == BEFORE and told["Model at the baseline"] == BEFORE
+    assert told["Baseline"].startswith("pinned")
+    assert not memory.all("tr", class_="drifted") and not memory.all("tr", class_="regressed")
+    assert "p99" in told["Latency"] and "withheld" not in told["Latency"]
+    assert api["probes"]["memory"]["last"]["drift"]["baseline"] == "pinned"
+    broken = card(root, "broken")
+    assert broken.attrs["data-health"] == "not-measuring"
+    assert "connect" in broken.one("p", class_="reason").words()
+    assert chart(broken, "quality").all("g", data_marker="failed cycle")
+    for outcome in (a.attrs["data-health"] for a in root.all("section", data_probe=None)):
+        assert outcome not in ("success", "degraded", "failed", "timeout")
+
+
+def check_after(
+    root: Node, api: dict[str, Any], queries: dict[str, str], before: float, limit: int = 10
+) -> None:
+    memory = card(root, "memory")
+    assert memory.attrs["data-health"] == "quality-dropped"
+    assert memory.one("span").words() == HEALTH_WORDS["quality-dropped"]
+    told = facts(memory)
+    assert told["Model now"] == AFTER and told["Model at the baseline"] == BEFORE
+    drift = api["probes"]["memory"]["last"]["drift"]
+    flagged = {k: m for k, m in drift["metrics"].items() if m["detected"]}
+    assert "recall@10" in flagged
+    rows = {tr.attrs["data-metric"]: tr for tr in memory.all("tr", class_="drifted")}
+    assert set(rows) == set(flagged)
+    for key, metric in flagged.items():
+        cells = {td.attrs["data-value"]: td.words() for td in rows[key].all("td", data_value=None)}
+        assert cells["baseline"] == f"{metric['before']:.3f}", key
+        assert cells["now"] == f"{metric['after']:.3f}", key
+        assert cells["delta"] == f"{metric['delta']:+.3f}", key
+    # the baseline shown is the quality measured before the switch
+    assert rows["recall@10"].one("td", data_value="baseline").words() == f"{before:.3f}"
+    regressed = [r["id"] for r in drift["regressed_queries"]][:limit]
+    shown = memory.all("tr", class_="regressed")
+    assert [tr.attrs["data-query"] for tr in shown] == regressed and regressed
+    for tr, qid in zip(shown, regressed, strict=True):
+        assert tr.all("td")[0].words() == " ".join(queries[qid].split())
+    quality = chart(memory, "quality")
+    switch = quality.all("g", data_marker="model change")
+    assert switch and any(f"{BEFORE} → {AFTER}" in g.words() for g in switch)
+    assert quality.all("g", data_marker="reload")
+    assert quality.all("line", class_="baseline")
+    assert {"p50", "p99"} <= set(legend_is_drawn(chart(memory, "latency")))
+    for kind in ("quality", "outcome"):
+        legend_is_drawn(chart(memory, kind))
+    assert {"recall@10", "model change", "reload"} <= set(legend_is_drawn(quality))
+
+
+def check_pixels(shot: Path, width: int) -> None:
+    with Image.open(shot) as image:
+        image.load()
+        painted = {
+            "quality-dropped badge": color_pixels(image, HEALTH_COLORS["quality-dropped"]),
+            "not-measuring badge": color_pixels(image, HEALTH_COLORS["not-measuring"]),
+            "model change marker": color_pixels(image, MARKER_COLORS["model change"]),
+            "p50 line": color_pixels(image, LATENCY_COLORS["p50"]),
+            "p99 line": color_pixels(image, LATENCY_COLORS["p99"]),
+        }
+    # A legend swatch alone is ~14x10 px (a dashed one less): each colour must be painted
+    # well beyond it; a marker is a dashed 3 px line over the plot's height and a square.
+    floors = {"model change marker": 120}
+    assert all(n >= floors.get(k, 250) for k, n in painted.items()), (width, painted)
+
+
+def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
     store: RefStoreThread, tmp_path: Path
 ) -> None:
     browser = chromium()
+    shots = artifacts()
+    profile = tmp_path / "chromium-profile"
+    queries = {q.id: q.q for q in load_fixture(packaged_fixture("smoke")).queries}
+    env = {"PAGE_KEY": KEY}
     config = tmp_path / "benchd.toml"
-    config.write_text(
-        "[server]\nhistory = 10\n"
-        + probe("steady", store.url, interval=1.0)
-        + probe("broken", "http://127.0.0.1:9", interval=1.0)
+    body = probe("memory", store.url, 3.0, load=LOAD) + probe(
+        "broken", "http://127.0.0.1:9", 3.0
     )
-    with BenchdProcess(["--config", str(config)], env={"PAGE_KEY": KEY}) as benchd:
-        benchd.wait_cycles("steady", 3, timeout=120)
-        benchd.wait_cycles("broken", 2, timeout=120)
-        shot = artifacts() / "status-page.png"
-        shot.unlink(missing_ok=True)
-        profile = tmp_path / "chromium-profile"
-        proc = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             "--hide-scrollbars", "--window-size=1280,1500", f"--screenshot={shot}",
-             "--dump-dom", benchd.url + "/"],
-            capture_output=True, text=True, timeout=180, check=False,
+    config.write_text("[server]\nhistory = 12\n" + body)
+    pin = subprocess.run(
+        [sys.executable, "-m", "benchd", "baseline", "save", "--config", str(config),
+         "--probe", "memory", "--out", str(tmp_path / "baseline.toml"), "--repeats", "3"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert pin.returncode == 0, pin.stderr[-2000:]
+    pinned = body.replace(
+        'name = "memory"\n', f'name = "memory"\nbaseline = "{tmp_path / "baseline.toml"}"\n'
+    )
+    config.write_text("[server]\nhistory = 12\n" + pinned)
+    with BenchdProcess(["--config", str(config)], env=env) as benchd:
+        benchd.wait_cycles("memory", 2, timeout=CYCLE_TIMEOUT_S)
+        benchd.wait_cycles("broken", 2, timeout=CYCLE_TIMEOUT_S)
+        before_api = status(benchd)
+        before = before_api["probes"]["memory"]["last"]["aggregate"]["recall@10"]
+        for width in WIDTHS:
+            shot = shots / f"status-before-{width}.png"
+            root, external = parse(render(browser, benchd.url + "/", width, shot, profile))
+            assert external == []  # nothing loaded from anywhere: no script, link or src
+            check_before(root, before_api)
+
+        # A reload that changes the probe: its cycle numbers must go on, not restart at #1.
+        numbered = max(e["cycle"] for e in benchd.cycles("memory"))
+        config.write_text(config.read_text().replace("interval_s = 3.0", "interval_s = 2.5", 1))
+        assert benchd.post("/-/reload").status_code == 200
+        benchd.wait_for(lambda e: e.get("event") == "reloaded", timeout=60)
+        seen = len(benchd.cycles("memory"))
+        after_reload = benchd.wait_cycles("memory", seen + 1, timeout=CYCLE_TIMEOUT_S)[-1]
+        assert after_reload["cycle"] > numbered
+
+        reply = httpx.post(
+            f"{store.url}/admin/config", json={"embedder": AFTER},
+            headers={"x-api-key": KEY}, timeout=60,
         )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert reply.status_code == 200, reply.text
+        benchd.wait_for(
+            lambda e: e.get("event") == "drift_onset" and e.get("probe") == "memory",
+            timeout=CYCLE_TIMEOUT_S,
+        )
+        # two more cycles: every cycle shown ran wholly after the switch
+        count = len(benchd.cycles("memory"))
+        benchd.wait_cycles("memory", count + 2, timeout=CYCLE_TIMEOUT_S)
+        api = status(benchd)
+        assert api["probes"]["memory"]["cycles_total"] == len(benchd.cycles("memory"))
+        for width in WIDTHS:
+            shot = shots / f"status-after-{width}.png"
+            root, external = parse(render(browser, benchd.url + "/", width, shot, profile))
+            assert external == []
+            check_after(root, status(benchd), queries, before)
+            check_pixels(shot, width)
+        shot = shots / "status-probe-memory-1280.png"
+        root, _ = parse(render(browser, benchd.url + "/probe/memory", 1280, shot, profile))
+        kept = min(12, status(benchd)["probes"]["memory"]["cycles_total"])
+        assert len(root.one("table", class_="history").all("tr", data_cycle=None)) >= kept - 1
+        assert len(root.one("table", class_="queries").all("tr", data_query=None)) == 16
+        check_after(root, status(benchd), queries, before, limit=len(queries))
         assert benchd.stop() == 0
-
-    dom = Dom()
-    dom.feed(proc.stdout)
-    assert dom.cards["steady"]["data-state"] == "up"
-    assert dom.cards["broken"]["data-state"] == "failing"
-    assert "connect" in proc.stdout  # the failing probe's reason names its error kind
-    for name in ("steady", "broken"):
-        assert dom.charts[name] == ["quality", "latency", "outcome"], name
-    assert dom.counts["steady", "polyline"] >= 2  # quality and latency lines over 3+ cycles
-    assert dom.counts["broken", "rect"] >= 2  # one outcome bar per failed cycle (+ legend)
-    assert dom.external == []  # nothing loaded from anywhere: no script, no link, no src
-
-    assert shot.is_file() and shot.stat().st_size > 0
-    with Image.open(shot) as image:
-        image.load()
-        pixels = {
-            "up badge": color_pixels(image, STATE_COLORS["up"]),
-            "failing badge": color_pixels(image, STATE_COLORS["failing"]),
-            "success bars": color_pixels(image, OUTCOME_COLORS["success"]),
-            "failed bars": color_pixels(image, OUTCOME_COLORS["failed"]),
-            "quality lines": sum(color_pixels(image, c) for c in SERIES_COLORS[:4]),
-            "p50 line": color_pixels(image, LATENCY_COLORS["p50"]),
-        }
-    # Painted on screen, not only present in the markup. A legend swatch is a
-    # 10x10 square of the same colour: what a chart draws must come on top of
-    # its swatches (4 quality and 2 latency swatches on each of the 2 cards).
-    swatches = {"success bars": 100, "failed bars": 100, "quality lines": 800, "p50 line": 200}
-    drawn = {name: n - swatches.get(name, 0) for name, n in pixels.items()}
-    assert all(n >= 200 for n in drawn.values()), pixels

@@ -66,10 +66,12 @@ async def test_landing_page_links_every_read_endpoint() -> None:
         page = await client.get("/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         links = re.findall(r'href="([^"]+)"', page.text)
-        assert set(links) == {"metrics", "api/status", "readyz", "healthz"}
+        assert set(links) == {"metrics", "api/status", "readyz", "healthz", "probe/alpha"}
         for link in links:
             assert (await client.get(f"/{link}")).status_code == 200, link
         assert "alpha" in page.text
+        missing = await client.get("/probe/nope")
+        assert missing.status_code == 404 and "no probe named 'nope'" in missing.text
 
 
 async def test_metrics_default_to_prometheus_text_and_negotiate_openmetrics() -> None:
