@@ -28,10 +28,8 @@ so a latency never includes benchd's own waits.
 from __future__ import annotations
 
 import email.utils
-import html
 import math
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,7 +40,6 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from benchd import redact
 from benchd.config.schema import url_problem
 from benchd.errors import (
     TargetAuthError,
@@ -55,8 +52,9 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.hooks import report_wait
-from benchd.targets.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater, loads
+from benchd.targets.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater
 from benchd.targets.base import note_service_time
+from benchd.targets.said import store_message
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -74,7 +72,6 @@ __all__ = [
     "retry_after_s",
     "run_bounded",
     "status_error",
-    "store_message",
     "too_large",
 ]
 
@@ -86,7 +83,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 RETRY_AFTER_CEILING_S = 3600.0
 """A ``Retry-After`` beyond an hour (or NaN, or infinite) is read as an hour."""
 
-_DETAIL_BYTES = 64 * 1024  # error bodies larger than this are not searched for a message
 
 
 class Answer(NamedTuple):
@@ -216,92 +212,6 @@ def _location(raw: str | None) -> str:
     if not host:
         return " to another path on the same server"
     return f" to {parts.scheme or 'http'}://{host}" + (f":{port}" if port else "")
-
-
-# -- the store's own words ---------------------------------------------------------
-
-MESSAGE_CHARS = 300
-"""Longest store message quoted in an error (after masking)."""
-
-# Where stores put their words: Zengram and Express {"error"}, Chroma {"error": class,
-# "message"}, FastAPI {"detail": str | [{"loc", "msg"}]}, Qdrant {"status": {"error"}},
-# Milvus {"code", "message"}, Elasticsearch {"error": {"type", "reason"}}, JSON-RPC
-# {"error": {"code", "message"}}, RFC 7807 {"title", "detail"}.
-_MESSAGE_KEYS = ("message", "detail", "reason", "error_description", "msg", "description")
-_NAME_KEYS = ("error", "type", "title")
-_NESTED_KEYS = ("error", "status", "errors")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][\w.:-]{0,63}$")
-# A run of 8+ key-like characters with a letter and a digit: what a refused key looks like.
-_TOKEN = re.compile(r"[\w\-+/=.:]{8,}")
-_HTML_HEAD = re.compile(r"(?is)<(head|script|style)\b.*?</\1\s*>")
-_TAG = re.compile(r"(?s)<[^>]*>")
-_SPACES = re.compile(r"\s+")
-
-
-def store_message(body: Body, *, credentials: bool = True) -> str:
-    """The store's own words in an error answer: one line, masked, at most 300 characters.
-
-    From a JSON body, the message wherever the common API shapes put it (an
-    error class with its message reads ``ChromaError: missing field ...``);
-    from a text or HTML body, its text. ``""`` when there is none, or the
-    body is too large, not UTF-8, or JSON too deep to read.
-    ``credentials=False`` also hides every token that mixes letters and
-    digits (what an auth answer may echo).
-    """
-    if not isinstance(body, bytes) or not body.strip() or len(body) > _DETAIL_BYTES:
-        return ""
-    try:
-        words = _SPACES.sub(" ", _words(body)).strip()
-    except (TargetProtocolError, UnicodeDecodeError):
-        return ""
-    if not credentials:
-        words = _TOKEN.sub(_hidden, redact.mask(words))
-    # masked before the cut, so a key the store echoed is never left half-shown
-    return redact.text(words, MESSAGE_CHARS, one_line=True)
-
-
-def _hidden(match: re.Match[str]) -> str:
-    token = match.group(0)
-    mixed = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
-    return "<hidden>" if mixed else token
-
-
-def _words(body: bytes) -> str:
-    if body.lstrip()[:1] in (b"{", b"["):
-        return _json_words(loads(body, ""), 0)
-    text = body.decode("utf-8")
-    if "<" in text and ">" in text:  # an HTML error page: its text, not its markup
-        text = html.unescape(_TAG.sub(" ", _HTML_HEAD.sub(" ", text)))
-    return text
-
-
-def _json_words(data: Any, depth: int) -> str:
-    if depth > 3:
-        return ""
-    if isinstance(data, str):
-        return data
-    if isinstance(data, list):
-        parts = (_json_words(item, depth + 1) for item in data[:3])
-        return "; ".join(p for p in parts if p)
-    if not isinstance(data, dict):
-        return ""
-    message = next((m for k in _MESSAGE_KEYS if (m := _json_words(data.get(k), depth + 1))), "")
-    if message and isinstance(data.get("loc"), list):  # FastAPI: where in the request
-        message = f"{'.'.join(map(str, data['loc']))}: {message}"
-    name = next((str(data[k]) for k in _NAME_KEYS if _is_name(data.get(k))), "")
-    if message:
-        return f"{name}: {message}" if name and name not in message else message
-    for key in _NESTED_KEYS:
-        nested = data.get(key)
-        if isinstance(nested, dict | list) and (inner := _json_words(nested, depth + 1)):
-            return inner
-    error = data.get("error")
-    return error if isinstance(error, str) else name
-
-
-def _is_name(value: Any) -> bool:
-    """An error class (``ChromaError``, ``invalid_argument``), not a sentence."""
-    return isinstance(value, str) and bool(_IDENTIFIER.match(value))
 
 
 def too_large(where: str, size: str, limit: int) -> TargetProtocolError:

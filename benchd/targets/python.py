@@ -51,6 +51,7 @@ from benchd.result import SeedReport, TargetInfo
 from benchd.targets.base import Progress, SearchQuery, Target
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.owned import OwnedIds
+from benchd.targets.said import raised
 from benchd.targets.store import Capabilities, Purged
 
 __all__ = [
@@ -229,7 +230,7 @@ class PythonTarget:
         except Exception as exc:  # the factory is user code
             keys = ", ".join(sorted(self.config.options)) or "no options"
             raise TargetUnreachable(
-                f"{where}: the factory (with {keys}) raised {type(exc).__name__}: {exc}; "
+                f"{where}: the factory (with {keys}) raised {raised(exc)}; "
                 "it is called again next cycle"
             ) from None
 
@@ -282,8 +283,7 @@ class RetrieverTarget:
                 return fn(*args)
             except Exception as exc:  # user code: record it in the cycle, do not crash
                 raise TargetProtocolError(
-                    f"python target {self.config.factory}: {method}() raised "
-                    f"{type(exc).__name__}: {exc}"
+                    f"python target {self.config.factory}: {method}() raised {raised(exc)}"
                 ) from None
 
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)

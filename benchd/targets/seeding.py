@@ -279,6 +279,7 @@ class SeededStore(ABC, Generic[R]):
             concurrency=concurrency,
             timeout_s=timeout_s,
             max_response_bytes=self._http.max_bytes,
+            errors=self._http.context,
         )
 
     async def seed(

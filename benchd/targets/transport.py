@@ -58,7 +58,9 @@ from benchd.targets.answers import (
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
+    NO_CONTEXT,
     Answer,
+    ErrorContext,
     status_error,
     too_large,
 )
@@ -366,10 +368,10 @@ async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float) -> Answer:
 
 
 async def _interpret(
-    parse: Parse, spec: RequestSpec, query: int, answer: Answer
+    parse: Parse, spec: RequestSpec, query: int, answer: Answer, errors: ErrorContext
 ) -> tuple[str, ...]:
     status, headers, body = answer
-    error = status_error(status, headers, body, spec.where)
+    error = status_error(status, headers, body, spec.where, errors)
     if error is not None:
         raise error
     try:
@@ -390,6 +392,7 @@ async def make_http_fire(
     timeout_s: float,
     ssl_context: ssl.SSLContext | None = None,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    errors: ErrorContext = NO_CONTEXT,
 ) -> AsyncIterator[Fire]:
     """Yield a :data:`~benchd.hooks.Fire` sending ``build(i)`` and returning ``parse(...)``.
 
@@ -399,7 +402,9 @@ async def make_http_fire(
     replayed, so ``build`` must depend on the index only. A non-2xx status
     raises (one error map) before ``parse`` is called; redirects are never
     followed. A body declared or read past ``max_response_bytes`` (also once
-    inflated) is a decode error and its connection is dropped. Asyncio only.
+    inflated) is a decode error and its connection is dropped. ``errors`` is
+    what a store error names besides its words (the key's source, the API).
+    Asyncio only.
     """
     specs: dict[int, RequestSpec] = {}
     pools: dict[tuple[str, str, int], _Pool] = {}
@@ -413,7 +418,7 @@ async def make_http_fire(
         if pool is None:
             pool = pools[spec.origin] = _Pool(spec.origin, concurrency, context, max_response_bytes)
         answer = await _send(pool, spec, timeout_s)
-        return await _interpret(parse, spec, query, answer)
+        return await _interpret(parse, spec, query, answer, errors)
 
     try:
         yield fire
@@ -429,6 +434,7 @@ def search_fire(
     concurrency: int,
     timeout_s: float,
     max_response_bytes: int,
+    errors: ErrorContext = NO_CONTEXT,
 ) -> AbstractAsyncContextManager[Fire]:
     """:func:`make_http_fire` for an HTTP target's searches: ``fire(i)`` asks ``queries[i % n]``."""
     n = len(queries)
@@ -447,4 +453,5 @@ def search_fire(
         concurrency=concurrency,
         timeout_s=timeout_s,
         max_response_bytes=max_response_bytes,
+        errors=errors,
     )

@@ -18,7 +18,6 @@ from benchd.errors import (
 )
 from benchd.targets.base import note_service_time, service_timer
 from benchd.targets.client import (
-    MESSAGE_CHARS,
     RETRY_AFTER_CEILING_S,
     ClientSettings,
     ErrorContext,
@@ -27,6 +26,7 @@ from benchd.targets.client import (
     retry_after_s,
     status_error,
 )
+from benchd.targets.said import MESSAGE_CHARS
 from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio

@@ -21,7 +21,7 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.load import LoadProfile, run_load
-from benchd.targets.client import retry_after_s
+from benchd.targets.client import ErrorContext, retry_after_s
 from benchd.targets.transport import RequestSpec, make_http_fire
 
 pytestmark = pytest.mark.anyio
@@ -98,6 +98,18 @@ async def test_a_refused_key_is_an_auth_error_that_never_shows_the_key(
     assert SECRET not in str(caught.value)
     assert "GET http://127.0.0.1" in str(caught.value)
     assert "q=text" not in str(caught.value)
+
+
+async def test_a_refused_key_under_load_names_where_the_key_came_from(
+    target: LoopbackTarget,
+) -> None:
+    target.statuses = {0: 401}
+    errors = ErrorContext(key_source="api_key_env BRAIN_API_KEY")
+    build = _Builder(target.base_url)
+    async with make_http_fire(build, _parse, concurrency=1, timeout_s=5, errors=errors) as fire:
+        with pytest.raises(TargetAuthError) as caught:
+            await fire(0)
+    assert str(caught.value).endswith("refused the API key from api_key_env BRAIN_API_KEY")
 
 
 async def test_a_body_the_parser_rejects_is_a_protocol_error(target: LoopbackTarget) -> None:

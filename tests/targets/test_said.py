@@ -1,0 +1,65 @@
+"""The store's own words as benchd shows them (benchd.targets.said): one line, masked, then cut."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from benchd import redact
+from benchd.errors import TargetProtocolError
+from benchd.targets.python import PythonConfig, RetrieverTarget
+from benchd.targets.said import MESSAGE_CHARS, raised, store_message
+
+SECRET = "sk-said-" + "7" * 40
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def secret() -> Iterator[str]:
+    redact.register_secret(SECRET)
+    yield SECRET
+    redact.clear_secrets()
+
+
+def test_an_exception_reads_as_its_class_and_message_on_one_line() -> None:
+    exc = ValueError('Collection "m" expects\nembeddings of dimension 384, got 3')
+    assert raised(exc) == ('ValueError: Collection "m" expects embeddings of dimension 384, got 3')
+
+
+def test_a_secret_straddling_the_cut_is_masked_before_it(secret: str) -> None:
+    padding = "x" * (MESSAGE_CHARS - 20)
+    for words in (
+        raised(RuntimeError(padding + secret)),
+        store_message(f'{{"message": "{padding}{secret}"}}'.encode()),
+    ):
+        assert len(words) <= MESSAGE_CHARS
+        assert "sk-said" not in words and "7777" not in words
+
+
+def test_a_large_or_binary_body_has_no_words() -> None:
+    assert store_message(b"x" * 70_000) == ""
+    assert store_message(b"\xff\xfe") == ""
+    assert store_message(b"   ") == ""
+    assert store_message(None) == ""  # type: ignore[arg-type]  # a body spilled to disk
+
+
+class Refusing:
+    """A python retriever whose store refuses writes, with its own words."""
+
+    def index(self, memories: Any) -> None:
+        raise ValueError('missing field "embeddings"\n(at line 1)')
+
+    def search(self, q: str, k: int) -> list[str]:
+        return []
+
+
+async def test_a_python_stores_exception_reaches_the_cycle_in_its_own_words() -> None:
+    target = RetrieverTarget(Refusing(), PythonConfig(factory="benchd.examples.retrievers:bm25"))
+    with pytest.raises(TargetProtocolError) as caught:
+        await target.seed([{"id": "m", "content": "x"}])
+    assert str(caught.value).endswith(
+        'index() raised ValueError: missing field "embeddings" (at line 1)'
+    )
