@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "init": "write an annotated starter config",
     "validate": "check fixture files and report every problem",
     "score": "score a TREC run against qrels, trec_eval-compatible",
+    "qrels": "write a fixture's judgments as TREC qrels (graded where the fixture grades)",
     "convert": "convert a public benchmark (BEIR, LongMemEval, TREC, Cranfield) to a fixture",
     "synth": "write a deterministic synthetic corpus with near-miss distractors",
     "refstore": "serve the reference store (a Zengram-compatible memory API)",

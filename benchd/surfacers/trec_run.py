@@ -25,12 +25,13 @@ from collections.abc import Iterator
 from benchd import redact
 from benchd.result import CycleResult
 
-__all__ = ["render_trec_run", "trec_lines"]
+__all__ = ["render_trec_run", "trec_column", "trec_lines"]
 
 _SPACE = re.compile(r"\s")
 
 
-def _column(value: str) -> str:
+def trec_column(value: str) -> str:
+    """An id as one whitespace-free column (``benchd qrels`` escapes ids the same way)."""
     if not value:
         return "%00"
     return _SPACE.sub(lambda m: f"%{ord(m.group()):02X}", redact.text(value))
@@ -50,16 +51,16 @@ def _as_returned(doc: str, relevant: frozenset[str]) -> str:
 
 def trec_lines(result: CycleResult) -> Iterator[str]:
     """The run lines of ``result``'s serial pass, topic by topic in fixture order."""
-    tag = _column(result.probe)
+    tag = trec_column(result.probe)
     relevant = frozenset(doc for q in result.queries for doc in q.expected_ids)
     for query in result.queries:
         if query.error is not None:
             continue
         seen: set[str] = set()
         n = len(query.ranked_ids)
-        qid = _column(query.id)
+        qid = trec_column(query.id)
         for rank, doc in enumerate(query.ranked_ids, start=1):
-            column = _column(_as_returned(doc, relevant))
+            column = trec_column(_as_returned(doc, relevant))
             docno = column if doc not in seen else f"{column}#repeat{rank}"
             seen.add(doc)
             yield f"{qid} Q0 {docno} {rank} {n - rank + 1} {tag}"

@@ -17,7 +17,6 @@ import httpx
 import junitparser
 import pytest
 
-from benchd.fixtures import load_fixture, packaged_fixture
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
 
@@ -178,11 +177,8 @@ def test_junit_reports_a_failed_cycle_as_an_error(tmp_path: Path) -> None:
 
 
 def _qrels(path: Path) -> None:
-    fixture = load_fixture(packaged_fixture("smoke"))
-    lines = [
-        f"{q.id} 0 {doc} {grade}\n" for q in fixture.queries for doc, grade in q.relevance.items()
-    ]
-    path.write_text("".join(lines))
+    proc = benchd("qrels", "packaged:smoke", "--out", str(path))  # the fixture's judgments
+    assert proc.returncode == 0, proc.stderr
 
 
 # benchd's name for a measure -> trec_eval's
