@@ -19,12 +19,13 @@ never quoted in a message (:func:`hidden_paths`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import re
 import types
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar, get_args, get_origin
@@ -126,6 +127,12 @@ def describe(tp: Any) -> str:
     return {str: "string", int: "integer", float: "number", bool: "boolean"}.get(tp, str(tp))
 
 
+def _did_you_mean(key: object, known: Iterable[str]) -> str:
+    """`` did you mean 'interval_s'?`` for a near miss (difflib's ratio >= 0.6), else ``""``."""
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    return f" did you mean {close[0]!r}?" if close else ""
+
+
 def decode(cls: type[T], data: Any, *, file: str, path: str) -> T:
     """Build ``cls`` from a TOML table, or raise ConfigError naming ``file: path``.
 
@@ -138,7 +145,8 @@ def decode(cls: type[T], data: Any, *, file: str, path: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     known = ", ".join(sorted(fields))
     problems = [
-        f"{file}: {_join(path, key)}: unknown key; known keys here: {known}"
+        f"{file}: {_join(path, key)}: unknown key;{_did_you_mean(key, fields)} known keys here: "
+        f"{known}"
         for key in sorted(set(data) - set(fields))
     ]
     kwargs: dict[str, Any] = {}
