@@ -196,14 +196,16 @@ class Verdict:
     threshold: Threshold
     value: float | None
     breached: bool
+    note: str = ""  # how the value was taken, when not as named (a withheld percentile)
 
     def describe(self) -> str:
         t = self.threshold
         if self.value is None:
             return f"{t.name}: not measured (the cycle produced no {t.pass_} {t.measure})"
+        note = f"; {self.note}" if self.note else ""
         if self.breached:
-            return f"{t.name}: {t.measure} = {self.value:.4g}, needs {t.op} {t.bound:g}"
-        return f"{t.name}: {t.measure} = {self.value:.4g} (ok)"
+            return f"{t.name}: {t.measure} = {self.value:.4g}, needs {t.op} {t.bound:g}{note}"
+        return f"{t.name}: {t.measure} = {self.value:.4g} (ok{note})"
 
 
 

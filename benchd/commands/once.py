@@ -216,6 +216,7 @@ def _print_json(results: Sequence[CycleResult]) -> None:
         doc = result_to_json(result)
         doc["thresholds"] = [
             {"name": v.threshold.name, "value": v.value, "breached": v.breached}
+            | ({"note": v.note} if v.note else {})
             for v in result.thresholds
         ]
         probes.append(doc)
@@ -263,6 +264,10 @@ async def _handle(args: argparse.Namespace) -> int:
     breaches = [(r.probe, v) for r in scored for v in r.thresholds if v.breached]
     for probe, v in breaches:
         print(f"benchd: threshold breached: probe {probe}: {v.describe()}", file=sys.stderr)
+    for r in scored:  # a met threshold on a withheld percentile says so too
+        for v in r.thresholds:
+            if v.note and not v.breached:
+                print(f"benchd: threshold met: probe {r.probe}: {v.describe()}", file=sys.stderr)
     return exit_code(results, breached=bool(breaches), allow_degraded=args.allow_degraded)
 
 

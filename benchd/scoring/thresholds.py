@@ -13,9 +13,9 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 
 from benchd.config.thresholds import Threshold
-from benchd.result import CycleResult, LatencySummary, Verdict
+from benchd.result import MIN_SAMPLES, CycleResult, LatencySummary, Verdict
 
-__all__ = ["evaluate", "evaluate_all", "measured"]
+__all__ = ["evaluate", "evaluate_all", "measured", "withheld_note"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le,
@@ -65,11 +65,30 @@ def measured(t: Threshold, result: CycleResult) -> float | None:
     return None if result.load is None else _ratio(result.load.requests)
 
 
+def withheld_note(t: Threshold, result: CycleResult) -> str:
+    """What a latency threshold was really checked against, when its percentile is withheld.
+
+    Below :data:`~benchd.result.MIN_SAMPLES` a percentile is not published; the
+    nearest-rank value there is the maximum of the samples, so ``p99<0.2`` on 16
+    samples checks the slowest request (a pass still holds for the true p99).
+    """
+    need = MIN_SAMPLES.get(t.measure)
+    if t.family != "latency" or need is None:
+        return ""
+    summary = result.serial_latency if t.pass_ == "serial" else _load_latency(result)
+    if summary is None or not 0 < summary.count < need:
+        return ""
+    return (
+        f"{t.measure} needs >= {need} samples and the {t.pass_} pass had {summary.count}: "
+        "checked against their maximum"
+    )
+
+
 def evaluate(t: Threshold, result: CycleResult) -> Verdict:
     """Whether ``result`` meets ``t``; a measure the cycle lacks is breached."""
     value = measured(t, result)
     breached = value is None or not _OPS[t.op](value, t.bound)
-    return Verdict(t, value, breached)
+    return Verdict(t, value, breached, note=withheld_note(t, result))
 
 
 def evaluate_all(thresholds: Sequence[Threshold], result: CycleResult) -> tuple[Verdict, ...]:
