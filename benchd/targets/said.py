@@ -20,7 +20,7 @@ from benchd import redact
 from benchd.errors import TargetProtocolError
 from benchd.targets.answers import Body, loads
 
-__all__ = ["MESSAGE_CHARS", "raised", "store_message"]
+__all__ = ["MESSAGE_CHARS", "raised", "store_message", "words"]
 
 _DETAIL_BYTES = 64 * 1024  # error bodies larger than this are not searched for a message
 
@@ -55,13 +55,12 @@ def store_message(body: Body, *, credentials: bool = True) -> str:
     if not isinstance(body, bytes) or not body.strip() or len(body) > _DETAIL_BYTES:
         return ""
     try:
-        words = _SPACES.sub(" ", _words(body)).strip()
+        text = _SPACES.sub(" ", _words(body)).strip()
     except (TargetProtocolError, UnicodeDecodeError):
         return ""
     if not credentials:
-        words = _TOKEN.sub(_hidden, redact.mask(words))
-    # masked before the cut, so a key the store echoed is never left half-shown
-    return redact.text(words, MESSAGE_CHARS, one_line=True)
+        text = _TOKEN.sub(_hidden, redact.mask(text))
+    return _shown(text)
 
 
 def _hidden(match: re.Match[str]) -> str:
@@ -110,5 +109,14 @@ def _is_name(value: Any) -> bool:
 
 def raised(exc: BaseException) -> str:
     """``ValueError: missing field "embeddings"``: an in-process store's exception as words."""
-    words = _SPACES.sub(" ", f"{type(exc).__name__}: {exc}").strip()
-    return redact.text(words, MESSAGE_CHARS, one_line=True)
+    return words(f"{type(exc).__name__}: {exc}")
+
+
+def words(text: str) -> str:
+    """Any text a store said (a JSON-RPC error, a tool's message) as benchd shows it."""
+    return _shown(_SPACES.sub(" ", text).strip())
+
+
+def _shown(text: str) -> str:
+    # masked before the cut, so a key the store echoed is never left half-shown
+    return redact.text(text, MESSAGE_CHARS, one_line=True)

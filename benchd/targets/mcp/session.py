@@ -22,16 +22,15 @@ import mcp_types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from benchd import redact
 from benchd.errors import TargetError, TargetProtocolError
 from benchd.targets.mcp.wire import Message, Wire
+from benchd.targets.said import words
 
 __all__ = ["McpSession", "McpToolError", "ServerInfo", "ToolAnswer", "ToolSpec"]
 
 MAX_TOOL_PAGES = 100
 """``tools/list`` pages read at most (a server whose cursor never ends is cut there)."""
 
-_MESSAGE_CHARS = 300
 
 
 class McpToolError(TargetError):
@@ -141,7 +140,7 @@ class McpSession:
         answer = await wire.request(message, self._timeout_s)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            text = _cut(str(error.get("message", "")))
+            text = words(str(error.get("message", "")))
             raise McpToolError(
                 f"{wire.where}: {method} failed: JSON-RPC error {error.get('code')}: {text}"
             )
@@ -178,7 +177,7 @@ class McpSession:
             part.text for part in result.content if isinstance(part, mcp_types.TextContent)
         )
         if result.is_error:
-            message = _cut(" ".join(texts)) or "no message"
+            message = words(" ".join(texts)) or "no message"
             raise McpToolError(f"{wire.where}: tool {name!r} failed: {message}")
         return ToolAnswer(result.structured_content, texts)
 
@@ -214,12 +213,6 @@ def _spec(name: str, schema: Mapping[str, Any]) -> ToolSpec:
     extra = schema.get("additionalProperties")
     open_arguments = not names or extra is True or isinstance(extra, dict)
     return ToolSpec(name, names, needed, open_arguments=open_arguments)
-
-
-def _cut(text: str) -> str:
-    """A server's text as one masked line, cut to a few hundred characters."""
-    line = " ".join(redact.mask(text).split())
-    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
 
 
 def _benchd_version() -> str:
