@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,3 +64,27 @@ async def test_a_python_stores_exception_reaches_the_cycle_in_its_own_words() ->
     assert str(caught.value).endswith(
         'index() raised ValueError: missing field "embeddings" (at line 1)'
     )
+
+
+def _cpu_s(body: bytes, repeats: int = 3) -> float:
+    """The least CPU time (not wall time: other processes do not count) ``store_message`` took."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        store_message(body)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [b"<script>a" * 7000, b">" + b"<" * 60_000, b"> " + b"<a " * 20_000],
+    ids=["unclosed-scripts", "lt-flood", "open-tags"],
+)
+def test_a_hostile_error_page_costs_what_a_plain_one_does(hostile: bytes) -> None:
+    """Quadratic patterns took 3-8 s of CPU on these 60 KB pages (the event loop's time)."""
+    plain = b"<html><body><p>" + b"the index is rebuilding " * 2700 + b"</p></body></html>"
+    assert len(plain) >= len(hostile)
+    # Both are linear: tens of times the plain page's CPU at most, where the
+    # quadratic patterns took thousands of times.
+    assert _cpu_s(hostile) < 50 * max(_cpu_s(plain), 1e-3)
