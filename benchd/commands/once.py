@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from benchd import __version__, redact
-from benchd.budget import plan_budgets
+from benchd.budget import Plan, plan_budgets
 from benchd.config.load import Config, load_config, with_adopted_namespaces
 from benchd.config.thresholds import (
     Threshold,
@@ -164,6 +164,37 @@ def _progress(probe: str) -> Progress | None:
     return TerminalProgress(probe, sys.stderr) if sys.stderr.isatty() else None
 
 
+def budget_lines(plan: Plan, config_path: str) -> list[str]:
+    """One short line per API key whose budget a daemon on this config would overrun.
+
+    ``once`` runs one cycle: it says what that cycle sends and, in one clause, that
+    the schedule does not fit; ``benchd validate`` prints the whole breakdown.
+    """
+    lines = []
+    for key in plan.keys:
+        if not key.warnings:
+            continue
+        reads = sum(c.total_reads for c in key.costs.values())
+        writes = sum(c.total_writes for c in key.costs.values())
+        over = [
+            f"{need:.0f} {what}/min of {limit}"
+            for need, what, limit in (
+                (key.reads_per_min, "reads", key.budget.reads_per_min),
+                (key.writes_per_min, "writes", key.budget.writes_per_min),
+            )
+            if limit is not None and need > limit
+        ]
+        schedule = f"; on its schedule it needs {' and '.join(over)}" if over else ""
+        limits = ((reads, key.budget.reads_per_min), (writes, key.budget.writes_per_min))
+        waits = any(limit is not None and sent > limit for sent, limit in limits)
+        lines.append(
+            f"benchd: budget: this cycle sends {reads} reads, {writes} writes with "
+            f"{key.key}{' and waits on 429s' if waits else ''}{schedule} "
+            f"(benchd validate -c {config_path}: details)"
+        )
+    return lines
+
+
 async def run_probes(
     config: Config, thresholds: Sequence[Threshold] = (), *, force: bool = False
 ) -> list[CycleResult]:
@@ -177,8 +208,8 @@ async def run_probes(
     results = []
     fixtures = {p.name: load_fixture(p.fixture) for p in config.probes}
     plan = plan_budgets(config, {n: (len(f.memories), len(f.queries)) for n, f in fixtures.items()})
-    for warning in plan.warnings:
-        print(f"benchd: warning: {warning}", file=sys.stderr)
+    for line in budget_lines(plan, config.path):
+        print(line, file=sys.stderr)
     for probe in config.probes:
         runner = ProbeRunner(
             probe,
