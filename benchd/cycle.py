@@ -90,24 +90,33 @@ def _search_query(query: LabeledQuery, probe: ProbeConfig, fixture: Fixture) -> 
     )
 
 
-async def _serial_pass(target: Target, probe: ProbeConfig, fixture: Fixture) -> list[SerialAnswer]:
+async def _serial_pass(
+    target: Target, probe: ProbeConfig, fixture: Fixture, progress: Progress | None = None
+) -> list[SerialAnswer]:
     """One request at a time, in fixture order: the exact ranking baseline.
 
     A latency is the answering attempt's service time: backoff and
     ``Retry-After`` waits before a retry are counted apart, never timed.
+    ``progress`` hears ``(answered, queries)`` after each query.
     """
     answers: list[SerialAnswer] = []
     for query in fixture.queries:
-        try:
-            with service_timer() as timer:
-                ranked = await target.search(_search_query(query, probe, fixture))
-        except _FATAL as exc:
-            raise CycleFailure("serial", exc) from None
-        except TargetError as exc:
-            answers.append(SerialAnswer(None, error=exc.kind))
-            continue
-        answers.append(SerialAnswer(ranked, timer.service_s()))
+        answers.append(await _serial_answer(target, _search_query(query, probe, fixture)))
+        if progress is not None:
+            progress(len(answers), len(fixture.queries))
     return answers
+
+
+async def _serial_answer(target: Target, query: SearchQuery) -> SerialAnswer:
+    """One serial query's ranked ids and service time, or its error kind."""
+    try:
+        with service_timer() as timer:
+            ranked = await target.search(query)
+    except _FATAL as exc:
+        raise CycleFailure("serial", exc) from None
+    except TargetError as exc:
+        return SerialAnswer(None, error=exc.kind)
+    return SerialAnswer(ranked, timer.service_s())
 
 
 def make_fire(target: Target, probe: ProbeConfig, fixture: Fixture) -> Fire:
@@ -335,7 +344,9 @@ async def _run(state: _Cycle) -> None:
     )
     state.retries_before = target.retries
     state.waited_before = target.retry_wait_s
-    state.answers = await state.phase("serial", lambda: _serial_pass(target, probe, fixture))
+    state.answers = await state.phase(
+        "serial", lambda: _serial_pass(target, probe, fixture, state.progress)
+    )
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
         profile = dataclasses.replace(probe.load, max_rate=min(caps, default=None))

@@ -28,8 +28,10 @@ from typing import Protocol, runtime_checkable
 __all__ = [
     "CycleProgress",
     "Fire",
+    "PollProgress",
     "WaitListener",
     "enter_phase",
+    "report_poll",
     "report_wait",
     "waits_reported_to",
 ]
@@ -52,6 +54,19 @@ class CycleProgress(Protocol):
     def phase(self, name: str) -> None: ...
 
     def waiting(self, seconds: float, reason: str) -> None: ...
+
+
+@runtime_checkable
+class PollProgress(Protocol):
+    """A progress sink that also hears each poll of a bounded wait (time-to-searchable)."""
+
+    def polling(self, polls: int, elapsed_s: float, limit_s: float) -> None: ...
+
+
+def report_poll(progress: object, polls: int, elapsed_s: float, limit_s: float) -> None:
+    """Tell ``progress`` (if it listens) that poll ``polls`` ran, ``elapsed_s`` of ``limit_s``."""
+    if isinstance(progress, PollProgress):
+        progress.polling(polls, elapsed_s, limit_s)
 
 
 def enter_phase(progress: object, name: str) -> None:

@@ -151,13 +151,19 @@ def render_cycle(result: CycleResult) -> str:
     return "\n".join(lines)
 
 
-def render_progress(label: str, done: int, total: int, *, elapsed_s: float | None = None) -> str:
+# What a phase's counts count (the seed's and verify's are records).
+_UNITS = {"serial": "queries"}
+
+
+def render_progress(
+    label: str, done: int, total: int, *, elapsed_s: float | None = None, unit: str = "records"
+) -> str:
     """``\\rLABEL: done/total (pct%)``, with rate and ETA once ``elapsed_s`` is known."""
     pct = 100.0 * done / total if total else 100.0
     line = f"\r{label}: {done}/{total} ({pct:5.1f}%)"
     if elapsed_s is not None and elapsed_s > 0 and done > 0:
         rate = done / elapsed_s
-        line += f" {rate:.1f} records/s"
+        line += f" {rate:.1f} {unit}/s"
         if done < total:
             line += f", ETA {(total - done) / rate:.0f} s"
     return line
@@ -192,11 +198,22 @@ class TerminalProgress:
 
     def __call__(self, done: int, total: int) -> None:
         label = f"{self._probe}: {self._phase or 'seed'}"
-        text = render_progress(label, done, total, elapsed_s=self._clock() - self._since)
+        unit = _UNITS.get(self._phase, "records")
+        elapsed = self._clock() - self._since
+        text = render_progress(label, done, total, elapsed_s=elapsed, unit=unit)
         self._stream.write(text)
         self._open = done < total
         if not self._open:
             self._stream.write("\n")
+        self._stream.flush()
+
+    def polling(self, polls: int, elapsed_s: float, limit_s: float) -> None:
+        """A bounded wait's polls, rewritten in place (time-to-searchable)."""
+        self._stream.write(
+            f"\r{self._probe}: {self._phase}: poll {polls}, {elapsed_s:.1f} s "
+            f"(gives up at {limit_s:g} s)"
+        )
+        self._open = True
         self._stream.flush()
 
     def waiting(self, seconds: float, reason: str) -> None:

@@ -33,7 +33,7 @@ import anyio
 import httpx
 
 from benchd.errors import OwnershipError
-from benchd.hooks import Fire, enter_phase
+from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
 from benchd.result import SeedReport
 from benchd.targets.answers import listing_limit
@@ -122,6 +122,7 @@ class SeededStore(ABC, Generic[R]):
         self._held: set[str] = set()
         self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
         self._read_only: str | None = None  # the live holder beside which this seed measures
+        self._progress: Progress | None = None  # this seed's sink, for the searchable polls
 
     # -- hooks: the store-specific parts -------------------------------------------
 
@@ -309,8 +310,9 @@ class SeededStore(ABC, Generic[R]):
         verified, missing = len(memories), tuple[str, ...]()
         if plan.exports and plan.verifies:
             enter_phase(progress, "verify")
-            verified, missing = await self._verify(memories)
+            verified, missing = await self._verify(memories, progress)
         enter_phase(progress, "searchable")
+        self._progress = progress
         searchable = await self._searchable_after(memories, missing)
         return SeedReport(
             requested=len(memories),
@@ -561,21 +563,28 @@ class SeededStore(ABC, Generic[R]):
         await run_bounded(batches, one, limit=plan.concurrency)
         return totals[0], totals[1], totals[2]
 
-    async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
+    async def _verify(
+        self, memories: Sequence[Mapping[str, Any]], progress: Progress | None = None
+    ) -> tuple[int, tuple[str, ...]]:
         """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
 
         A record the listing does not show is read back by its id before it is
-        called missing: a store's paging can skip records it holds.
+        called missing: a store's paging can skip records it holds. ``progress``
+        hears ``(verified, records)`` after the listing and after a read-back.
         """
         listed = await self.export_namespace()
         found = self._learn(self._claimed(listed))
         missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
+        if progress is not None:
+            progress(len(memories) - len(missing), len(memories))
         if missing:
             wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
             extra = await self._read_back(wanted)
             if extra:
                 found = self._learn(self._claimed({**listed, **extra}))
                 missing = [f for f in missing if f not in found]
+                if progress is not None:
+                    progress(len(memories) - len(missing), len(memories))
         return len(memories) - len(missing), tuple(missing)
 
     def _learn(self, claimed: Mapping[str, str]) -> set[str]:
@@ -596,9 +605,13 @@ class SeededStore(ABC, Generic[R]):
         query = SearchQuery(q=content_of(probe)[:200], limit=limit)
         started = time.monotonic()
         delay = 0.02
+        polls = 0
         with anyio.move_on_after(timeout_s):
             while True:
-                if str(probe["id"]) in await self.search(query):
+                found = str(probe["id"]) in await self.search(query)
+                polls += 1
+                report_poll(self._progress, polls, time.monotonic() - started, timeout_s)
+                if found:
                     return time.monotonic() - started
                 await anyio.sleep(delay)  # polling an external system, not synchronising
                 delay = min(delay * 2, 0.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from benchd.hooks import CycleProgress
+from benchd.hooks import CycleProgress, PollProgress
 from benchd.surfacers.table import TerminalProgress, render_progress
 
 
@@ -38,3 +38,29 @@ def test_the_line_names_the_phase_shows_rate_and_eta_and_says_when_it_waits() ->
 
 def test_render_progress_without_a_clock_is_the_plain_count() -> None:
     assert render_progress("p: seed", 3, 4) == "\rp: seed: 3/4 ( 75.0%)"
+
+
+def test_verify_serial_and_searchable_show_their_counts_while_they_run() -> None:
+    out, clock = io.StringIO(), Clock()
+    progress = TerminalProgress("staging", out, clock)
+    assert isinstance(progress, PollProgress)
+    progress.phase("verify")
+    progress(36, 36)
+    progress.phase("searchable")
+    clock.now += 0.5
+    progress.polling(1, 0.5, 30.0)
+    progress.polling(2, 1.25, 30.0)
+    progress.phase("serial")
+    clock.now += 2.0
+    progress(4, 16)  # 2 queries/s: 12 more take 6 s
+    progress(16, 16)
+    assert out.getvalue() == (
+        "staging: verify\n"
+        "\rstaging: verify: 36/36 (100.0%)\n"
+        "staging: searchable\n"
+        "\rstaging: searchable: poll 1, 0.5 s (gives up at 30 s)"
+        "\rstaging: searchable: poll 2, 1.2 s (gives up at 30 s)\n"
+        "staging: serial\n"
+        "\rstaging: serial: 4/16 ( 25.0%) 2.0 queries/s, ETA 6 s"
+        "\rstaging: serial: 16/16 (100.0%) 8.0 queries/s\n"
+    )

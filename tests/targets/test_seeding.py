@@ -153,8 +153,29 @@ async def test_progress_counts_each_batch_once_up_to_the_total_then_verify_and_s
 ) -> None:
     progress = Recorder()
     await seeded(target(store, seed_batch=3, seed_concurrency=1), MEMORIES, progress=progress)
-    assert progress.counts == [(3, 7), (6, 7), (7, 7)]
+    assert progress.counts == [(3, 7), (6, 7), (7, 7), (7, 7)]  # the seed's, then verify's
     assert progress.phases == ["verify", "searchable"]
+
+
+class PollRecorder(Recorder):
+    """A Recorder that also hears each time-to-searchable poll (a PollProgress)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polls: list[tuple[str, int, float]] = []
+
+    def polling(self, polls: int, elapsed_s: float, limit_s: float) -> None:
+        self.polls.append((self.phases[-1], polls, limit_s))
+
+
+async def test_searchable_reports_each_poll_with_its_bound(
+    store: RunningRefStore, seen: Seen
+) -> None:
+    progress = PollRecorder()
+    await seeded(target(store, searchable_timeout_s=7.0), MEMORIES, progress=progress)
+    assert progress.polls  # the refstore indexes at once: the first poll finds it
+    assert [n for _, n, _ in progress.polls] == list(range(1, len(progress.polls) + 1))
+    assert {(phase, limit) for phase, _, limit in progress.polls} == {("searchable", 7.0)}
 
 
 async def test_progress_counts_only_what_is_sent(store: RunningRefStore, seen: Seen) -> None:
@@ -162,7 +183,7 @@ async def test_progress_counts_only_what_is_sent(store: RunningRefStore, seen: S
     changed = [{**MEMORIES[0], "content": "Seeding record 0, rewritten."}, *MEMORIES[1:]]
     progress = Recorder()
     await seeded(target(store, cleanup="never"), changed, progress=progress)
-    assert progress.counts == [(1, 1)]
+    assert progress.counts == [(1, 1), (7, 7)]  # one record sent; all seven verified
 
 
 async def test_verify_names_a_record_the_store_did_not_keep(
