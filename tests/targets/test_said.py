@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchd import redact
 from benchd.errors import TargetProtocolError
@@ -88,3 +91,48 @@ def test_a_hostile_error_page_costs_what_a_plain_one_does(hostile: bytes) -> Non
     # Both are linear: tens of times the plain page's CPU at most, where the
     # quadratic patterns took thousands of times.
     assert _cpu_s(hostile) < 50 * max(_cpu_s(plain), 1e-3)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(
+        st.sampled_from(["error", "message", "detail", "msg", "loc", "type", "status", "x"]),
+        inner,
+        max_size=4,
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.one_of(st.binary(max_size=400), _JSON.map(lambda v: json.dumps(v).encode())))
+def test_any_body_gives_one_bounded_line(body: bytes) -> None:
+    for said in (store_message(body), store_message(body, credentials=False)):
+        assert len(said) <= MESSAGE_CHARS
+        assert "\n" not in said and "\r" not in said and "\x00" not in said
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    around=st.text(max_size=400),
+    key=st.sampled_from(["error", "message", "detail", "reason"]),
+    shape=st.sampled_from(["flat", "nested", "list", "text"]),
+)
+def test_a_registered_secret_never_shows_whatever_surrounds_it(
+    around: str, key: str, shape: str
+) -> None:
+    redact.register_secret(SECRET)
+    try:
+        words = around + SECRET + around
+        doc: object = {
+            "flat": {key: words},
+            "nested": {"error": {"type": "bad_request", key: words}},
+            "list": {"detail": [{"loc": ["body"], "msg": words}]},
+            "text": words,
+        }[shape]
+        body = words.encode() if shape == "text" else json.dumps(doc).encode()
+        said = store_message(body)
+        assert SECRET not in said and SECRET[:16] not in said and SECRET[-16:] not in said
+    finally:
+        redact.clear_secrets()
