@@ -95,9 +95,22 @@ def test_dashboard_covers_what_operators_need() -> None:
     ):
         assert needed in exprs, needed
     assert re.search(r"histogram_quantile\(0\.99, sum by \([^)]*\ble\b", exprs)
-    annotation_exprs = " ".join(a["expr"] for a in _annotations())
-    assert "benchd_drift_detected" in annotation_exprs
-    assert "benchd_probe_info" in annotation_exprs and "model" in annotation_exprs
+    assert "benchd_last_cycle_degraded" in exprs and "benchd_cycle_degraded_total" in exprs
+    annotations = {a["name"]: a["expr"] for a in _annotations()}
+    assert "benchd_drift_detected" in annotations["Drift detected"]
+    # keyed on the label-free signal: the real server's /health carries no model label
+    assert "benchd_drift_model_changed" in annotations["Model change"]
+    assert "benchd_probe_info" not in annotations["Model change"]
+
+
+def test_the_first_row_shows_drift_and_model_change_per_probe() -> None:
+    first = [p for p in _panels() if p["gridPos"]["y"] == 1]
+    exprs = {p["title"]: p["targets"][0]["expr"] for p in first}
+    drift = next(e for e in exprs.values() if "benchd_drift_detected" in e)
+    changed = next(e for e in exprs.values() if "benchd_drift_model_changed" in e)
+    for expr in (drift, changed):
+        assert expr.startswith("max by (probe) (")  # one value per probe
+    assert sum(p["gridPos"]["w"] for p in first) == 24  # one row, no overlap
 
 
 def test_provisioning_points_grafana_at_the_dashboard_and_prometheus() -> None:
@@ -185,6 +198,45 @@ def test_the_thresholds_panel_counts_breaches_and_reads_zero_without_thresholds(
     for probe, count in (("staging", 1), ("calm", 0), ("bare", 0)):
         lines += [f"          - labels: '{{probe=\"{probe}\"}}'", f"            value: {count}"]
     unit = tmp_path / "panel_test.yml"
+    unit.write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        [require_tool("promtool"), "test", "rules", unit.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.promtool
+def test_the_drift_and_model_change_stats_say_not_compared_no_and_yes(tmp_path: Path) -> None:
+    """The first row's stats through promtool: drifted, clean, and never compared (-1)."""
+    series = {
+        'benchd_up{probe="drifted"}': "1x5",
+        'benchd_up{probe="clean"}': "1x5",
+        'benchd_up{probe="fresh"}': "1x5",
+        'benchd_drift_detected{probe="drifted",metric="recall",k="10"}': "1x5",
+        'benchd_drift_detected{probe="drifted",metric="ndcg",k="10"}': "0x5",
+        'benchd_drift_detected{probe="clean",metric="recall",k="10"}': "0x5",
+        'benchd_drift_model_changed{probe="drifted"}': "1x5",
+        'benchd_drift_model_changed{probe="clean"}': "0x5",
+    }
+    expected = {"drifted": 1, "clean": 0, "fresh": -1}
+    lines = ["rule_files: []", "evaluation_interval: 1m", "tests:", "  - interval: 1m",
+             "    input_series:"]  # fmt: skip
+    for name, values in series.items():
+        lines += [f"      - series: {json.dumps(name)}", f"        values: {json.dumps(values)}"]
+    lines.append("    promql_expr_test:")
+    first = [p for p in _panels() if p["gridPos"]["y"] == 1]
+    stats = [p for p in first if "benchd_drift_" in p["targets"][0]["expr"]]
+    assert len(stats) == 2
+    for panel in stats:
+        expr = panel["targets"][0]["expr"].replace("$probe", ".*")
+        lines += [f"      - expr: {json.dumps(expr)}", "        eval_time: 2m",
+                  "        exp_samples:"]  # fmt: skip
+        for probe, value in expected.items():
+            lines += [f"          - labels: '{{probe=\"{probe}\"}}'", f"            value: {value}"]
+        mapped = panel["fieldConfig"]["defaults"]["mappings"][0]["options"]
+        assert set(mapped) == {"-1", "0", "1"}, panel["title"]  # each value has words
+    unit = tmp_path / "stats_test.yml"
     unit.write_text("\n".join(lines) + "\n")
     result = subprocess.run(
         [require_tool("promtool"), "test", "rules", unit.name],
