@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import pairwise
 
 __all__ = ["MARKER_COLORS", "Marker", "Series", "line_chart", "outcome_chart"]
 
@@ -297,7 +298,9 @@ def outcome_chart(
         return _svg("outcome", title, H, '<text x="60" y="90">no cycles yet</text>')
     t0, t1 = _time_range([c[0] for c in cycles] + [c[1] for c in cycles])
     frame = _Frame(t0, t1, 0.0, 1.0, plot_bottom)
-    width = max((W - _L - _R) / max(len(cycles), 1) - 2, 2.0)
+    mids = sorted(frame.x((start + end) / 2) for start, end, *_ in cycles)
+    gaps = [b - a for a, b in pairwise(mids) if b > a]
+    width = max(min([(W - _L - _R) / max(len(cycles), 1), *gaps]) - 2, 2.0)  # never overlap
     bars = []
     for start, end, outcome, tip in cycles:
         x = max(frame.x((start + end) / 2) - width / 2, _L)
