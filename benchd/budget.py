@@ -216,16 +216,18 @@ def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
     """Plan every key of ``config``; ``sizes`` gives each probe's (memories, queries).
 
     Raises :class:`~benchd.errors.ConfigError` when probes sharing a key
-    declare different budgets.
+    declare different budgets (``unlimited`` beside limits included). A key
+    without limits is not planned.
     """
     groups: dict[str, list[ProbeConfig]] = {}
     for probe in config.probes:
         key = key_of(probe)
-        if key is not None and probe.name in sizes and budget_of(probe) is not None:
+        if key is not None and probe.name in sizes:
             groups.setdefault(key, []).append(probe)
     keys = tuple(
         _plan_key(config.path, key.partition("\x00")[0], probes, sizes)
         for key, probes in groups.items()
+        if _same_budget(config.path, key.partition("\x00")[0], probes) is not None
     )
     rates = {name: rate for key in keys for name, rate in _shares(key).items()}
     return Plan(keys, rates)
@@ -239,21 +241,27 @@ def _shares(key: KeyPlan) -> dict[str, float]:
 def _plan_key(
     file: str, key: str, probes: Sequence[ProbeConfig], sizes: Mapping[str, tuple[int, int]]
 ) -> KeyPlan:
-    budget = budget_of(probes[0])
-    assert budget is not None  # plan_budgets groups limited probes only
-    for other in probes[1:]:
-        if budget_of(other) != budget:
-            raise ConfigError(
-                f"{file}: probe {other.name!r} has [probe.budget] {_show(other)} but "
-                f"probe {probes[0].name!r}, which shares its {key}, has {budget.show()}; "
-                "a budget belongs to the key: declare the same one in both"
-            )
+    budget = _same_budget(file, key, probes)
+    assert budget is not None  # plan_budgets plans limited keys only
     rate = _read_share(budget, len(probes))
     costs = {p.name: cycle_cost(p, *sizes[p.name], read_rate=rate) for p in probes}
     reads = budget.replicas * sum(costs[p.name].total_reads * 60.0 / p.interval_s for p in probes)
     writes = budget.replicas * sum(costs[p.name].total_writes * 60.0 / p.interval_s for p in probes)
     plan = KeyPlan(key, budget, tuple(p.name for p in probes), costs, reads, writes, ())
     return KeyPlan(**{**_fields(plan), "warnings": tuple(_warnings(plan, probes, sizes))})
+
+
+def _same_budget(file: str, key: str, probes: Sequence[ProbeConfig]) -> Budget | None:
+    """The one budget the probes on ``key`` have (None: no limits), or a ConfigError."""
+    budget = budget_of(probes[0])
+    for other in probes[1:]:
+        if budget_of(other) != budget:
+            raise ConfigError(
+                f"{file}: probe {other.name!r} has [probe.budget] {_show(other)} but "
+                f"probe {probes[0].name!r}, which shares its {key}, has {_show(probes[0])}; "
+                "a budget belongs to the key: declare the same one in both"
+            )
+    return budget
 
 
 def _fields(plan: KeyPlan) -> dict[str, Any]:

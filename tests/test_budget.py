@@ -211,3 +211,15 @@ def test_unlimited_beside_declared_limits_is_a_config_error(tmp_path: Path) -> N
         parse_config(doc, file="t.toml", base=tmp_path)
     (problem,) = caught.value.problems
     assert problem.startswith("t.toml: probe[0].budget: unlimited = true says the store")
+
+
+def test_unlimited_beside_limits_on_one_key_is_a_config_error() -> None:
+    limited = probe("a", key="k-1")
+    unlimited = dataclasses.replace(probe("b", key="k-1"), budget=BudgetSettings(unlimited=True))
+    with pytest.raises(ConfigError) as caught:
+        plan_budgets(config(limited, unlimited), {"a": SMOKE, "b": SMOKE})
+    (problem,) = caught.value.problems
+    assert "probe 'b' has [probe.budget] unlimited = true but probe 'a'" in problem
+    assert "reads_per_min = 120, writes_per_min = 60, replicas = 1" in problem
+    both = dataclasses.replace(limited, budget=BudgetSettings(unlimited=True))
+    assert plan_budgets(config(both, unlimited), {"a": SMOKE, "b": SMOKE}).keys == ()
