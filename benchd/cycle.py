@@ -24,7 +24,7 @@ import anyio.to_thread
 from benchd.config.load import ProbeConfig
 from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
-from benchd.hooks import CycleProgress, enter_phase, waits_reported_to
+from benchd.hooks import CycleProgress, WaitClock, enter_phase, waits_reported_to
 from benchd.load import Fire, LoadProfile, LoadRun, run_load
 from benchd.result import (
     CycleOutcome,
@@ -216,7 +216,8 @@ class _Cycle:
     current_since: float = field(default_factory=time.perf_counter)
     retries_before: int | None = None  # the target's count when seeding ended
     waited_before: float | None = None  # the target's retry_wait_s when seeding ended
-    waited: float = 0.0  # seconds slept on 429 Retry-After (target retries, load pauses)
+    # wall time spent waiting on 429 Retry-After (target retries, load pauses), as it passed
+    waits: WaitClock = field(default_factory=WaitClock)
     info: TargetInfo | None = None
     seed: SeedReport | None = None
     answers: list[SerialAnswer] = field(default_factory=list)
@@ -245,8 +246,7 @@ class _Cycle:
         return now - self.retries_before
 
     def on_wait(self, seconds: float, reason: str) -> None:
-        """A wait the store imposed (see :mod:`benchd.hooks`): count it, show it."""
-        self.waited += seconds
+        """A wait the store imposed (see :mod:`benchd.hooks`): show it (``waits`` counts it)."""
         if isinstance(self.progress, CycleProgress):
             self.progress.waiting(seconds, reason)
 
@@ -268,7 +268,7 @@ class _Cycle:
     def timed_out(self) -> CycleResult:
         """The timeout result: which phase, for how long, how much of it waiting on 429s."""
         in_phase = time.perf_counter() - self.current_since  # phase() has timed it already
-        waited = self.waited
+        waited = self.waits.total()  # wall time, concurrent waits once, none before it passed
         message = (
             f"cycle did not finish within timeout_s={self.probe.timeout_s:g}: still in phase "
             f"{self.current!r} after {in_phase:.1f} s"
@@ -325,7 +325,7 @@ async def run_cycle(
     raises for store failures.
     """
     state = _Cycle(probe, fixture, target, progress, cycle, read_rate)
-    with waits_reported_to(state.on_wait), anyio.move_on_after(probe.timeout_s):
+    with waits_reported_to(state.on_wait, state.waits), anyio.move_on_after(probe.timeout_s):
         try:
             await _run(state)
         except CycleFailure as failure:

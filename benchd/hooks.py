@@ -15,11 +15,16 @@ verify, searchable, serial, load, cleanup) and every wait on a 429's
 on the store's say-so (the HTTP client's retries, the load engine's pauses)
 through :func:`report_wait`, which reaches the listener the cycle installed
 for its task with :func:`waits_reported_to`; no code path needs the sink
-passed down to it.
+passed down to it. How long the cycle *actually* waited is a
+:class:`WaitClock` the cycle installs beside the listener: every wait is a
+window of wall time (:func:`waited_window`), cut short when the wait ends
+early, and concurrent windows overlap, so four requests waiting the same
+30 s count 30 s, and a pause the pass never sat out counts nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,10 +34,12 @@ __all__ = [
     "CycleProgress",
     "Fire",
     "PollProgress",
+    "WaitClock",
     "WaitListener",
     "enter_phase",
     "report_poll",
     "report_wait",
+    "waited_window",
     "waits_reported_to",
 ]
 
@@ -43,6 +50,43 @@ WaitListener = Callable[[float, str], None]
 """Called as ``listener(seconds, reason)`` just before benchd sleeps on a store's say-so."""
 
 _LISTENER: ContextVar[WaitListener | None] = ContextVar("benchd_wait_listener", default=None)
+
+
+class WaitClock:
+    """Wall time covered by waits: the union of their windows, up to now.
+
+    A window may end in the future (a pause announced for its whole
+    ``Retry-After``); only the part already past counts, and :meth:`cut`
+    ends it early when the wait did (the sleeper woke, the pass ended).
+    """
+
+    def __init__(self) -> None:
+        self._windows: list[list[float]] = []
+
+    def open(self, start: float, until: float) -> list[float]:
+        """Add the window ``[start, until]`` (``time.monotonic()`` seconds); its handle."""
+        window = [start, max(start, until)]
+        self._windows.append(window)
+        return window
+
+    @staticmethod
+    def cut(window: list[float], at: float) -> None:
+        """End ``window`` at ``at`` if it would run on past it."""
+        window[1] = max(window[0], min(window[1], at))
+
+    def total(self, now: float | None = None) -> float:
+        """Seconds of the union of every window, counted up to ``now``."""
+        upto = time.monotonic() if now is None else now
+        spans = sorted((a, min(b, upto)) for a, b in self._windows if a < upto)
+        covered, reach = 0.0, float("-inf")
+        for start, end in spans:
+            if end > reach:
+                covered += end - max(start, reach)
+                reach = end
+        return covered
+
+
+_CLOCK: ContextVar[WaitClock | None] = ContextVar("benchd_wait_clock", default=None)
 
 
 @runtime_checkable
@@ -82,11 +126,25 @@ def report_wait(seconds: float, reason: str) -> None:
         listener(seconds, reason)
 
 
+def waited_window(seconds: float) -> list[float] | None:
+    """A wait of ``seconds`` starts now: its window on the cycle's clock (None: no clock).
+
+    Cut it with :meth:`WaitClock.cut` when the wait ends early.
+    """
+    clock = _CLOCK.get()
+    if clock is None:
+        return None
+    now = time.monotonic()
+    return clock.open(now, now + max(0.0, seconds))
+
+
 @contextmanager
-def waits_reported_to(listener: WaitListener) -> Iterator[None]:
-    """Within the block (and tasks started in it), waits go to ``listener``."""
+def waits_reported_to(listener: WaitListener, clock: WaitClock | None = None) -> Iterator[None]:
+    """Within the block (and tasks started in it), waits go to ``listener`` and ``clock``."""
     token = _LISTENER.set(listener)
+    clock_token = _CLOCK.set(clock)
     try:
         yield
     finally:
+        _CLOCK.reset(clock_token)
         _LISTENER.reset(token)

@@ -44,7 +44,7 @@ import anyio.to_thread
 
 from benchd.config.profiles import LoadMode, LoadProfile
 from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
-from benchd.hooks import Fire, report_wait
+from benchd.hooks import Fire, WaitClock, report_wait, waited_window
 from benchd.result import LoadResult
 from benchd.scoring.latency import summarize
 
@@ -245,7 +245,7 @@ class _Recorder:
             dropped=self.dropped,
             warmup_requests=self.warmup,
             rate_limited=gate.rate_limited,
-            paused_s=gate.paused_s,
+            paused_s=gate.close(),
             max_rate=profile.max_rate,
         )
 
@@ -264,7 +264,9 @@ class _Gate:
     max_limited_ratio: float
     next_send: float = 0.0
     paused_until: float = 0.0
-    paused_s: float = 0.0
+    pause_from: float = 0.0  # perf_counter() at which the latest pause began
+    paused_s: float = 0.0  # the pauses before it (see paused_by)
+    window: list[float] | None = None  # the latest pause on the cycle's wait clock
     sent: int = 0
     limited: int = 0
     rate_limited: bool = False
@@ -282,6 +284,21 @@ class _Gate:
         self.next_send = at + self.pace_s
         return at
 
+    def paused_by(self, end: float) -> float:
+        """Seconds the pass actually sat paused up to ``end`` (its end, ``perf_counter()``).
+
+        A pause is counted as it passes, never when its 429 arrives: one that
+        outlasts the pass counts only until the pass ended. Overlapping
+        pauses (concurrent 429s) count once.
+        """
+        return self.paused_s + max(0.0, min(self.paused_until, end) - self.pause_from)
+
+    def close(self) -> float:
+        """The pass is over: end its last pause on the cycle's clock; seconds paused."""
+        if self.window is not None:
+            WaitClock.cut(self.window, time.monotonic())
+        return self.paused_by(time.perf_counter())
+
     def answered(self, code: int, retry_after_s: float | None) -> None:
         """Count one answer; a 429 pauses sending, or stops the pass (see module docs)."""
         self.sent += 1
@@ -295,7 +312,12 @@ class _Gate:
         until = now + retry_after_s
         if until > self.paused_until:
             added = until - max(now, self.paused_until)
-            self.paused_s += added
+            if now >= self.paused_until:  # a new pause: the one before it is over
+                self.paused_s += self.paused_until - self.pause_from
+                self.pause_from = now
+                self.window = waited_window(retry_after_s)
+            elif self.window is not None:
+                self.window[1] += added  # the pause goes on longer
             self.paused_until = until
             report_wait(added, "429 Retry-After (load pass paused)")
         if until >= self.stop_at or self.limited > self.max_limited_ratio * max(

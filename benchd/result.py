@@ -100,7 +100,7 @@ class SeedReport:
 
     requested: int
     imported: int
-    skipped: int
+    skipped: int  # the store deduplicated them (same content, namespace and type stored)
     errors: int
     verified: int = 0
     missing: tuple[str, ...] = ()
@@ -111,6 +111,8 @@ class SeedReport:
     # Set when the namespace is leased by another live benchd: the corpus was
     # verified and queried read-only (nothing written or deleted); names the holder.
     read_only_beside: str | None = None
+    # Not sent at all: the namespace already held them unchanged (cleanup "never"/"after").
+    unchanged: int = 0
 
 
 @dataclass(frozen=True, slots=True)

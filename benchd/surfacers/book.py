@@ -144,7 +144,7 @@ class ProbeState:
     dropped: int
     relevant_found: Mapping[int, int]  # k -> found in top k
     relevant_expected: int
-    seed_records: Mapping[str, int]  # imported / skipped / errors
+    seed_records: Mapping[str, int]  # imported / skipped / unchanged / errors
     seed_retries: int
     request_retries: int  # search/cleanup requests retried
     request_retry_wait_s: float  # seconds waited before those retries
@@ -323,7 +323,14 @@ def _accumulate(
     base = previous if previous is not None else _initial(result, buckets)
     seed = result.seed
     seed_counts = (
-        {"imported": seed.imported, "skipped": seed.skipped, "errors": seed.errors} if seed else {}
+        {
+            "imported": seed.imported,
+            "skipped": seed.skipped,
+            "unchanged": seed.unchanged,
+            "errors": seed.errors,
+        }
+        if seed
+        else {}
     )
     model = result.info.model if result.info is not None and result.info.model else base.model
     load = result.load
@@ -367,7 +374,7 @@ def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
         dropped=0,
         relevant_found=dict.fromkeys(result.ks, 0),
         relevant_expected=0,
-        seed_records=dict.fromkeys(("imported", "skipped", "errors"), 0),
+        seed_records=dict.fromkeys(("imported", "skipped", "unchanged", "errors"), 0),
         seed_retries=0,
         request_retries=0,
         request_retry_wait_s=0.0,

@@ -119,6 +119,7 @@ def cycle_event(result: CycleResult) -> dict[str, Any]:
             event.update(_latency_fields("corrected", load.corrected))
     if result.seed is not None:
         event["seed_imported"], event["seed_skipped"] = result.seed.imported, result.seed.skipped
+        event["seed_unchanged"] = result.seed.unchanged
     if result.errors:
         event["errors"] = dict(result.errors)
     if result.degraded_reasons:

@@ -295,6 +295,7 @@ def _seeding(states: list[ProbeState]) -> Iterator[Metric]:
             ("requested", seed.requested),
             ("imported", seed.imported),
             ("skipped", seed.skipped),
+            ("unchanged", seed.unchanged),
             ("errors", seed.errors),
             ("verified", seed.verified),
             ("missing", len(seed.missing)),

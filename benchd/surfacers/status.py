@@ -291,6 +291,7 @@ def _seed(seed: SeedReport) -> dict[str, Any]:
         "requested": seed.requested,
         "imported": seed.imported,
         "skipped": seed.skipped,
+        "unchanged": seed.unchanged,
         "errors": seed.errors,
         "verified": seed.verified,
         "missing": list(seed.missing),

@@ -97,8 +97,8 @@ def _header(result: CycleResult) -> list[str]:
         searchable = "-" if s.searchable_after_s is None else f"{s.searchable_after_s:.3f}s"
         lines.append(
             f"  seed: requested={s.requested} imported={s.imported} skipped={s.skipped} "
-            f"errors={s.errors} verified={s.verified} missing={len(s.missing)} "
-            f"retries={s.retries} searchable_after={searchable}"
+            f"unchanged={s.unchanged} errors={s.errors} verified={s.verified} "
+            f"missing={len(s.missing)} retries={s.retries} searchable_after={searchable}"
         )
     return lines
 

@@ -51,7 +51,7 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.hooks import report_wait
+from benchd.hooks import WaitClock, report_wait, waited_window
 from benchd.targets.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater
 from benchd.targets.base import note_service_time
 from benchd.targets.said import store_message
@@ -298,12 +298,28 @@ class RetryingClient:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None or (isinstance(exc, TargetTimeout) and not retry_timeouts):
                     raise
+                window = None
                 if isinstance(exc, TargetHTTPError) and exc.status == 429:
                     report_wait(delay, "429 Retry-After")  # the cycle's progress line shows it
+                    window = waited_window(delay)  # on the cycle's clock, as it passes
             attempt += 1
             self.retries += 1
-            self.retry_wait_s += delay
+            await self._sleep(delay, window)
+
+    async def _sleep(self, delay: float, window: list[float] | None) -> None:
+        """Sleep before a retry; count the time slept (at most ``delay``), never more.
+
+        A sleep cut short (the cycle cancelled) counts what it slept, and its
+        window on the cycle's clock ends there too.
+        """
+        started = time.monotonic()
+        try:
             await anyio.sleep(delay)
+        finally:
+            ended = time.monotonic()
+            self.retry_wait_s += min(delay, ended - started)
+            if window is not None:
+                WaitClock.cut(window, ended)
 
     async def _send(
         self, method: str, path: str, where: str, deadline_s: float | None, **kwargs: Any

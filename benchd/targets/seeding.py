@@ -299,14 +299,14 @@ class SeededStore(ABC, Generic[R]):
             await self._migrate(plan, existing)
         if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(plan, existing)
-        counts = (0, 0, 0)
+        counts, unchanged = (0, 0, 0), 0
         if plan.writes and self._read_only is None:
             # What the store would skip as a duplicate is not sent at all: against a
             # per-key write budget a steady-state cycle then costs no writes.
             keep = frozenset() if plan.cleanup == "before" else self._unchanged(existing, memories)
             to_write = [m for m in memories if str(m["id"]) not in keep]
-            imported, skipped, errors = await self._import_all(plan, to_write, progress)
-            counts = (imported, skipped + len(keep), errors)
+            counts = await self._import_all(plan, to_write, progress)
+            unchanged = len(keep)
         verified, missing = len(memories), tuple[str, ...]()
         if plan.exports and plan.verifies:
             enter_phase(progress, "verify")
@@ -326,6 +326,7 @@ class SeededStore(ABC, Generic[R]):
             searchable_after_s=searchable,
             adopted=adopted,
             read_only_beside=self._read_only,
+            unchanged=unchanged,
         )
 
     async def cleanup(self, ids: Sequence[str]) -> int:

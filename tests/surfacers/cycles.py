@@ -114,8 +114,9 @@ def make_result(
         info=TargetInfo(kind="zengram", endpoint=endpoint, model=model, version="4.3"),
         seed=SeedReport(
             requested=34,
-            imported=30,
-            skipped=4,
+            imported=28,
+            skipped=4,  # sent, deduplicated by the store
+            unchanged=2,  # not sent: stored unchanged
             errors=0,
             verified=33,
             missing=("m7",),

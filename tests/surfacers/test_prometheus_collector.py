@@ -207,6 +207,10 @@ def test_request_and_seed_counters_mirror_the_results() -> None:
     assert value(series, "benchd_requests_late_total", probe="alpha") == 2 * result.load.late
     got = value(series, "benchd_seed_records_total", probe="alpha", status="skipped")
     assert got == 2 * result.seed.skipped
+    got = value(series, "benchd_seed_records_total", probe="alpha", status="unchanged")
+    assert got == 2 * result.seed.unchanged == 4  # apart from skipped: never sent
+    got = value(series, "benchd_seed_last_records", probe="alpha", status="unchanged")
+    assert got == result.seed.unchanged
     got = value(series, "benchd_seed_last_records", probe="alpha", status="missing")
     assert got == len(result.seed.missing)
     for k, found in result.relevant_found.items():

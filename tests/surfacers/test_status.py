@@ -52,7 +52,7 @@ def test_result_json_has_the_documented_schema() -> None:
     doc = result_to_json(result)
     assert set(doc) == TOP_LEVEL
     assert set(doc["seed"]) >= {
-        "requested", "imported", "skipped", "errors", "verified", "missing", "retries",
+        "requested", "imported", "skipped", "unchanged", "errors", "verified", "missing", "retries",
         "searchable_after_s",
     }  # fmt: skip
     assert set(doc["latency"]) == {"service", "corrected", "serial"}

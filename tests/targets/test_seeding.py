@@ -221,7 +221,7 @@ async def test_an_unchanged_corpus_is_not_sent_again(store: RunningRefStore, see
     seen.imports.clear()
     again = await seeded(target(store, cleanup="never"), MEMORIES)
     assert seen.imports == [] and seen.sentinels == 1  # no import request at all
-    assert (again.imported, again.skipped, again.errors) == (0, 7, 0)
+    assert (again.imported, again.skipped, again.unchanged, again.errors) == (0, 0, 7, 0)
     assert (again.verified, again.missing) == (7, ())
 
 
@@ -243,7 +243,7 @@ async def test_only_changed_or_vanished_records_are_sent_again(
     assert seen.contents() == sorted(
         ["Seeding record 0, rewritten.", MEMORIES[1]["content"], MEMORIES[2]["content"]]
     )
-    assert (report.imported, report.skipped, report.errors) == (3, 4, 0)
+    assert (report.imported, report.skipped, report.unchanged, report.errors) == (3, 0, 4, 0)
     assert report.missing == ()
 
 

@@ -76,7 +76,7 @@ async def test_reseeding_an_unchanged_corpus_is_skipped_not_duplicated(store: An
     try:
         await t.seed(MEMORIES)
         again = await t.seed(MEMORIES)
-        assert (again.imported, again.skipped) == (0, 3)
+        assert (again.imported, again.skipped, again.unchanged) == (0, 0, 3)  # none sent
         records = await export_all(store.url, "benchd-eval")
         assert sorted(r["id"] for r in records) == sorted(
             [owned_id("benchd-eval", m["id"]) for m in MEMORIES] + [sentinel_id("benchd-eval")]
@@ -239,7 +239,7 @@ async def test_an_unchanged_corpus_costs_no_writes_on_reseed() -> None:
         try:
             await t.seed(MEMORIES)
             again = await t.seed(MEMORIES)
-            assert (again.imported, again.skipped, again.errors) == (0, 3, 0)
+            assert (again.imported, again.unchanged, again.errors) == (0, 3, 0)
             assert again.retries == 0
             changed = [{**MEMORIES[0], "content": "The staging database moved to port 6543."}]
             with pytest.raises(TargetHTTPError) as err:  # a changed record is written
