@@ -3,7 +3,8 @@
 Every import counts wherever it is written: at the top, inside a function
 (a lazy import is still a dependency), under ``if TYPE_CHECKING:`` (a type
 names the layer it comes from), and ``importlib.import_module("pkg.mod")``
-with a literal name (a registry loaded by name is an edge too).
+or ``__import__("pkg.mod")`` with a literal name (a registry loaded by name
+is an edge too; ``import_module(".mod", "pkg")`` is resolved).
 ``from pkg import name`` is an edge to ``pkg.name`` when that is a module
 of the package, else to ``pkg``. No dependency beyond the standard library,
 so the check runs wherever the tests run (tests/test_layering.py).
@@ -88,16 +89,20 @@ def _targets(node: ast.AST, module: str, is_package: bool, known: set[str]) -> I
         for alias in node.names:
             sub = f"{base}.{alias.name}"
             yield sub if sub in known else base
-    elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
-        first = node.args[0]
-        if isinstance(first, ast.Constant) and isinstance(first.value, str):
-            yield first.value
+    elif isinstance(node, ast.Call) and _is_import_call(node.func):
+        names = [a.value for a in node.args[:2] if isinstance(a, ast.Constant)]
+        if names and isinstance(names[0], str):
+            name = names[0]
+            if name.startswith(".") and len(names) == 2 and isinstance(names[1], str):
+                name = names[1] + name if name != "." else names[1]  # import_module(".x", "pkg")
+            yield name
 
 
-def _is_import_module(func: ast.expr) -> bool:
+def _is_import_call(func: ast.expr) -> bool:
+    """``importlib.import_module(...)``, ``import_module(...)`` or ``__import__(...)``."""
     if isinstance(func, ast.Attribute):
         return func.attr == "import_module"
-    return isinstance(func, ast.Name) and func.id == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
 def import_graph(root: Path, package: str) -> list[Edge]:

@@ -131,6 +131,18 @@ def test_a_clean_package_has_no_violations(tmp_path: Path) -> None:
             "pkg.config.load",
             "pkg.targets",
         ),
+        (
+            "config/load.py",
+            "def f():\n    return __import__('pkg.targets.zengram')\n",
+            "pkg.config.load",
+            "pkg.targets.zengram",
+        ),
+        (
+            "config/load.py",
+            "from importlib import import_module\nimport_module('.zengram', 'pkg.targets')\n",
+            "pkg.config.load",
+            "pkg.targets.zengram",
+        ),
         ("targets/zengram.py", "from ..cycle import Fire\n", "pkg.targets.zengram", "pkg.cycle"),
         ("targets/__init__.py", "from .. import cycle\n", "pkg.targets", "pkg.cycle"),
     ],
