@@ -78,8 +78,9 @@ def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, ProbeTarget]:
     startup, ``validate`` or reload error, never an exception inside a cycle.
     """
     baseline = load_baseline(probe.baseline) if probe.baseline else None
-    tracker = DriftTracker(probe.name, probe.drift, baseline)
     target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    owned_keys = target.capabilities.owned_keys
+    tracker = DriftTracker(probe.name, probe.drift, baseline, owned_keys=owned_keys)
     return tracker, target
 
 

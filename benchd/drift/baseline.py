@@ -27,6 +27,7 @@ still load)::
     benchd_version = "0.1.0"
     ks = [1, 5, 10]
     repeats = 3
+    key_scheme = "namespaced"   # absent: pinned before benchd namespaced facts' keys
 
     [aggregate]
     "recall@10" = 0.83
@@ -65,6 +66,7 @@ from benchd.result import CycleResult, scores_of
 
 __all__ = [
     "BASELINE_FORMAT",
+    "KEY_SCHEME",
     "Baseline",
     "BaselineQuery",
     "baseline_from_probe_json",
@@ -79,6 +81,13 @@ __all__ = [
 ]
 
 BASELINE_FORMAT = 1
+
+
+KEY_SCHEME = "namespaced"
+"""Facts' ``key`` and statuses' ``subject`` are written as ``benchd:<namespace>:...`` (#20).
+
+A store that ranks on them (the reference store's tag scorer) ranks a corpus
+written the old way differently: a baseline pinned before is stale there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +119,9 @@ class Baseline:
     corpus: str = ""
     source: str = ""  # the file it was loaded from, for messages
     repeats: int = 1  # cycles it was measured over
+    # How benchd wrote the store's global keys when this was pinned: KEY_SCHEME,
+    # or "" for a baseline pinned before facts' key / statuses' subject were namespaced.
+    key_scheme: str = ""
 
     def per_query_metrics(self) -> dict[str, Mapping[str, float]]:
         """Query id -> metric values, the shape :func:`benchd.drift.tracker.compare_runs` takes."""
@@ -197,6 +209,7 @@ def baseline_from_results(results: Sequence[CycleResult]) -> Baseline:
         ks=tuple(first.ks),
         corpus=first.corpus,
         repeats=len(results),
+        key_scheme=KEY_SCHEME,
     )
 
 
@@ -290,6 +303,7 @@ def baseline_from_probe_json(entry: Mapping[str, Any], source: str) -> Baseline:
         aggregate=_number_map(entry.get("aggregate") or {}, f"{where}.aggregate"),
         ks=tuple(int(k) for k in ks if isinstance(k, int)),
         corpus=str(entry.get("corpus") or ""),
+        key_scheme=KEY_SCHEME,
     )
 
 
@@ -327,6 +341,8 @@ def _query_table(q: BaselineQuery) -> dict[str, Any]:
 
 def _to_toml(baseline: Baseline) -> dict[str, Any]:
     head: dict[str, Any] = {"format": BASELINE_FORMAT, **baseline_header(baseline)}
+    if baseline.key_scheme:
+        head["key_scheme"] = baseline.key_scheme
     queries = [_query_table(q) for q in baseline.queries.values()]
     return {"baseline": head, "aggregate": dict(baseline.aggregate), "queries": queries}
 
@@ -412,6 +428,7 @@ _HEAD_KEYS = {
     "benchd_version": str,
     "ks": list,
     "repeats": int,
+    "key_scheme": str,
 }
 _QUERY_KEYS = {
     "id": str,
@@ -548,4 +565,5 @@ def _parse(document: Mapping[str, Any], source: str) -> Baseline:
         ks=tuple(ks),
         corpus=head.get("corpus", ""),
         source=source,
+        key_scheme=head.get("key_scheme", ""),
     )

@@ -38,7 +38,7 @@ import anyio
 import anyio.to_thread
 
 from benchd.config.drift import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
-from benchd.drift.baseline import Baseline, expected_ranks
+from benchd.drift.baseline import KEY_SCHEME, Baseline, expected_ranks
 from benchd.drift.outcome import (
     BaselineKind,
     ChangeSignals,
@@ -286,6 +286,18 @@ def _score_shift(
     return pool.delta() / scale, p
 
 
+def _predates_keys(baseline: Baseline | None) -> str | None:
+    """Why a pinned baseline from before namespaced keys is not compared; None if it is not."""
+    if baseline is None or baseline.key_scheme == KEY_SCHEME:
+        return None
+    where = f" {baseline.source}" if baseline.source else ""
+    return (
+        f"the baseline{where} was pinned before benchd namespaced facts' key and statuses' "
+        "subject (a store that ranks on them ranks the corpus differently now); re-pin it "
+        "with `benchd baseline save`"
+    )
+
+
 def _stale_reason(ref_ids: Sequence[str], after: Snapshot, ref_hash: str | None) -> str | None:
     if ref_hash is not None and ref_hash != after.fixture_hash:
         return (
@@ -442,10 +454,15 @@ class DriftTracker:
         probe: str,
         settings: DriftSettings | None = None,
         baseline: Baseline | None = None,
+        *,
+        owned_keys: bool = False,
     ) -> None:
         self.probe = probe
         self.settings = settings or DriftSettings()
         self.baseline = baseline
+        # The probe's store ranks on fields benchd namespaces (facts' key, statuses'
+        # subject): a pinned baseline from before that is stale, never a page.
+        self._key_stale = _predates_keys(baseline) if owned_keys else None
         self._window: deque[_Entry] = deque(maxlen=max(self.settings.rolling_window, 1))
         self._drifting = False
         self._model_changed = False
@@ -481,7 +498,9 @@ class DriftTracker:
     def _compare(self, snap: Snapshot, depth: int) -> DriftOutcome:
         same = [e for e in self._window if e.snap.fixture_hash == snap.fixture_hash]
         stale_reason: str | None = None
-        if self.baseline is not None:
+        if self.baseline is not None and self._key_stale is not None:
+            stale_reason = self._key_stale  # the rolling baseline still watches for drift
+        elif self.baseline is not None:
             pinned = self.baseline
             quiet = [e.snap for e in same if not e.flagged]
             outcome = compare(

@@ -108,6 +108,7 @@ class Capabilities:
     deletes: bool = False  # delete one record by id (cleanup, migration, purge)
     lease: bool = False  # the sentinel carries a lease: one writer per namespace
     owned_ids: bool = True  # writes benchd's own ids (never a fixture id) into a shared store
+    owned_keys: bool = False  # namespaces the fields it keys across tenants (facts' key, ...)
     load_sender: bool = False  # its own sender for the load pass (else the engine calls search)
     scores: bool = False  # search answers carry the store's score of each result
     unranked: bool = False  # search answers a set, not a ranking

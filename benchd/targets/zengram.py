@@ -547,6 +547,7 @@ def zengram_capabilities(config: ZengramConfig) -> Capabilities:
         writes=True,
         deletes=True,
         lease=True,
+        owned_keys=True,
         load_sender=True,
         scores=True,
         retries=True,

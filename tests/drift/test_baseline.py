@@ -92,6 +92,14 @@ def test_saved_baseline_round_trips_every_field(tmp_path: Path) -> None:
     assert loaded.queries["q1"].metrics == saved.queries["q1"].metrics
     assert loaded.aggregate == {"recall@10": 0.5, "mrr@10": 0.5, "hit@10": 1.0}
     assert loaded.created_at.endswith("Z") and loaded.benchd_version
+    assert loaded.key_scheme == "namespaced"  # pinned with facts' keys namespaced (#20)
+
+
+def test_a_baseline_file_without_key_scheme_loads_as_pinned_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    write_baseline(dataclasses.replace(baseline_from_result(_result()), key_scheme=""), path)
+    assert "key_scheme" not in path.read_text()
+    assert load_baseline(path).key_scheme == ""
 
 
 def test_queries_that_errored_are_not_pinned(tmp_path: Path) -> None:

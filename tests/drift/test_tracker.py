@@ -214,6 +214,19 @@ def test_tracker_marks_a_pinned_baseline_of_another_fixture_stale() -> None:
     assert "re-pin" in (second.stale_reason or "")
 
 
+def test_a_pinned_baseline_from_before_namespaced_keys_is_stale_never_a_page() -> None:
+    """Facts' key and statuses' subject are namespaced now (#20): rankings on them moved."""
+    pinned = baseline_from_result(_cycle(_runs([1.0] * 10)))
+    old = dataclasses.replace(pinned, key_scheme="", source="pinned.toml")
+    dropped = _cycle(_runs([0.0] * 10))  # what would page against either
+    said = DriftTracker("p", baseline=old, owned_keys=True).observe(dropped)
+    assert said.stale and not said.detected and said.metrics == {}
+    assert "pinned.toml was pinned before benchd namespaced" in (said.stale_reason or "")
+    assert "benchd baseline save" in (said.stale_reason or "")
+    assert DriftTracker("p", baseline=pinned, owned_keys=True).observe(dropped).detected
+    assert DriftTracker("p", baseline=old).observe(dropped).detected  # a store keying nothing
+
+
 @pytest.mark.parametrize("outcome", ["failed", "timeout", "degraded"])
 def test_only_successful_cycles_are_compared_or_remembered(outcome: str) -> None:
     tracker = DriftTracker("p")
