@@ -221,6 +221,19 @@ def legend_is_drawn(chart: Node) -> list[str]:
     return names
 
 
+def marker_at_the_drop(quality: Node, marker: Node) -> bool:
+    """The marker stands on recall@10's first lower reading, or the next one.
+
+    The store's label is read when a cycle starts, so a switch landing during a
+    cycle lowers that cycle's reading while the marker goes on the next cycle.
+    """
+    series = next(g for g in quality.all("g", data_series="recall@10") if "series" in g.classes())
+    dots = sorted((float(c.attrs["cx"]), float(c.attrs["cy"])) for c in series.all("circle"))
+    first_low = next(i for i, (_, y) in enumerate(dots) if y > dots[0][1] + 0.5)  # y grows down
+    x = float(marker.one("line").attrs["x1"])
+    return any(abs(x - cx) < 0.5 for cx, _ in dots[first_low : first_low + 2])
+
+
 def card(root: Node, name: str) -> Node:
     return root.one("section", data_probe=name)
 
@@ -284,8 +297,9 @@ def check_after(
     for tr, qid in zip(shown, regressed, strict=True):
         assert tr.all("td")[0].words() == " ".join(queries[qid].split())
     quality = chart(memory, "quality")
-    switch = quality.all("g", data_marker="model change")
-    assert switch and any(f"{BEFORE} → {AFTER}" in g.words() for g in switch)
+    switch = [g for g in quality.all("g", data_marker="model change") if AFTER in g.words()]
+    assert len(switch) == 1 and f"{BEFORE} → {AFTER}" in switch[0].words()
+    assert marker_at_the_drop(quality, switch[0])
     assert quality.all("g", data_marker="reload")
     assert quality.all("line", class_="baseline")
     assert {"p50", "p99"} <= set(legend_is_drawn(chart(memory, "latency")))
@@ -304,9 +318,10 @@ def check_pixels(shot: Path, width: int) -> None:
             "p50 line": color_pixels(image, LATENCY_COLORS["p50"]),
             "p99 line": color_pixels(image, LATENCY_COLORS["p99"]),
         }
-    # A legend swatch alone is ~14x10 px (a dashed one less): each colour must be painted
-    # well beyond it; a marker is a dashed 3 px line over the plot's height and a square.
-    floors = {"model change marker": 120}
+    # A legend swatch alone is ~14x10 px: each colour must be painted well beyond it. The
+    # marker's swatch is a dashed 2 px line (under 30 px in the marker's exact colour); the
+    # marker itself a 10 px square over a dashed 3 px line (~110 px at 390 px wide).
+    floors = {"model change marker": 60}
     assert all(n >= floors.get(k, 250) for k, n in painted.items()), (width, painted)
 
 
