@@ -35,8 +35,9 @@ from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
 from benchd.surfacers.status import iso_time
-from benchd.web.app import build_app, set_auth
+from benchd.web.app import build_app, set_auth, set_guard
 from benchd.web.auth import Authenticator
+from benchd.web.guard import GuardPolicy
 from benchd.web.server import ServerLimits, serve_web
 
 __all__ = ["Daemon"]
@@ -91,6 +92,7 @@ class Daemon:
         ):
             self.url = bound.url
             self._loopback = bound.loopback
+            set_guard(self._app, GuardPolicy.from_config(web.http, loopback=bound.loopback))
             self._warn_if_exposed(web)
             self._tg = tg
             tg.start_soon(self._signals)
@@ -133,6 +135,7 @@ class Daemon:
             else None
         )
         set_auth(self._app, auth)
+        set_guard(self._app, GuardPolicy.from_config(web.http, loopback=self._loopback))
         if web.tls != old.tls:
             log.warning("tls_server_config changed; restart benchd to serve the new certificate")
         self._warn_if_exposed(web)

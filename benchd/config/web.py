@@ -8,6 +8,9 @@ The file is TOML in the spirit of the Prometheus exporter-toolkit web config::
     [tls_server_config]             # PEM files, relative to this file
     cert_file = "benchd.crt"
     key_file = "benchd.key"
+    [http_server_config]            # who may address benchd, and through what
+    allowed_hosts = ["benchd.example.org"]   # Host names accepted besides IPs and localhost
+    trusted_proxies = ["10.0.0.0/8"]         # whose X-Forwarded-For / -Proto are believed
 
 It is decoded with the rest of the config (so ``benchd validate`` checks it
 and every reload re-reads it): hashes are checked for their format, the
@@ -18,6 +21,7 @@ web server's job (:mod:`benchd.web.auth`); this module only decodes.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import re
 import ssl
 import tomllib
@@ -34,6 +38,7 @@ __all__ = [
     "BCRYPT_MAX_BYTES",
     "WebAuth",
     "WebConfig",
+    "WebHttp",
     "WebTLS",
     "bcrypt_cost",
     "is_bcrypt",
@@ -43,8 +48,12 @@ __all__ = [
 BCRYPT_MAX_BYTES = 72  # bcrypt ignores (bcrypt>=5 refuses) longer passwords
 _BCRYPT = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 _SHA256 = re.compile(r"^sha256:[0-9a-fA-F]{64}$")
-_KEYS = frozenset({"basic_auth_users", "bearer_token_hashes", "tls_server_config"})
+_KEYS = frozenset(
+    {"basic_auth_users", "bearer_token_hashes", "tls_server_config", "http_server_config"}
+)
 _TLS_KEYS = frozenset({"cert_file", "key_file"})
+_HTTP_KEYS = frozenset({"allowed_hosts", "trusted_proxies"})
+_HOST_NAME = re.compile(r"^(\*|(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9-]{1,63})*\.?)$")
 
 
 def is_bcrypt(stored: str) -> bool:
@@ -127,12 +136,30 @@ class WebTLS:
 
 
 @dataclass(frozen=True, slots=True)
+class WebHttp:
+    """``[http_server_config]``: Host names benchd answers to, proxies it believes.
+
+    ``allowed_hosts`` adds names to what a loopback listener (every route)
+    and every POST accept in ``Host``: IP literals and ``localhost`` always
+    pass (DNS rebinding needs a name). ``*`` accepts any; ``*.example.org``
+    any name under it. ``trusted_proxies`` are addresses or networks whose
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed; without
+    them benchd believes no forwarding header (whatever the environment's
+    ``FORWARDED_ALLOW_IPS`` says).
+    """
+
+    allowed_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class WebConfig:
-    """What a ``web_config`` file asks for: authentication, TLS, or both."""
+    """What a ``web_config`` file asks for: authentication, TLS, HTTP policy."""
 
     auth: WebAuth | None = None
     tls: WebTLS | None = None
     source: str = ""
+    http: WebHttp = field(default_factory=WebHttp)
 
 
 def read_web_config(path: str | Path, *, load_tls: bool = False) -> WebConfig:
@@ -162,17 +189,50 @@ def read_web_config(path: str | Path, *, load_tls: bool = False) -> WebConfig:
     if unknown:
         raise ConfigError(
             f"{source}: unknown key {unknown[0]!r}; expected basic_auth_users, "
-            "bearer_token_hashes and/or [tls_server_config]"
+            "bearer_token_hashes, [tls_server_config] and/or [http_server_config]"
         )
     tls = None
     if "tls_server_config" in data:
         tls = _tls(data["tls_server_config"], source, Path(path).resolve().parent)
         if load_tls:
             tls.context()
+    http = _http(data.get("http_server_config", {}), source)
     auth = None
-    if tls is None or "basic_auth_users" in data or "bearer_token_hashes" in data:
+    alone = tls is None and "http_server_config" not in data
+    if alone or "basic_auth_users" in data or "bearer_token_hashes" in data:
         auth = _auth(data, source)
-    return WebConfig(auth=auth, tls=tls, source=source)
+    return WebConfig(auth=auth, tls=tls, source=source, http=http)
+
+
+def _http(table: object, source: str) -> WebHttp:
+    where = f"{source}: http_server_config"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table (allowed_hosts, trusted_proxies)")
+    unknown = sorted(set(table) - _HTTP_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}; expected allowed_hosts and/or trusted_proxies"
+        )
+    hosts, proxies = table.get("allowed_hosts", []), table.get("trusted_proxies", [])
+    for key, value in (("allowed_hosts", hosts), ("trusted_proxies", proxies)):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}.{key}: must be a list of strings")
+    for i, host in enumerate(hosts):
+        if not _HOST_NAME.match(host):
+            raise ConfigError(
+                f"{where}.allowed_hosts[{i}]: not a host name (letters, digits, '-', '.'; "
+                "a leading '*.' for a domain, or '*' for any); give the name without a port"
+            )
+    for i, proxy in enumerate(proxies):
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"{where}.trusted_proxies[{i}]: not an IP address or network (10.0.0.0/8, ::1)"
+            ) from None
+    return WebHttp(
+        allowed_hosts=tuple(h.lower().rstrip(".") for h in hosts), trusted_proxies=tuple(proxies)
+    )
 
 
 def _tls(table: object, source: str, base: Path) -> WebTLS:

@@ -37,10 +37,11 @@ from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import status_document
 from benchd.web.auth import Authenticator, Verdict
+from benchd.web.guard import GuardHolder, GuardPolicy, RefusedCollector, RequestGuard
 from benchd.web.page import render_page, render_probe_page
 from benchd.web.server import is_loopback
 
-__all__ = ["Control", "ReloadCallback", "build_app", "set_auth"]
+__all__ = ["Control", "ReloadCallback", "build_app", "set_auth", "set_guard"]
 
 log = get_logger("benchd.web")
 
@@ -120,6 +121,12 @@ def _refusal(verdict: Verdict, authenticator: Authenticator) -> Response | None:
         status_code=401,
         headers={"WWW-Authenticate": authenticator.challenge},
     )
+
+
+def set_guard(app: Starlette, policy: GuardPolicy) -> None:
+    """Apply a new Host / Origin / proxy policy (the listener, a reload's web config) at once."""
+    holder: GuardHolder = app.state.guard
+    holder.policy = policy
 
 
 def set_auth(app: Starlette, authenticator: Authenticator | None) -> None:
@@ -270,13 +277,16 @@ def build_app(
     control: Control | None = None,
     auth: Authenticator | WebAuth | None = None,
     extra_collectors: Iterable[Collector] = (),
+    policy: GuardPolicy | None = None,
 ) -> Starlette:
     """benchd's ASGI app over ``book``; ``extra_collectors`` join ``/metrics``.
 
     ``control`` (the daemon) serves reloads, cycles on demand and schedules;
     ``reload`` alone serves only ``POST /-/reload``.
     """
-    endpoints = _Endpoints(book, build_registry(book, extra=extra_collectors), reload, control)
+    guard = GuardHolder(policy or GuardPolicy())
+    extra = (*extra_collectors, RefusedCollector(guard))
+    endpoints = _Endpoints(book, build_registry(book, extra=extra), reload, control)
     routes = [
         Route("/", endpoints.landing, methods=["GET"]),
         Route("/probe/{name}", endpoints.probe_page, methods=["GET"]),
@@ -291,9 +301,11 @@ def build_app(
         auth = Authenticator(auth)
     holder = _AuthHolder(auth)
     middleware = [
+        Middleware(RequestGuard, holder=guard),  # Host, Origin, forwarded: before credentials
         Middleware(GZipMiddleware, minimum_size=1024),
         Middleware(_AuthGate, holder=holder),
     ]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.auth = holder
+    app.state.guard = guard
     return app

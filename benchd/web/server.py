@@ -19,6 +19,17 @@ missing at the protocol level:
 * **idle timeout**: uvicorn's keep-alive timeout between requests;
 * **connection cap**: beyond ``max_connections`` open connections a new one
   gets ``503`` and is closed at once;
+* **request-head cap**: a request line and headers past ``max_head_bytes``
+  (or ``max_headers`` lines) get ``431`` and the connection is closed, counted
+  as the bytes arrive: uvicorn's httptools protocol keeps the URL (``+=`` per
+  piece: quadratic) and httptools a header's partial value with no bound, so
+  50 clients sending endless heads held a gigabyte before the header timeout.
+  Memory held by request heads is so at most ``max_connections`` x
+  (``max_head_bytes`` + one 256 KiB read);
+* **no forwarding trust**: uvicorn believes ``X-Forwarded-For`` from
+  ``FORWARDED_ALLOW_IPS`` (an environment variable, 127.0.0.1 by default);
+  benchd turns that off and believes only the proxies its ``web_config``
+  names (:mod:`benchd.web.guard`);
 * **out of file descriptors**: asyncio reports each failed ``accept()`` to the
   loop's exception handler with a traceback (up to ``backlog`` of them per
   wake-up, and schedules as many retries); :class:`_AcceptErrorLog` turns
@@ -42,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import httptools
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -59,6 +71,11 @@ _REFUSED = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\n"
     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_REFUSED_BODY), _REFUSED_BODY)
 )
+_HEAD_BODY = b"request head too large\n"
+_HEAD_REFUSED = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_HEAD_BODY), _HEAD_BODY)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,8 @@ class ServerLimits:
     header_timeout_s: float = 10.0  # connection open (or last response) -> request received
     idle_timeout_s: float = 5.0  # keep-alive between requests
     max_connections: int = 256
+    max_head_bytes: int = 16 * 1024  # request line + headers (Prometheus sends ~300 bytes)
+    max_headers: int = 100
     log_interval_s: float = 60.0  # at most one line per kind of trouble per interval
 
 
@@ -77,6 +96,7 @@ class ServerStats:
 
     timed_out: int = 0  # connections closed at the header deadline
     refused: int = 0  # connections refused over the cap
+    heads_refused: int = 0  # requests whose head passed max_head_bytes / max_headers
     accept_errors: int = 0  # accept() failures for want of file descriptors
 
 
@@ -97,6 +117,10 @@ class _RateLimitedLine:
         self._last, self._held = now, 0
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: the request head is past max_head_bytes / max_headers."""
+
+
 def _guarded_protocol(limits: ServerLimits, stats: ServerStats) -> type[HttpToolsProtocol]:
     refused_line = _RateLimitedLine(limits.log_interval_s)
 
@@ -104,6 +128,56 @@ def _guarded_protocol(limits: ServerLimits, stats: ServerStats) -> type[HttpTool
         """uvicorn's httptools protocol with a request deadline and a connection cap."""
 
         _deadline: asyncio.TimerHandle | None = None
+        _head_bytes = 0  # bytes received while in the head (a partial value is httptools')
+        _head_size = 0  # URL and header bytes parsed so far
+        _head_lines = 0
+        _in_head = True  # reading a request line and headers (from connect or the last request)
+
+        def data_received(self, data: bytes) -> None:
+            """uvicorn's, plus the head's bounds (431) checked as bytes arrive."""
+            if self._in_head:
+                self._head_bytes += len(data)
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserCallbackError as exc:
+                if isinstance(exc.__context__, _HeadTooLarge):
+                    self._refuse_head()
+                else:
+                    self.send_400_response("Invalid HTTP request received.")
+                return
+            except httptools.HttpParserError:
+                self.send_400_response("Invalid HTTP request received.")
+                return
+            except httptools.HttpParserUpgrade:
+                self._unsupported_upgrade_warning()  # benchd serves no websockets
+            # still in the head after parsing it all: past the cap by at most this read
+            if self._in_head and self._head_bytes > limits.max_head_bytes:
+                self._refuse_head()
+
+        def on_url(self, url: bytes) -> None:
+            self._head_size += len(url)
+            if self._head_size > limits.max_head_bytes:
+                raise _HeadTooLarge  # stops the parser; data_received answers 431
+            super().on_url(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._head_lines += 1
+            self._head_size += len(name) + len(value) + 4
+            if self._head_lines > limits.max_headers or self._head_size > limits.max_head_bytes:
+                raise _HeadTooLarge
+            super().on_header(name, value)
+
+        def on_headers_complete(self) -> None:
+            self._in_head = False
+            super().on_headers_complete()
+
+        def _refuse_head(self) -> None:
+            if self.transport.is_closing():
+                return
+            stats.heads_refused += 1
+            self.transport.write(_HEAD_REFUSED)
+            self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -124,6 +198,8 @@ def _guarded_protocol(limits: ServerLimits, stats: ServerStats) -> type[HttpTool
 
         def on_message_complete(self) -> None:
             self._disarm()
+            self._in_head = True  # the next request's head
+            self._head_bytes = self._head_size = self._head_lines = 0
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
@@ -317,6 +393,10 @@ async def serve_web(
         backlog=max(128, min(2048, limits.max_connections)),
         timeout_keep_alive=max(1, math.ceil(limits.idle_timeout_s)),
         timeout_graceful_shutdown=max(1, math.ceil(grace_s)),
+        # believe no X-Forwarded-* here, whatever FORWARDED_ALLOW_IPS says: the
+        # proxies web_config names are believed by benchd.web.guard
+        proxy_headers=False,
+        forwarded_allow_ips=[],
     )
     config.load()
     config.ssl = ssl_context  # uvicorn's own loader only takes file names

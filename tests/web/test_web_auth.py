@@ -138,7 +138,7 @@ async def test_post_endpoints_answer_only_loopback_clients_without_auth() -> Non
 
     app = build_app(ResultBook(), reload=reload)
     remote = httpx.ASGITransport(app=app, client=("192.0.2.7", 40000))
-    async with httpx.AsyncClient(transport=remote, base_url="http://benchd") as client:
+    async with httpx.AsyncClient(transport=remote, base_url="http://10.0.0.5:9108") as client:
         refused = await client.post("/-/reload")
         assert refused.status_code == 403
         assert "only loopback clients" in refused.json()["message"]
@@ -146,7 +146,7 @@ async def test_post_endpoints_answer_only_loopback_clients_without_auth() -> Non
         assert (await client.get("/healthz")).status_code == 200
         assert (await client.get("/api/status")).status_code == 200  # reads stay open
     mapped = httpx.ASGITransport(app=app, client=("::ffff:127.0.0.1", 40000))
-    async with httpx.AsyncClient(transport=mapped, base_url="http://benchd") as client:
+    async with httpx.AsyncClient(transport=mapped, base_url="http://10.0.0.5:9108") as client:
         assert (await client.post("/-/reload")).status_code == 200
     async with (
         serve_web(app, "127.0.0.1", 0) as bound,
