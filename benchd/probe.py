@@ -24,14 +24,13 @@ from benchd.budget import own_share
 from benchd.config.load import ProbeConfig
 from benchd.config.thresholds import Threshold
 from benchd.cycle import run_cycle
-from benchd.drift.baseline import load_baseline
 from benchd.drift.tracker import DriftTracker
-from benchd.errors import BenchdError, InputError
+from benchd.errors import BenchdError
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
+from benchd.parts import check_parts, load_parts
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
-from benchd.targets import build_target
 from benchd.targets.base import ProbeTarget, Progress
 from benchd.targets.lease import LeaseHolder, Role, default_instance
 
@@ -74,31 +73,13 @@ def log_internal(stage: str, probe: str, exc: BaseException) -> None:
 def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, ProbeTarget]:
     """The probe's drift tracker (with its pinned baseline) and its adapter.
 
-    Built eagerly: a baseline or target that cannot be constructed is a
-    startup, ``validate`` or reload error, never an exception inside a cycle.
+    Built eagerly (:func:`benchd.parts.load_parts`): a baseline or target that
+    cannot be constructed is a startup, ``validate`` or reload error, never an
+    exception inside a cycle.
     """
-    baseline = load_baseline(probe.baseline) if probe.baseline else None
-    target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    baseline, target = load_parts(probe)
     owned_keys = target.capabilities.owned_keys
-    tracker = DriftTracker(probe.name, probe.drift, baseline, owned_keys=owned_keys)
-    return tracker, target
-
-
-async def check_parts(probes: Sequence[ProbeConfig]) -> list[str]:
-    """Every problem building these probes' baselines and adapters would raise (one line each).
-
-    What ``benchd validate --config`` runs beside the fixture checks, so that a
-    config it accepts starts in ``once``, ``run`` and a reload alike.
-    """
-    problems: list[str] = []
-    for probe in probes:
-        try:
-            _, target = build_parts(probe)
-        except InputError as exc:
-            problems.extend(getattr(exc, "problems", None) or (str(exc),))
-            continue
-        await target.aclose()
-    return problems
+    return DriftTracker(probe.name, probe.drift, baseline, owned_keys=owned_keys), target
 
 
 class ProbeRunner:

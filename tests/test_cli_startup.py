@@ -118,3 +118,13 @@ def _registered_help(name: str) -> str:
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_the_help_table_says_what_each_command_registers(name: str) -> None:
     assert COMMANDS[name] == _registered_help(name)
+
+
+def test_validate_imports_no_cycle_and_no_numpy(tmp_path: Path) -> None:
+    """It builds what `run` builds (the adapter, the baseline) and nothing of the cycle."""
+    config = tmp_path / "benchd.toml"
+    assert loaded_modules(tmp_path, "init", str(config))[0] == 0
+    code, modules = loaded_modules(tmp_path, "validate", "-c", str(config))
+    assert code == 0
+    assert "benchd.targets" in modules and "benchd.parts" in modules
+    assert not {"numpy", "benchd.cycle", "benchd.load", "benchd.probe"} & modules

@@ -188,7 +188,7 @@ def config_parts(probes: Sequence[ProbeConfig]) -> list[str]:
     """Baselines and adapters checked as ``once``, ``run`` and a reload build them."""
     import anyio
 
-    from benchd.probe import check_parts
+    from benchd.parts import check_parts  # not benchd.probe: no cycle, no numpy
 
     return anyio.run(check_parts, probes)
 

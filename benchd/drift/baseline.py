@@ -59,7 +59,6 @@ from typing import Any
 import tomli_w
 
 from benchd import __version__
-from benchd.drift.stats import rbo
 from benchd.errors import ConfigError, InputError, OutputError
 from benchd.inputs import read_input
 from benchd.result import CycleResult, scores_of
@@ -151,6 +150,8 @@ def _mean(values: Sequence[float]) -> float:
 
 def _frozen_query(qid: str, answers: Sequence[Any], depth: int) -> BaselineQuery:
     """One query over the repeats: mean metrics, every repeat's values, first repeat's ranks."""
+    from benchd.drift.stats import rbo  # numpy: only when a baseline is made, not read
+
     first = answers[0]
     keys = [k for k in first.metrics if all(k in a.metrics for a in answers)]
     samples = {k: tuple(float(a.metrics[k]) for a in answers) for k in keys}

@@ -1,0 +1,45 @@
+"""A probe's parts that can fail to build: its pinned baseline and its adapter.
+
+Split from :mod:`benchd.probe` so that ``benchd validate`` checks exactly what
+``once``, ``run`` and a reload build, without importing the cycle, the load
+engine or numpy (``validate`` should answer at once: issue 26).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchd.config.load import ProbeConfig
+from benchd.drift.baseline import Baseline, load_baseline
+from benchd.errors import InputError
+from benchd.targets import ProbeTarget, build_target
+
+__all__ = ["check_parts", "load_parts"]
+
+
+def load_parts(probe: ProbeConfig) -> tuple[Baseline | None, ProbeTarget]:
+    """The probe's pinned baseline (None without one) and its adapter, built eagerly.
+
+    A baseline or target that cannot be constructed is a startup, ``validate``
+    or reload error, never an exception inside a cycle.
+    """
+    baseline = load_baseline(probe.baseline) if probe.baseline else None
+    target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    return baseline, target
+
+
+async def check_parts(probes: Sequence[ProbeConfig]) -> list[str]:
+    """Every problem building these probes' baselines and adapters would raise (one line each).
+
+    What ``benchd validate --config`` runs beside the fixture checks, so that a
+    config it accepts starts in ``once``, ``run`` and a reload alike.
+    """
+    problems: list[str] = []
+    for probe in probes:
+        try:
+            _, target = load_parts(probe)
+        except InputError as exc:
+            problems.extend(getattr(exc, "problems", None) or (str(exc),))
+            continue
+        await target.aclose()
+    return problems
