@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import pytrec_eval
 
 from benchd.fixtures.model import load_fixture
 from benchd.scoring.ranking import query_metrics
@@ -100,3 +101,25 @@ def test_packaged_fixture_by_name_and_a_bad_fixture_exits_2(tmp_path: Path) -> N
     bad.write_text('{"memories": [], "queries": [{"q": "x"}]}')
     proc = benchd("qrels", str(bad))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_pytrec_eval_reads_the_qrels_and_scores_as_benchd_does(
+    fixture_file: Path, tmp_path: Path
+) -> None:
+    """pytrec_eval (trec_eval as a library) parses the file and agrees per query."""
+    qrels_path = tmp_path / "tiny.qrels"
+    assert benchd("qrels", str(fixture_file), "-o", str(qrels_path)).returncode == 0
+    with qrels_path.open() as handle:
+        qrels = pytrec_eval.parse_qrel(handle)
+    rankings = {"plain": ["c", "b%20b", "x", "a"], "graded": ["d", "a", "c", "b%20b"]}
+    run = {
+        qid: {doc: float(len(docs) - i) for i, doc in enumerate(docs)}  # rank order as scores
+        for qid, docs in rankings.items()
+    }
+    scores = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3", "recall.3", "P.3"}).evaluate(run)
+    for query in load_fixture(fixture_file).queries:
+        ranked = [d.replace("%20", " ") for d in rankings[query.id]]
+        ours = query_metrics(ranked, query.relevance, [3])
+        assert scores[query.id]["ndcg_cut_3"] == pytest.approx(ours["ndcg@3"])
+        assert scores[query.id]["recall_3"] == pytest.approx(ours["recall@3"])
+        assert scores[query.id]["P_3"] == pytest.approx(ours["precision@3"])
