@@ -27,6 +27,7 @@ from benchd.config.load import (
 )
 from benchd.config.web import WebConfig
 from benchd.errors import BenchdError
+from benchd.fixtures.model import load_fixture
 from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
@@ -157,13 +158,17 @@ class Daemon:
     async def _prepare(probes: Sequence[ProbeConfig], instance: str = "") -> list[ProbeRunner]:
         """Load every fixture first, so a bad one fails before anything changes.
 
-        If one probe cannot be built, the runners already built are closed
-        before the error propagates, so a failed reload leaks no connections.
+        Fixtures are read and parsed in a worker thread: a 200k-memory JSON
+        Lines file takes seconds, which on the event loop stalled every other
+        probe's timed requests and ``/healthz``. If one probe cannot be built,
+        the runners already built are closed before the error propagates, so a
+        failed reload leaks no connections.
         """
         runners: list[ProbeRunner] = []
         try:
             for probe in probes:
-                runners.append(ProbeRunner(probe, instance=instance or None))
+                fixture = await anyio.to_thread.run_sync(load_fixture, probe.fixture)
+                runners.append(ProbeRunner(probe, instance=instance or None, fixture=fixture))
         except BaseException:
             for runner in runners:
                 await runner.aclose()
@@ -267,7 +272,7 @@ class Daemon:
                 self.book.config_reload(False, time.time(), error=reason)
                 return False
             try:
-                new = load_config(self.config_path)
+                new = await anyio.to_thread.run_sync(load_config, self.config_path)
                 changed = [p for p in new.probes if self._changed(p)]
                 runners = await self._prepare(changed, new.server.instance)
                 try:
