@@ -136,10 +136,11 @@ def _seconds_until(text: str, now: float) -> float | None:
 class ErrorContext:
     """What a store error names besides the store's own words.
 
-    ``api`` is the API the kind expects (``"Zengram"``): a 404 or 405 asks
-    whether the URL serves it. ``key_source`` says where the API key came
-    from, as the config names it (``api_key_env BRAIN_API_KEY``; see
-    :class:`benchd.config.secrets.Secret`): a refused key names it.
+    ``api`` names what the kind expects to talk to (``"a Zengram API"``,
+    ``"an MCP server"``): a 404 or 405 asks whether the URL serves it.
+    ``key_source`` says where the API key came from, as the config names it
+    (``api_key_env BRAIN_API_KEY``; see :class:`benchd.config.secrets.Secret`):
+    a refused key names it.
     """
 
     api: str = ""
@@ -197,7 +198,7 @@ def _api_hint(status: int, where: str, context: ErrorContext) -> str:
         return ""
     method, _, url = where.partition(" ")
     path = urlsplit(url).path or "/"
-    return f"; is this a {context.api} API? {method} {path} answered {status}"
+    return f"; is this {context.api}? {method} {path} answered {status}"
 
 
 def _location(raw: str | None) -> str:

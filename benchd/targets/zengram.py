@@ -152,7 +152,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        context = ErrorContext(api="Zengram", key_source=secret.source if secret else "")
+        context = ErrorContext(api="a Zengram API", key_source=secret.source if secret else "")
         super().__init__(config, auth, transport, context=context)
         self._last_fill_ms = 0
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled

@@ -181,7 +181,7 @@ def test_a_text_or_html_error_page_is_quoted_as_its_text() -> None:
 
 
 def test_a_missing_route_asks_whether_the_url_serves_the_kinds_api() -> None:
-    context = ErrorContext(api="Zengram")
+    context = ErrorContext(api="a Zengram API")
     where = "GET http://127.0.0.1:9/health"
     error = status_error(404, {}, b"Cannot GET /health", where, context)
     assert str(error) == (

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from benchd.config.secrets import Secret
-from benchd.targets.client import RetryingClient, RetryPolicy
+from benchd.targets.client import ErrorContext, RetryingClient, RetryPolicy
 from benchd.targets.mcp.config import McpConfig
 from benchd.targets.mcp.session import McpSession
 from benchd.targets.mcp.wire import HttpWire, StdioWire, Wire
@@ -69,4 +69,5 @@ def _http_client(
         base,
         max_response_bytes=config.max_response_bytes,
         deadline_s=config.timeout_s,
+        context=ErrorContext(api="an MCP server", key_source=secret.source if secret else ""),
     )
