@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchd.errors import EXIT_OK
+from benchd.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from benchd.fixtures.model import Fixture
@@ -62,6 +62,8 @@ def _handle(args: argparse.Namespace) -> int:
     from benchd.inputs import packaged_fixture
 
     name: str = args.fixture
+    if args.out is not None and Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: is a directory; name the qrels file to write")
     path = packaged_fixture(name.removeprefix(_PACKAGED)) if name.startswith(_PACKAGED) else name
     text = "".join(f"{line}\n" for line in qrels_lines(load_fixture(path)))
     if args.out is None:

@@ -101,6 +101,8 @@ def test_packaged_fixture_by_name_and_a_bad_fixture_exits_2(tmp_path: Path) -> N
     bad.write_text('{"memories": [], "queries": [{"q": "x"}]}')
     proc = benchd("qrels", str(bad))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = benchd("qrels", "packaged:smoke", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "is a directory" in proc.stderr
 
 
 def test_pytrec_eval_reads_the_qrels_and_scores_as_benchd_does(

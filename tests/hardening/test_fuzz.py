@@ -560,7 +560,7 @@ def test_an_export_page_is_cut_to_the_page_size_asked_for(page: Any, more: Any, 
 
 # --------------------------------------------------------------------------- command line
 
-SAFE_COMMANDS = ("validate", "score", "convert", "synth", "baseline", "compare", "init")
+SAFE_COMMANDS = ("validate", "score", "qrels", "convert", "synth", "baseline", "compare", "init")
 FLAGS = [
     "--help", "-h", "--config", "-c", "--format", "--output", "-o", "--probe", "--force",
     "--fail-under", "--seed", "--memories", "--queries", "-k", "--k", "--from", "--split",
