@@ -273,6 +273,7 @@ class RetryingClient:
         allow: tuple[int, ...],
         deadline_s: float | None = None,
         retry_timeouts: bool = True,
+        before_retry: Callable[[], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> Answer:
         """Like :meth:`request`, but statuses in ``allow`` are answers, not errors.
@@ -280,7 +281,9 @@ class RetryingClient:
         ``deadline_s`` replaces the client's timeout for this request (a slow
         import gets more time than a search); ``retry_timeouts=False`` raises
         a timeout at once, for a write the caller must read back before it
-        sends it again.
+        sends it again; ``before_retry`` is awaited after each wait, before the
+        request goes again (a delete checks its record is still benchd's; what
+        it raises ends the request).
         """
         where = f"{method} {self._base}{path}"
         attempt = 0
@@ -306,6 +309,8 @@ class RetryingClient:
             attempt += 1
             self.retries += 1
             await self._sleep(delay, window)
+            if before_retry is not None:
+                await before_retry()
 
     async def _sleep(self, delay: float, window: list[float] | None) -> None:
         """Sleep before a retry; count the time slept (at most ``delay``), never more.

@@ -22,8 +22,10 @@ by this process, in the listing taken just before the delete.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -60,6 +62,14 @@ R = TypeVar("R", bound=Mapping[str, Any])
 
 Counts = tuple[int, int, int]
 """A store's (imported, skipped, errors) for a batch."""
+
+RELIST_AFTER_S = 15.0
+"""A delete goes out at most this long after the listing that showed the record in benchd's
+namespace; past it, the namespace is listed again first and a record no longer listed there
+is left alone. The store's DELETE carries no namespace: a record another tenant imported
+under benchd's id since the listing would be deleted (docs/failure-modes.md)."""
+
+DELETE_WINDOWS_KEPT = 10_000  # the latest listing-to-delete windows kept for the p99
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
@@ -121,6 +131,12 @@ class SeededStore(ABC, Generic[R]):
         # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
         self._held: set[str] = set()
         self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
+        self._fresh: Mapping[str, R] = {}  # the latest listing of the namespace ...
+        self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
+        self._relisting = anyio.Lock()
+        self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
+        # Seconds from the listing that showed each deleted record to the delete's answer.
+        self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
         self._read_only: str | None = None  # the live holder beside which this seed measures
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
 
@@ -292,7 +308,7 @@ class SeededStore(ABC, Generic[R]):
         started = time.monotonic()
         retries_before = self._http.retries
         self._listing_limit = listing_limit(len(memories))
-        existing: Mapping[str, R] = await self.export_namespace() if plan.exports else {}
+        existing: Mapping[str, R] = await self._list() if plan.exports else {}
         self._held = set(self._claimed(existing)) | set(self._sentinels(existing))
         adopted = await self._take_ownership(plan, existing)
         if self._read_only is None:
@@ -339,7 +355,7 @@ class SeededStore(ABC, Generic[R]):
         if not (plan.deletes and plan.exports) or self._read_only is not None:
             return 0
         wanted = set(ids)
-        listed = await self.export_namespace()
+        listed = await self._list()
         claimed = self._claimed(listed)
         self._held = set(claimed) | set(self._sentinels(listed))
         unlisted = [
@@ -360,7 +376,7 @@ class SeededStore(ABC, Generic[R]):
         plan = self._plan()
         if not (plan.deletes and plan.exports) or self._read_only is not None:
             return 0
-        listed = await self.export_namespace()
+        listed = await self._list()
         self._held = set(self._claimed(listed)) | set(self._sentinels(listed))
         if self._claimed(listed):
             return 0
@@ -385,7 +401,7 @@ class SeededStore(ABC, Generic[R]):
                 "cannot list and delete records, so benchd cannot purge it"
             )
         self._owned = OwnedIds.of(plan.namespace, memories)
-        listed = await self.export_namespace()
+        listed = await self._list()
         holder = self._lease_of(listed)
         me = self.lease
         mine = me is not None and holder is not None and me.may_take(holder)
@@ -413,14 +429,39 @@ class SeededStore(ABC, Generic[R]):
 
     # -- steps of the flow -------------------------------------------------------
 
+    async def _list(self) -> Mapping[str, R]:
+        """List the namespace, and remember the listing and when it was answered."""
+        listed = await self.export_namespace()
+        self._fresh, self._listed_at = listed, time.monotonic()
+        return listed
+
+    async def _still_listed(self, server_id: str) -> bool:
+        """Whether a delete of ``server_id`` may go now: listed in the namespace recently.
+
+        A listing older than :data:`RELIST_AFTER_S` (deletes under a write budget
+        are slow) is taken again, once for all delete workers.
+        """
+        if time.monotonic() - self._listed_at > RELIST_AFTER_S:
+            async with self._relisting:
+                if time.monotonic() - self._listed_at > RELIST_AFTER_S:
+                    await self._list()
+            if server_id not in self._fresh:
+                return False
+        self._checked[server_id] = self._listed_at
+        return True
+
     async def _delete_ids(self, plan: SeedPlan, server_ids: Sequence[str]) -> int:
         """Delete these (already verified) server ids, ``delete_concurrency`` at a time."""
         deleted = 0
 
         async def one(server_id: str) -> None:
             nonlocal deleted
+            if not await self._still_listed(server_id):
+                return  # gone from benchd's namespace since: no longer benchd's to delete
             if await self._delete_one(server_id):
                 deleted += 1
+            checked = self._checked.pop(server_id, self._listed_at)
+            self.delete_windows.append(time.monotonic() - checked)  # until the answer
             self._fixture_ids.pop(server_id, None)
             self._held.discard(server_id)
 
@@ -536,9 +577,14 @@ class SeededStore(ABC, Generic[R]):
         )
 
     async def _delete_seeded(self, plan: SeedPlan, existing: Mapping[str, R]) -> None:
-        """Delete benchd's earlier copies of the corpus so the import writes it afresh."""
+        """Delete benchd's earlier copies of the corpus so the import writes it afresh.
+
+        From the latest listing (the lease's read-back, where one was taken since
+        ``existing``): the shorter the time between listing and delete, the less
+        another tenant can import under benchd's ids in between.
+        """
         if plan.deletes:
-            await self._delete_ids(plan, list(self._claimed(existing)))
+            await self._delete_ids(plan, list(self._claimed(self._fresh or existing)))
         self._fixture_ids.clear()
         self._server_ids.clear()
 
@@ -573,7 +619,7 @@ class SeededStore(ABC, Generic[R]):
         called missing: a store's paging can skip records it holds. ``progress``
         hears ``(verified, records)`` after the listing and after a read-back.
         """
-        listed = await self.export_namespace()
+        listed = await self._list()
         found = self._learn(self._claimed(listed))
         missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
         if progress is not None:

@@ -308,7 +308,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
 
     async def _read_lease(self) -> Holder | None:
         """The lease as the namespace lists it now (the real server has no read by id)."""
-        return self._lease_of(await self.export_namespace())
+        return self._lease_of(await self._list())
 
     def _sentinel_of(self, server_id: str, record: Mapping[str, Any]) -> str | None:
         ns = self.config.namespace
@@ -346,7 +346,20 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         return frozenset(same)
 
     async def _delete_one(self, server_id: str) -> bool:
-        answer = await self._http.request_allowing("DELETE", f"/memory/{server_id}", allow=(404,))
+        """``DELETE /memory/{id}``; False if the store no longer had it, or benchd's namespace no
+        longer lists it after a retry's wait (a 429's ``Retry-After`` can be long, and the
+        store's DELETE carries no namespace: the record is checked again before it goes)."""
+
+        async def still_ours() -> None:
+            if not await self._still_listed(server_id):
+                raise _NoLongerListed
+
+        try:
+            answer = await self._http.request_allowing(
+                "DELETE", f"/memory/{server_id}", allow=(404,), before_retry=still_ours
+            )
+        except _NoLongerListed:
+            return False
         return answer.status != 404
 
     async def _write_sentinel(self, *, released: bool = False) -> None:
@@ -395,7 +408,7 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         me = self.lease
         if me is None or self._read_only is not None or not self._leased:
             return False
-        holder = self._lease_of(await self.export_namespace())
+        holder = self._lease_of(await self._list())
         if holder is None or holder.token != me.token:
             return False
         await self._write_sentinel(released=True)
@@ -577,6 +590,10 @@ def zengram_costs(config: ZengramConfig) -> StoreCosts:
         reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
         writes_per_min=60,
     )
+
+
+class _NoLongerListed(Exception):
+    """A delete waiting to be retried: its record left benchd's namespace meanwhile."""
 
 
 def _to_ms(stamp: object) -> object:

@@ -1,0 +1,110 @@
+"""The window between benchd's listing and each delete, against the real server's budgets.
+
+The store's ``DELETE /memory/{id}`` carries no namespace (#20 item 7): during
+the time between the listing that showed a record in benchd's namespace and
+the delete's answer, another tenant importing under that id would lose the
+record. This measures that window for every delete of a ``cleanup =
+"before"`` cycle re-seeding N records, against a reference store in the
+``zengram-4.3`` profile on loopback (in process) with the real server's write
+budget (60 a minute, so deletes past the first minute's wait on 429s), two
+ways:
+
+- ``relist``: as benchd runs now: deletes use the latest listing (the lease's
+  read-back) and the namespace is listed again before a delete once the
+  listing is older than ``RELIST_AFTER_S`` (15 s);
+- ``once``: one listing for the whole cleanup, as benchd did before.
+
+Prints p50 / p99 / max of the windows and the listings each way took. Run
+from the repo root::
+
+    .venv/bin/python bench/delete_window.py [--records 100] [--writes-per-min 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+import anyio
+
+from benchd.config.secrets import Secret
+from benchd.refstore.config import RefStoreConfig
+from benchd.refstore.server import running_refstore
+from benchd.targets import seeding
+from benchd.targets.lease import LeaseHolder
+from benchd.targets.zengram import ZengramConfig, ZengramTarget
+
+KEY = "bench-key-delete-window-0123"
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+async def _one(records: int, writes_per_min: int, relist: bool) -> dict[str, Any]:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=writes_per_min,
+        profile="zengram-4.3",
+        import_pacing=0.0,
+    )
+    memories = [{"id": f"d{i}", "content": f"delete window note {i}"} for i in range(records)]
+    seeding.RELIST_AFTER_S = 15.0 if relist else math.inf
+    async with running_refstore(config) as store:
+        settings = ZengramConfig(
+            url=store.url, cleanup="before", max_retries=50, searchable_timeout_s=0.0
+        )
+        t = ZengramTarget(settings, Secret(KEY, "bench"))
+        t.lease = LeaseHolder(instance="bench", ttl_s=3600.0)
+        listings = 0
+        listed = t.export_namespace
+
+        async def counting(page_size: int = 500) -> Any:
+            nonlocal listings
+            listings += 1
+            return await listed(page_size)
+
+        t.export_namespace = counting  # type: ignore[method-assign]
+        try:
+            await t.seed(memories)  # first cycle: nothing to delete
+            t.delete_windows.clear()
+            listings = 0
+            started = time.monotonic()
+            await t.seed(memories)  # the cycle measured: deletes every record, then imports
+            took = time.monotonic() - started
+        finally:
+            await t.aclose()
+    windows = [w for w in t.delete_windows]
+    return {
+        "deletes": len(windows),
+        "p50": _pct(windows, 0.5),
+        "p99": _pct(windows, 0.99),
+        "max": max(windows),
+        "listing_calls": listings,
+        "cycle_s": took,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--records", type=int, default=100)
+    parser.add_argument("--writes-per-min", type=int, default=60)
+    args = parser.parse_args()
+    print(f"{args.records} records, {args.writes_per_min} writes/min, cleanup = before")
+    for relist in (True, False):
+        row = anyio.run(_one, args.records, args.writes_per_min, relist)
+        name = "relist" if relist else "once"
+        print(
+            f"{name:>6}: {row['deletes']} deletes, window p50 {row['p50']:.3f} s, "
+            f"p99 {row['p99']:.3f} s, max {row['max']:.3f} s; {row['listing_calls']} "
+            f"listings, cycle {row['cycle_s']:.1f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()
