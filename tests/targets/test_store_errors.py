@@ -20,6 +20,7 @@ from benchd.result import CycleResult
 
 pytestmark = pytest.mark.anyio
 KEY = "store-errors-key-0042"
+REPO = Path(__file__).resolve().parents[2]
 BOUND_S = 120  # a bound against a hung test, never a timing assertion
 
 
@@ -95,5 +96,22 @@ async def test_a_url_that_serves_another_api_asks_whether_it_is_zengram(
     assert result.outcome == "failed" and result.error_message is not None
     assert result.error_message == (
         f"info: GET {url}/health: HTTP 404: Not Found; is this a Zengram API? "
+        "GET /v2/health answered 404"
+    )
+
+
+async def test_an_http_probe_whose_templates_miss_asks_whether_they_describe_the_store(
+    tmp_path: Path, store: RunningRefStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BRAIN_API_KEY", KEY)
+    shipped = (REPO / "configs" / "http-zengram.toml").read_text()
+    config = tmp_path / "http.toml"
+    config.write_text(  # the store answers, but at another path than the templates say
+        shipped.replace('url = "http://127.0.0.1:8084"', f'url = "{store.url}/v2"')
+    )
+    result = await one_cycle(config)
+    assert result.outcome == "failed" and result.error_message is not None
+    assert result.error_message.endswith(
+        "HTTP 404: Not Found; is this the API this probe's templates describe? "
         "GET /v2/health answered 404"
     )

@@ -92,7 +92,10 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
-        context = ErrorContext(key_source=secret.source if secret else "")
+        context = ErrorContext(
+            api="the API this probe's templates describe",
+            key_source=secret.source if secret else "",
+        )
         super().__init__(config, auth, transport, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         ns = config.namespace
