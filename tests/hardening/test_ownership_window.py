@@ -5,7 +5,9 @@ The store's ``DELETE /memory/{id}`` carries no namespace: a record another
 tenant imports under one of benchd's ids after benchd listed it would be
 deleted. That is the store's limit; benchd narrows the window: deletes use the
 latest listing, and a listing older than ``RELIST_AFTER_S`` is taken again
-before the next delete, which leaves a record no longer listed alone.
+before the next delete, which leaves a record no longer listed alone. The
+heartbeat's own delete-then-import of the sentinel is one step that a
+cancellation (SIGTERM) cannot cut in half.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -20,7 +23,8 @@ from benchd.config.secrets import Secret
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
 from benchd.targets import seeding
-from benchd.targets.owned import owned_id
+from benchd.targets.lease import LeaseHolder
+from benchd.targets.owned import owned_id, sentinel_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -103,3 +107,44 @@ async def test_a_record_moved_out_of_the_namespace_after_a_stale_listing_is_not_
     assert (kept["active"], kept["content"]) == (True, "tenant x's own")
     assert (purged.records, purged.sentinels) == (len(MEMORIES) - 1, 1)
     assert len(windows) == len(MEMORIES)  # one window per delete sent (the sentinel's too)
+
+
+class _CancelAtSentinelDelete(httpx.AsyncBaseTransport):
+    """Once armed, cancels the seeding task the moment the heartbeat's DELETE of the sentinel
+    goes out, as a SIGTERM landing between the heartbeat's delete and its import would."""
+
+    def __init__(self) -> None:
+        self._real = httpx.AsyncHTTPTransport()
+        self.scope: anyio.CancelScope | None = None
+        self.cancelled = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        reply = await self._real.handle_async_request(request)  # the store deleted it
+        armed = self.scope is not None and request.method == "DELETE"
+        if armed and "benchd-sentinel" in request.url.path and self.scope is not None:
+            self.scope.cancel()
+            self.cancelled = True
+        return reply
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+async def test_the_heartbeat_is_never_cut_between_its_delete_and_its_import(
+    real: RunningRefStore,
+) -> None:
+    transport = _CancelAtSentinelDelete()
+    settings = ZengramConfig(url=real.url, namespace=NS, cleanup="never")
+    target = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
+    target.lease = LeaseHolder(instance="pod-0", ttl_s=600.0)
+    try:
+        await target.seed(MEMORIES)
+        with anyio.CancelScope() as scope:
+            transport.scope = scope
+            await target.seed(MEMORIES)  # the heartbeat: delete, then import the sentinel
+        assert scope.cancelled_caught and transport.cancelled
+    finally:
+        await target.aclose()
+    async with httpx.AsyncClient(base_url=real.url, headers={"x-api-key": KEY}) as client:
+        body = (await client.get("/export", params={"client_id": NS})).json()
+    assert sentinel_id(NS) in {m["id"] for m in body["memories"]}  # imported again
