@@ -6,7 +6,7 @@
 # for the status page test), then run the linters and the test suite. Extra
 # arguments go to pytest.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev,models]"
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh" "[dev,models,pgvector,milvus]"
 cd "$ROOT"
 # Install Debian packages without starting their services: a package such as
 # prometheus or prometheus-alertmanager would start a system daemon (:9090,
@@ -50,6 +50,22 @@ if command -v npm >/dev/null 2>&1; then
 else
     echo "scripts/test.sh: npm not found; the mcp kind's server tests will skip (fail in CI)" >&2
 fi
+# -- vector stores (#23): PostgreSQL + pgvector, Chroma and Milvus Lite from PyPI, in their
+# own virtualenv (chromadb alone brings ~90 packages); tests/stores starts them on loopback.
+# BENCHD_REQUIRE_STORES=1 turns a missing store into a failure instead of a skip.
+BENCHD_STORES_VENV="${BENCHD_STORES_VENV:-$ROOT/.venv-stores}"
+stores_stamp="$BENCHD_STORES_VENV/.benchd-stores-installed"
+if [ ! -f "$stores_stamp" ] || [ "$ROOT/scripts/stores-requirements.txt" -nt "$stores_stamp" ]; then
+    "$PY" -m venv "$BENCHD_STORES_VENV"
+    "$BENCHD_STORES_VENV/bin/python" -m pip install -q --upgrade pip
+    "$BENCHD_STORES_VENV/bin/python" -m pip install -q -r "$ROOT/scripts/stores-requirements.txt"
+    touch "$stores_stamp"
+fi
+# PostgreSQL refuses to run as root: the tests run it as this unprivileged user.
+if [ "$(id -u)" = 0 ] && ! id -u pgserver >/dev/null 2>&1; then
+    useradd --system --no-create-home --shell /usr/sbin/nologin pgserver
+fi
+export BENCHD_STORES_VENV BENCHD_REQUIRE_STORES=1
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"
 # pytest exits 5 when it collects nothing: that is a failure here, not a pass.

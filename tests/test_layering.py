@@ -52,6 +52,11 @@ RULES = (
         forbidden=(*CYCLE, *RUNNERS, *SURFACERS),
     ),
     Rule("the reference store imports no targets", ("benchd.refstore",), forbidden=TARGETS),
+    Rule(
+        "embed (shared by the reference store and the targets) imports neither, nor the cycle",
+        ("benchd.embed",),
+        forbidden=("benchd.refstore", *TARGETS, *CYCLE, *RUNNERS, *SURFACERS),
+    ),
 )
 
 

@@ -2,29 +2,12 @@
 
 Both the reference store (its dense retriever) and the targets (stores that
 need vectors from the caller) import from here; neither imports the other.
+This package's own namespace stays light (specs and the config table, no
+numpy): import :mod:`benchd.embed.stage` or :mod:`benchd.embed.models` for
+the parts that compute.
 """
 
-from benchd.embed.models import (
-    Embedder,
-    EmbedderError,
-    EmbedderSpec,
-    EmbedderSpecError,
-    FloatMatrix,
-    parse_embedder,
-    read_spec,
-    spec_problem,
-)
-from benchd.embed.stage import EmbedConfig, EmbedStage
+from benchd.embed.config import EmbedConfig
+from benchd.embed.spec import EmbedderSpec, EmbedderSpecError, read_spec, spec_problem
 
-__all__ = [
-    "EmbedConfig",
-    "EmbedStage",
-    "Embedder",
-    "EmbedderError",
-    "EmbedderSpec",
-    "EmbedderSpecError",
-    "FloatMatrix",
-    "parse_embedder",
-    "read_spec",
-    "spec_problem",
-]
+__all__ = ["EmbedConfig", "EmbedderSpec", "EmbedderSpecError", "read_spec", "spec_problem"]

@@ -22,57 +22,29 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
-from benchd.config.schema import check
 from benchd.embed.cache import Role, VectorCache, default_cache_dir
+from benchd.embed.config import EmbedConfig
 from benchd.embed.models import (
     Embedder,
     EmbedderError,
     EmbedderSpecError,
     FloatMatrix,
     parse_embedder,
-    read_spec,
-    spec_problem,
 )
 from benchd.errors import TargetProtocolError, TargetUnreachable
 from benchd.logging import get_logger
 
-__all__ = ["MAX_BATCH", "EmbedConfig", "EmbedStage"]
+__all__ = ["EmbedConfig", "EmbedStage"]
 
 log = get_logger("benchd.embed")
 
-MAX_BATCH = 4096
 _MEMORY_ROWS = 20_000  # vectors kept in memory per stage (queries and the latest corpus)
-
-
-def _batch_problem(value: int) -> str | None:
-    return None if 1 <= value <= MAX_BATCH else f"must be in 1..{MAX_BATCH}"
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedConfig:
-    """``[probe.target.embed]``: which embedder computes the vectors, and how they are kept."""
-
-    model: str = field(metadata=check(spec_problem))
-    batch_size: int = field(default=64, metadata=check(_batch_problem))
-    cache: bool = True
-    cache_dir: str = ""
-
-    @property
-    def label(self) -> str:
-        """The embedder's label (the probe's model label), without building the embedder."""
-        return read_spec(self.model).label
-
-    @property
-    def dims(self) -> int | None:
-        """The vectors' dimensions where known before use (None for an endpoint)."""
-        return read_spec(self.model).dims
 
 
 class EmbedStage:

@@ -1,0 +1,421 @@
+"""The ``chroma`` kind: Chroma's v2 HTTP API (``chroma run``, Chroma Cloud), over httpx.
+
+Settings (``[probe.target]``, ``kind = "chroma"``; nothing beyond httpx)::
+
+    url = "http://127.0.0.1:8000"
+    tenant = "default_tenant"
+    database = "default_database"
+    collection = ""            # default "benchd-<namespace>"
+    shared = false             # false: benchd's own collection; true: share an existing one
+    distance = "cosine"        # cosine | l2 | ip (own collection only: its hnsw:space)
+    namespace_key = "benchd_namespace"
+    api_key_env = "CHROMA_TOKEN"   # optional, sent as x-chroma-token
+    [probe.target.embed]
+    model = "minilm"           # vectors come from benchd's embed stage
+
+The collection is looked up by name and its id cached. **Own collection**
+(``shared = false``): benchd creates it with the metadata ``benchd_owner =
+<namespace>`` and refuses a collection of that name without that mark; when
+the embedder's dimensions change it deletes and recreates that collection,
+never another. **Shared collection**: it must exist; benchd never creates,
+modifies or deletes it.
+
+Every record benchd writes carries ``<namespace_key> = <namespace>`` in its
+metadata, and every get, query and delete benchd sends filters on it
+(``where``), so another tenant's records in a shared collection are never
+listed, ranked or deleted, whatever their ids. A write deletes benchd's own
+ids in its namespace, then adds (``add`` never overwrites an existing id).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
+
+import httpx
+
+from benchd import redact
+from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.schema import check
+from benchd.embed.config import EmbedConfig
+from benchd.errors import OwnershipError, TargetHTTPError, TargetProtocolError
+from benchd.logging import get_logger
+from benchd.targets.answers import decode
+from benchd.targets.client import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    http_url_problem,
+    open_clients,
+    positive_problem,
+)
+from benchd.targets.owned import namespace_problem
+from benchd.targets.store import Capabilities, SeedPlan
+from benchd.targets.vectors import Marked, Row, Scored, VectorStore, embed_stage, vector_costs
+
+if TYPE_CHECKING:
+    from benchd.embed.stage import EmbedStage
+
+__all__ = [
+    "KIND",
+    "OWNER_META",
+    "ChromaConfig",
+    "ChromaIO",
+    "ChromaStore",
+    "chroma_capabilities",
+    "collection_name",
+]
+
+KIND = "chroma"
+OWNER_META = "benchd_owner"
+log = get_logger("benchd.targets.chroma")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+_SPACES = {"cosine": "cosine", "l2": "l2", "ip": "ip"}
+MAX_META_CHARS = 4096  # a metadata value benchd reads (the lease is ~250 characters)
+
+
+def _name_problem(value: str) -> str | None:
+    if not value or _NAME.match(value):
+        return None
+    return "must be 3-512 characters of [a-zA-Z0-9._-], starting and ending with a letter or digit"
+
+
+def collection_name(config: ChromaConfig) -> str:
+    """The collection's name: as set, else ``benchd-<namespace>`` made a valid Chroma name."""
+    if config.collection:
+        return config.collection
+    safe = re.sub(r"[^A-Za-z0-9._-]", "-", config.namespace)
+    name = f"benchd-{safe}".rstrip("._-")
+    return name if _NAME.match(name) else name + "-0"
+
+
+@dataclass(frozen=True, slots=True)
+class ChromaConfig:
+    """``[probe.target]`` keys for ``kind = "chroma"``."""
+
+    url: str = field(metadata=check(http_url_problem))
+    embed: EmbedConfig
+    tenant: str = "default_tenant"
+    database: str = "default_database"
+    collection: str = field(default="", metadata=check(_name_problem))
+    shared: bool = False
+    namespace_key: str = "benchd_namespace"
+    distance: Literal["cosine", "l2", "ip"] = "cosine"
+    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
+    cleanup: Literal["before", "after", "never"] = "never"
+    adopt_namespace: bool = False
+    batch_size: int = field(default=300, metadata=check(positive_problem))
+    concurrency: int = field(default=2, metadata=check(positive_problem))
+    delete_concurrency: int = field(default=4, metadata=check(positive_problem))
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    auth_header: str = "x-chroma-token"
+    auth_prefix: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = field(default=10.0, metadata=check(positive_problem))
+    max_retries: int = 3
+    backoff_s: float = 0.25
+    max_retry_after_s: float = 30.0
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
+    )
+    searchable_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.shared and not self.collection:
+            raise ValueError("shared = true needs collection: the name of the shared collection")
+        if not self.namespace_key or self.namespace_key.startswith("#"):
+            raise ValueError("namespace_key: a metadata key, not empty and not starting with #")
+
+
+class ChromaIO:
+    """The collection and its records over Chroma's v2 API; knows nothing of ownership.
+
+    Every call goes through benchd's one HTTP client (retries, bounded
+    answers, the error map); every records call carries the namespace filter.
+    """
+
+    def __init__(
+        self,
+        config: ChromaConfig,
+        auth: dict[str, str],
+        embed: EmbedStage,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        self.embed = embed
+        self.base, self.client, self.http = open_clients(config, auth, transport)
+        self.name = collection_name(config)
+        t, d = quote(config.tenant, safe=""), quote(config.database, safe="")
+        self._collections = f"/api/v2/tenants/{t}/databases/{d}/collections"
+        self._id: str | None = None
+        self._dims: int | None = None
+        self.where = f"chroma collection {self.name} at {self.base}"
+
+    @property
+    def filter(self) -> dict[str, Any]:
+        return {self.config.namespace_key: self.config.namespace}
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        answer = await self.http.request(method, path, **kwargs)
+        return await decode(answer.body, f"{method} {self.base}{path}")
+
+    # -- the collection ---------------------------------------------------------------
+
+    async def lookup(self) -> dict[str, Any] | None:
+        """The collection as Chroma describes it, or None if there is none of that name."""
+        path = f"{self._collections}/{quote(self.name, safe='')}"
+        answer = await self.http.request_allowing("GET", path, allow=(404,))
+        if answer.status == 404:
+            return None
+        found: Any = await decode(answer.body, f"GET {self.base}{path}")
+        if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+            raise TargetProtocolError(f"{self.where}: the collection answer has no id")
+        self._check_mark(found)
+        self._id = found["id"]
+        dims = found.get("dimension")
+        self._dims = dims if isinstance(dims, int) and not isinstance(dims, bool) else None
+        return found
+
+    def _check_mark(self, found: Mapping[str, Any]) -> None:
+        if self.config.shared:
+            return
+        meta = found.get("metadata")
+        owner = meta.get(OWNER_META) if isinstance(meta, dict) else None
+        if owner != self.config.namespace:
+            whose = "benchd's for another namespace" if owner else "not created by benchd"
+            raise OwnershipError(
+                f"{self.where} exists and is {whose} (this probe's namespace is "
+                f"{self.config.namespace!r}); benchd never writes into or deletes such a "
+                "collection: set shared = true to share it, or choose another collection"
+            )
+
+    async def collection_id(self, dims: int | None) -> str | None:
+        """The collection's id, creating (own) it for ``dims`` when asked; None if absent."""
+        if self._id is None and await self.lookup() is None:
+            if self.config.shared:
+                raise TargetProtocolError(
+                    f"{self.where} does not exist; with shared = true benchd never creates "
+                    "a collection: create it, or set shared = false"
+                )
+            if dims is None:
+                return None
+            await self._create()
+        if dims is not None and self._dims is not None and self._dims != dims:
+            await self._dims_changed(dims)
+        return self._id
+
+    async def _create(self) -> None:
+        body = {
+            "name": self.name,
+            "metadata": {OWNER_META: self.config.namespace,
+                         "hnsw:space": _SPACES[self.config.distance]},
+            "get_or_create": True,
+        }  # fmt: skip
+        created = await self._json("POST", self._collections, json=body)
+        if not isinstance(created, dict) or not isinstance(created.get("id"), str):
+            raise TargetProtocolError(f"{self.where}: the create answer has no id")
+        self._check_mark(created)
+        self._id, self._dims = created["id"], None
+
+    async def _dims_changed(self, dims: int) -> None:
+        if self.config.shared:
+            raise TargetProtocolError(
+                f"{self.where} holds vectors of {self._dims} dimensions, the embedder "
+                f"{self.embed.label} gives {dims}; benchd never changes a shared collection"
+            )
+        log.warning(
+            "embedder dimensions changed: recreating benchd's own collection",
+            collection=self.name, was=self._dims, now=dims,
+        )  # fmt: skip
+        await self.http.request("DELETE", f"{self._collections}/{quote(self.name, safe='')}")
+        self._id = self._dims = None
+        await self._create()
+
+    def _records(self, cid: str, op: str) -> str:
+        return f"{self._collections}/{cid}/{op}"
+
+    # -- records -----------------------------------------------------------------------
+
+    async def page(self, cursor: str | None, limit: int) -> tuple[list[Marked], str | None]:
+        """Up to ``limit`` records of the namespace from offset ``cursor`` (Chroma pages so)."""
+        cid = await self.collection_id(None)
+        if cid is None:
+            return [], None
+        offset = int(cursor or 0)
+        body = {"where": self.filter, "include": ["metadatas"], "limit": limit, "offset": offset}
+        got = await self._json("POST", self._records(cid, "get"), json=body)
+        rows = _id_meta(got, self.where, limit)
+        return rows, (str(offset + len(rows)) if len(rows) == limit else None)
+
+    async def rows(self, ids: Sequence[str]) -> list[Marked]:
+        cid = await self.collection_id(None)
+        if cid is None or not ids:
+            return []
+        body = {"ids": list(ids), "where": self.filter, "include": ["metadatas"]}
+        got = await self._json("POST", self._records(cid, "get"), json=body)
+        return _id_meta(got, self.where, len(ids))
+
+    async def write(self, rows: Sequence[Row]) -> None:
+        """Replace benchd's records with these ids in its namespace: delete (filtered), add."""
+        dims = len(rows[0][3]) if rows else None
+        cid = await self.collection_id(dims)
+        if cid is None or not rows:
+            return
+        ids = [r[0] for r in rows]
+        await self.http.request(
+            "POST", self._records(cid, "delete"), json={"ids": ids, "where": self.filter}
+        )
+        body = {
+            "ids": ids,
+            "documents": [r[1] for r in rows],
+            "metadatas": [{**r[2], **self.filter} for r in rows],
+            "embeddings": [[float(x) for x in r[3]] for r in rows],
+        }
+        await self.http.request("POST", self._records(cid, "add"), json=body)
+        self._dims = dims
+
+    async def delete(self, store_id: str) -> bool:
+        cid = await self.collection_id(None)
+        if cid is None:
+            return False
+        body = {"ids": [store_id], "where": self.filter}
+        answer = await self._json("POST", self._records(cid, "delete"), json=body)
+        deleted = answer.get("deleted") if isinstance(answer, dict) else None
+        return not isinstance(deleted, int) or deleted > 0  # older servers answer {}
+
+    def search_request(self, cid: str, vector: Sequence[float], limit: int) -> dict[str, Any]:
+        return {
+            "query_embeddings": [[float(x) for x in vector]],
+            "n_results": limit,
+            "where": self.filter,
+            "include": ["distances"],
+        }
+
+    async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
+        cid = await self.collection_id(None)
+        if cid is None:
+            return []
+        try:
+            got = await self._json(
+                "POST", self._records(cid, "query"), json=self.search_request(cid, vector, limit)
+            )
+        except TargetHTTPError as exc:
+            if exc.status == 404:  # the collection went away (recreated by another cycle)
+                self._id = None
+            raise
+        return hits_of(got, self.where, limit, self.config.distance)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _id_meta(got: Any, where: str, limit: int) -> list[Marked]:
+    if not isinstance(got, dict) or not isinstance(got.get("ids"), list):
+        raise TargetProtocolError(f"{where}: a get answer without an ids list")
+    ids = got["ids"][:limit]
+    metas = got.get("metadatas") or [None] * len(ids)
+    if not isinstance(metas, list):
+        raise TargetProtocolError(f"{where}: metadatas is not a list")
+    out: list[Marked] = []
+    for i, sid in enumerate(ids):
+        if not isinstance(sid, str):
+            raise TargetProtocolError(f"{where}: a listed id is not a string")
+        meta = metas[i] if i < len(metas) and isinstance(metas[i], dict) else {}
+        out.append((sid, {k: v for k, v in meta.items() if _small(v)}))
+    return out
+
+
+def _small(value: Any) -> bool:
+    return not isinstance(value, str) or len(value) <= MAX_META_CHARS
+
+
+def hits_of(got: Any, where: str, limit: int, distance: str) -> list[Scored]:
+    """Ids and scores (higher is better) from a query answer's first row, at most ``limit``."""
+    try:
+        ids = got["ids"][0][:limit]
+        dists = (got.get("distances") or [[None] * len(ids)])[0]
+    except (KeyError, IndexError, TypeError):
+        raise TargetProtocolError(f"{where}: a query answer without ids[0]") from None
+    out: list[Scored] = []
+    for i, sid in enumerate(ids):
+        if not isinstance(sid, str):
+            raise TargetProtocolError(f"{where}: a ranked id is not a string")
+        d = dists[i] if isinstance(dists, list) and i < len(dists) else None
+        if isinstance(d, int | float) and not isinstance(d, bool) and abs(d) < 1e30:
+            out.append((sid, -float(d) if distance == "l2" else 1.0 - float(d)))
+        else:
+            out.append((sid, None))
+    return out
+
+
+
+def chroma_capabilities(config: ChromaConfig) -> Capabilities:
+    """Lists, writes and deletes its namespace's records; the sentinel keeps the lease."""
+    return Capabilities(
+        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        retries=True,
+    )  # fmt: skip
+
+
+class ChromaStore(VectorStore):
+    """The ``chroma`` kind behind the store seam."""
+
+    kind = KIND
+
+    def __init__(
+        self,
+        config: ChromaConfig,
+        api_key: str | None,
+        embed: EmbedStage | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        stage = embed or embed_stage(config.embed)
+        auth = {config.auth_header: config.auth_prefix + api_key} if api_key else {}
+        io = ChromaIO(config, auth, stage, transport)
+        super().__init__(io, stage, f"{redact.public_url(io.base)} collection {io.name}")
+        self.config = config
+        self.chroma = io
+        self._plan = SeedPlan(
+            namespace=config.namespace,
+            cleanup=config.cleanup,
+            adopt_namespace=config.adopt_namespace,
+            batch_size=config.batch_size,
+            concurrency=config.concurrency,
+            delete_concurrency=config.delete_concurrency,
+            endpoint=self.endpoint,
+            searchable_timeout_s=config.searchable_timeout_s,
+        )
+
+    @property
+    def plan(self) -> SeedPlan:
+        return self._plan
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return chroma_capabilities(self.config)
+
+    @property
+    def retries(self) -> int:
+        return self.chroma.http.retries
+
+    @property
+    def retry_wait_s(self) -> float:
+        return self.chroma.http.retry_wait_s
+
+
+def chroma_common(config: ChromaConfig) -> CommonSettings:
+    return CommonSettings(
+        namespace=config.namespace,
+        url=config.url,
+        cleanup=config.cleanup,
+        adopt_namespace=config.adopt_namespace,
+        api_key_env=config.api_key_env,
+        api_key_file=config.api_key_file,
+    )
+
+
+def chroma_costs(config: ChromaConfig) -> StoreCosts:
+    return vector_costs(config.batch_size, config.searchable_timeout_s)

@@ -1,0 +1,239 @@
+"""What the vector-store kinds (pgvector, chroma, milvus) share behind the store seam.
+
+Each kind is a store I/O class (:class:`VectorIO`: a page of benchd's
+records in its namespace, read by id, write, delete one, nearest neighbours
+of a vector) plus its settings; :class:`VectorStore` turns that into the
+transport-free :class:`~benchd.targets.store.Store` the flow drives:
+
+- **vectors** come from the probe's embed stage (:mod:`benchd.embed`): the
+  corpus's on write, the query's on search (timed apart: a search's latency
+  is the store's, :func:`~benchd.targets.base.note_service_time`);
+- **benchd's mark** on every record is a flat map of scalars (Chroma keeps
+  nothing else in metadata): ``benchd_fixture_id``, ``benchd_digest`` (of the
+  text *and* the embedder's label), ``benchd_model``, and on the sentinel
+  ``benchd_sentinel`` and ``benchd_lease`` (the lease as JSON);
+- **unchanged** means the listed digest equals the record's: same text, same
+  embedder. A switched embedder therefore rewrites (re-embeds) the corpus;
+  an unchanged one writes nothing, so it is not embedded at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+
+from benchd.config.kinds import StoreCosts
+from benchd.embed.config import EmbedConfig
+from benchd.errors import TargetUnreachable
+from benchd.result import TargetInfo
+from benchd.targets.base import SearchQuery, note_service_time
+from benchd.targets.lease import Holder, holder_of
+from benchd.targets.store import Hits, Listed, Page, Record, StoreDefaults
+
+if TYPE_CHECKING:
+    from benchd.embed.stage import EmbedStage
+
+__all__ = [
+    "DIGEST_KEY",
+    "FIXTURE_KEY",
+    "LEASE_KEY",
+    "MODEL_KEY",
+    "SENTINEL_KEY",
+    "Marked",
+    "Row",
+    "Scored",
+    "VectorIO",
+    "VectorStore",
+    "embed_stage",
+    "import_off_loop",
+    "mark_digest",
+    "mark_of",
+    "vector_costs",
+]
+
+FIXTURE_KEY = "benchd_fixture_id"
+DIGEST_KEY = "benchd_digest"
+MODEL_KEY = "benchd_model"
+SENTINEL_KEY = "benchd_sentinel"
+LEASE_KEY = "benchd_lease"
+MAX_LEASE_CHARS = 2048
+SENTINEL_TEXT = "benchd sentinel record"
+"""What the sentinel's vector embeds: one text for every sentinel, cached once."""
+
+Row = tuple[str, str, dict[str, Any], Sequence[float]]
+"""One record as a vector store writes it: (benchd's id, text, mark, vector)."""
+Marked = tuple[str, dict[str, Any]]
+"""One record as a listing reads it: (store id, benchd's mark or {})."""
+Scored = tuple[str, float | None]
+"""One search hit: (store id, score, higher is better)."""
+
+
+async def import_off_loop(module: str, extra: str, where: str) -> Any:
+    """Import a client library in a worker thread (pymilvus takes 1.6-5 s: never on the loop).
+
+    A missing library is a ``connect`` error naming the extra that installs it.
+    """
+    try:
+        return await anyio.to_thread.run_sync(importlib.import_module, module)
+    except ImportError as exc:
+        raise TargetUnreachable(
+            f"{where}: this kind needs the optional extra '{extra}' (missing module "
+            f"{exc.name or module}): pip install 'benchd[{extra}]'"
+        ) from None
+
+
+def embed_stage(config: EmbedConfig) -> EmbedStage:
+    """The probe's embed stage (numpy and the embedders load here, not when config loads)."""
+    from benchd.embed.stage import EmbedStage
+
+    return EmbedStage(config)
+
+
+def mark_digest(content: str, model: str) -> str:
+    """What decides whether a stored record is unchanged: its text and the embedder's label."""
+    return hashlib.sha256(f"{model}\0{content}".encode()).hexdigest()
+
+
+def mark_of(record: Record, model: str, *, sentinel: bool = False) -> dict[str, Any]:
+    """benchd's flat mark for a record it writes (the lease, on the sentinel, as JSON)."""
+    content = _content(record.memory)
+    mark: dict[str, Any] = {
+        FIXTURE_KEY: record.fixture_id,
+        DIGEST_KEY: mark_digest(content, model),
+        MODEL_KEY: model,
+    }
+    if sentinel:
+        mark[SENTINEL_KEY] = "true"
+        if "instance" in record.mark:
+            mark[LEASE_KEY] = json.dumps(dict(record.mark), sort_keys=True)
+    return mark
+
+
+def _content(memory: Mapping[str, Any]) -> str:
+    return str(memory.get("content") or memory.get("text") or "")
+
+
+def _lease(mark: Mapping[str, Any]) -> Holder | None:
+    raw = mark.get(LEASE_KEY)
+    if not isinstance(raw, str) or len(raw) > MAX_LEASE_CHARS:
+        return None
+    try:
+        return holder_of(json.loads(raw))
+    except ValueError:
+        return None
+
+
+def listed_of(store_id: str, mark: Mapping[str, Any]) -> Listed:
+    """A listed record: its id, its digest and, on the sentinel, its lease."""
+    digest = mark.get(DIGEST_KEY)
+    return Listed(
+        id=store_id,
+        digest=digest if isinstance(digest, str) else None,
+        lease=_lease(mark) if mark.get(SENTINEL_KEY) == "true" else None,
+        data={k: v for k, v in mark.items() if k in (FIXTURE_KEY, MODEL_KEY, SENTINEL_KEY)},
+    )
+
+
+class VectorIO(Protocol):
+    """A vector store's records in benchd's namespace; every call filtered to it."""
+
+    where: str  # how errors name the store: "pgvector table t", "chroma collection c at URL"
+
+    async def page(self, cursor: str | None, limit: int) -> tuple[list[Marked], str | None]:
+        """Up to ``limit`` records after ``cursor``, and the next page's cursor (None: last)."""
+        ...
+
+    async def rows(self, ids: Sequence[str]) -> list[Marked]: ...
+
+    async def write(self, rows: Sequence[Row]) -> None: ...
+
+    async def delete(self, store_id: str) -> bool: ...
+
+    async def search(self, vector: Sequence[float], limit: int) -> list[Scored]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class VectorStore(StoreDefaults):
+    """The part of a vector-store kind the seam sees, over its :class:`VectorIO`."""
+
+    kind = ""
+    page_size = 500
+
+    def __init__(self, io: VectorIO, embed: EmbedStage, endpoint: str) -> None:
+        self.io = io
+        self.embed = embed
+        self.endpoint = endpoint
+
+    async def info(self) -> TargetInfo:
+        """The store and the embedder's label (the probe's model label); no I/O."""
+        return TargetInfo(kind=self.kind, endpoint=self.endpoint, model=self.embed.label)
+
+    async def list_page(self, cursor: str | None) -> Page:
+        rows, after = await self.io.page(cursor, self.page_size)
+        return Page([listed_of(sid, mark) for sid, mark in rows], after)
+
+    async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
+        return [listed_of(sid, mark) for sid, mark in await self.io.rows(store_ids)]
+
+    async def write(self, batch: Sequence[Record]) -> tuple[int, int, int]:
+        """Embed the batch (cache first) and write it; all written or an error."""
+        if not batch:
+            return 0, 0, 0
+        await self.io.write(await self._rows(batch, sentinel=False))
+        return len(batch), 0, 0
+
+    async def write_sentinel(self, record: Record) -> None:
+        """The sentinel, with the vector of :data:`SENTINEL_TEXT` (its own text carries the
+        lease, which changes every process: embedding it would cost a model call a cycle)."""
+        await self.io.write(await self._rows([record], sentinel=True))
+
+    async def _rows(self, batch: Sequence[Record], *, sentinel: bool) -> list[Row]:
+        texts = [_content(r.memory) for r in batch]
+        embedded = [SENTINEL_TEXT] * len(texts) if sentinel else texts
+        vectors = await self.embed.passages(embedded)
+        label = self.embed.label
+        return [
+            (r.store_id, text, mark_of(r, label, sentinel=sentinel), vectors[i].tolist())
+            for i, (r, text) in enumerate(zip(batch, texts, strict=True))
+        ]
+
+    async def delete(self, store_id: str) -> bool:
+        return await self.io.delete(store_id)
+
+    def unchanged(self, listed: Listed, record: Record) -> bool:
+        """Stored with the same text by the same embedder: nothing to write, nothing to embed."""
+        return listed.digest == mark_digest(_content(record.memory), self.embed.label)
+
+    async def search(self, query: SearchQuery) -> Hits:
+        """Nearest neighbours of the query's vector; the latency is the store's call only."""
+        vector = await self.embed.query(query.q)
+        started = time.perf_counter()
+        hits = await self.io.search(vector, query.limit + 1)  # room for the sentinel
+        note_service_time(time.perf_counter() - started)
+        return Hits([h[0] for h in hits], [h[1] for h in hits])
+
+    async def aclose(self) -> None:
+        try:
+            await self.io.aclose()
+        finally:
+            await self.embed.aclose()
+
+
+def vector_costs(batch_size: int, searchable_timeout_s: float) -> StoreCosts:
+    """Listing pages of :attr:`VectorStore.page_size`, writes of ``batch_size``, the sentinel."""
+    return StoreCosts(
+        page_size=VectorStore.page_size,
+        batch_size=batch_size,
+        lists=2,
+        searchable_polls=1 if searchable_timeout_s > 0 else 0,
+        lease_reads=1,
+        lease_writes=1,
+    )

@@ -1,0 +1,26 @@
+"""One real server per store for the whole session, started on first use (see store_servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from store_servers import Chroma, Milvus, Postgres, run_chroma, run_milvus, run_postgres
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    with run_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chroma() -> Iterator[Chroma]:
+    with run_chroma() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def milvus() -> Iterator[Milvus]:
+    with run_milvus() as server:
+        yield server

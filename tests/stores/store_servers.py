@@ -1,0 +1,287 @@
+"""Real vector stores on loopback for the store kinds' tests: pgvector, Chroma, Milvus Lite.
+
+``scripts/test.sh`` installs the servers into their own virtualenv
+(``.venv-stores``; ``$BENCHD_STORES_VENV`` overrides it) so their many
+dependencies never touch benchd's: PostgreSQL 16 + pgvector from PyPI
+``pgserver`` (its binaries, run here directly on a TCP port), ``chroma run``
+from ``chromadb`` and ``milvus-lite server`` from ``milvus-lite``. Each runner
+starts one server on a free loopback port, waits for it with a deadline (a
+log line or an answering endpoint, never a fixed sleep), yields where it is
+and stops it (SIGINT/SIGTERM, then SIGKILL) on exit.
+
+Without the servers (or the client extras) the tests are skipped, unless
+``BENCHD_REQUIRE_STORES=1`` (set by ``scripts/test.sh``) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import queue
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+import httpx
+import pytest
+
+__all__ = [
+    "Chroma",
+    "Milvus",
+    "Postgres",
+    "missing",
+    "run_chroma",
+    "run_milvus",
+    "run_postgres",
+    "stores_venv",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 120.0  # a cold start on a busy 2-core box; the usual is 5-8 s
+_STOP_TIMEOUT_S = 15.0
+PG_SYSTEM_USER = "pgserver"  # PostgreSQL refuses to run as root; scripts/test.sh creates it
+
+
+def stores_venv() -> Path:
+    return Path(os.environ.get("BENCHD_STORES_VENV") or REPO / ".venv-stores")
+
+
+def missing(what: str) -> NoReturn:
+    """Skip (or fail, when the CI entry requires the stores) for want of ``what``."""
+    message = f"{what}; run scripts/test.sh (it installs the stores into .venv-stores)"
+    if os.environ.get("BENCHD_REQUIRE_STORES") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class _Output:
+    """A process's output lines, pumped on a thread so a full pipe never blocks it."""
+
+    proc: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    _queue: queue.Queue[str] = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            self._queue.put(line)
+
+    def wait_line(self, needle: str, deadline: float) -> None:
+        while (left := deadline - time.monotonic()) > 0:
+            if self.proc.poll() is not None and self._queue.empty():
+                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                if needle in self._queue.get(timeout=min(left, 0.5)):
+                    return
+            except queue.Empty:
+                continue
+        raise AssertionError(f"no {needle!r} before the deadline:\n{self.tail()}")
+
+    def tail(self, n: int = 30) -> str:
+        return "".join(self.lines[-n:])
+
+    def close(self) -> None:
+        self._thread.join(timeout=_STOP_TIMEOUT_S)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _spawn(args: list[str], *, user: str | None = None) -> tuple[subprocess.Popen[str], _Output]:
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        user=user,
+        start_new_session=True,
+        env={**os.environ, "NO_COLOR": "1", "RUST_LOG_STYLE": "never"},
+    )
+    return proc, _Output(proc)
+
+
+def _stop(proc: subprocess.Popen[str], output: _Output, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=_STOP_TIMEOUT_S)
+    output.close()
+
+
+# -- PostgreSQL + pgvector -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Postgres:
+    """A running PostgreSQL with pgvector: benchd's role and an admin's, by DSN."""
+
+    host: str
+    port: int
+    password: str  # of the "benchd" role (scram-sha-256 over TCP)
+    dsn: str  # benchd's: postgresql://benchd:PASSWORD@127.0.0.1:PORT/benchd
+    admin_dsn: str  # the superuser's (trust over the Unix socket in the data dir)
+
+
+def _pg_bin() -> Path:
+    found = sorted(stores_venv().glob("lib/python3*/site-packages/pgserver/pginstall/bin"))
+    if not found:
+        missing(f"PostgreSQL from PyPI pgserver is not installed in {stores_venv()}")
+    return found[0]
+
+
+def _pg_user() -> str | None:
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        missing(f"PostgreSQL cannot run as root and there is no user {PG_SYSTEM_USER!r}")
+    return PG_SYSTEM_USER
+
+
+def _psql(
+    bindir: Path, root: Path, port: int, sql: str, user: str | None, db: str = "postgres"
+) -> None:
+    subprocess.run(
+        [str(bindir / "psql"), "-h", str(root), "-p", str(port), "-U", "postgres", "-d",
+         db, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+        check=True, capture_output=True, text=True, user=user, timeout=60,
+    )  # fmt: skip
+
+
+@contextmanager
+def run_postgres() -> Iterator[Postgres]:
+    """PostgreSQL 16 + pgvector on 127.0.0.1: role and database ``benchd``, extension ``vector``."""
+    bindir, user = _pg_bin(), _pg_user()
+    root = Path(tempfile.mkdtemp(prefix="benchd-pg-"))
+    password = secrets.token_urlsafe(12)
+    (root / "pw").write_text("postgres-" + password)
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+        os.chown(root / "pw", entry.pw_uid, entry.pw_gid)
+    try:
+        subprocess.run(
+            [str(bindir / "initdb"), "-D", str(root / "data"), "-U", "postgres",
+             "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={root / 'pw'}",
+             "--encoding=UTF8", "--no-sync"],
+            check=True, capture_output=True, text=True, user=user, timeout=START_TIMEOUT_S,
+        )  # fmt: skip
+        port = _free_port()
+        proc, output = _spawn(
+            [str(bindir / "postgres"), "-D", str(root / "data"), "-h", "127.0.0.1",
+             "-p", str(port), "-k", str(root), "-c", "fsync=off", "-c", "max_connections=60"],
+            user=user,
+        )  # fmt: skip
+        try:
+            output.wait_line("ready to accept connections", time.monotonic() + START_TIMEOUT_S)
+            _psql(bindir, root, port, f"CREATE ROLE benchd LOGIN PASSWORD '{password}'", user)
+            _psql(bindir, root, port, "CREATE DATABASE benchd OWNER benchd", user)
+            _psql(bindir, root, port, "CREATE EXTENSION vector", user, "benchd")
+            yield Postgres(
+                host="127.0.0.1",
+                port=port,
+                password=password,
+                dsn=f"postgresql://benchd:{password}@127.0.0.1:{port}/benchd",
+                admin_dsn=f"host={root} port={port} user=postgres dbname=benchd",
+            )
+        finally:
+            _stop(proc, output, signal.SIGINT)  # PostgreSQL's fast shutdown
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- Chroma -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chroma:
+    url: str  # http://127.0.0.1:PORT
+
+
+def _alive(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def run_chroma() -> Iterator[Chroma]:
+    """``chroma run`` (Chroma's Rust server, v2 API) on 127.0.0.1 with a fresh data dir."""
+    chroma = stores_venv() / "bin" / "chroma"
+    if not chroma.exists():
+        missing(f"chroma (PyPI chromadb) is not installed in {stores_venv()}")
+    root = Path(tempfile.mkdtemp(prefix="benchd-chroma-"))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc, output = _spawn(
+        [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(root)]
+    )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        delay = 0.05
+        while not _alive(f"{url}/api/v2/heartbeat"):
+            if proc.poll() is not None:
+                raise AssertionError(f"chroma exited {proc.returncode}:\n{output.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"chroma did not answer in time:\n{output.tail()}")
+            time.sleep(delay)  # polling interval of a deadline loop
+            delay = min(delay * 2, 0.5)
+        yield Chroma(url)
+    finally:
+        _stop(proc, output)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- Milvus Lite -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Milvus:
+    uri: str  # http://127.0.0.1:PORT (gRPC)
+
+
+@contextmanager
+def run_milvus() -> Iterator[Milvus]:
+    """``milvus-lite server`` (the Milvus Lite gRPC server) on 127.0.0.1 with a fresh data dir."""
+    lite = stores_venv() / "bin" / "milvus-lite"
+    if not lite.exists():
+        missing(f"milvus-lite is not installed in {stores_venv()}")
+    root = Path(tempfile.mkdtemp(prefix="benchd-milvus-"))
+    port = _free_port()
+    proc, output = _spawn(
+        [str(lite), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(root / "data")]
+    )  # fmt: skip
+    try:
+        output.wait_line("listening on", time.monotonic() + START_TIMEOUT_S)
+        yield Milvus(f"http://127.0.0.1:{port}")
+    finally:
+        _stop(proc, output)
+        shutil.rmtree(root, ignore_errors=True)
