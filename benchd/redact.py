@@ -81,8 +81,13 @@ LABEL_CHARS = 256
 LOG_CHARS = 16384
 """Longest single value in a log line (a traceback fits)."""
 
-MIN_FRAGMENT = 8
-"""A run of at least this many characters of a secret's start (or end) is masked anywhere."""
+MIN_FRAGMENT = 12
+"""A run of at least this many characters of a secret's start (or end) is masked anywhere.
+
+12, not less: a shorter run is as likely a probe or model name that happens to share a
+key's first word (a probe "embedded" beside the key "embedded-daemon-key-...") as a leak,
+and masking it would blank a metric label. At most 11 characters of a key can show.
+"""
 
 _ELLIPSIS = "\u2026"
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")

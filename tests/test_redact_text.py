@@ -109,3 +109,13 @@ def test_text_that_needs_nothing_comes_back_unchanged() -> None:
 def test_a_long_label_is_cut_with_a_visible_mark() -> None:
     out = redact.label("m" * 15_000_000)
     assert len(out) == redact.LABEL_CHARS and out.endswith("\u2026")
+
+
+@given(word_len=st.integers(1, redact.MIN_FRAGMENT - 1))
+def test_a_name_sharing_only_a_keys_first_word_is_not_masked(word_len: int) -> None:
+    """A probe named like a key's first word keeps its label; a longer run of the key does not."""
+    key = "embedded-daemon-key-31337-abcdef"
+    redact.register_secret(key)
+    name = key[:word_len]
+    assert redact.label(name) == name
+    assert key[: redact.MIN_FRAGMENT] not in redact.label(key[: redact.MIN_FRAGMENT] + " tail")

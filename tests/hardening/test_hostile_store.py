@@ -136,8 +136,11 @@ async def test_a_declared_gigabyte_is_refused_before_its_body_is_read(hostile: H
 
 
 async def test_600000_ids_past_the_cap_are_refused_and_within_it_cut_to_the_limit(
-    hostile: Hostile,
+    hostile: Hostile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # spill files go to a directory of this test's own: another process's spill in the
+    # shared /tmp must not count as this test's leftover
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     capped = target_for(hostile, "many")  # 8 MiB default cap, the answer is ~12 MB
     raised = target_for(hostile, "many", max_response_bytes=16 * MIB)
     try:
@@ -156,7 +159,7 @@ async def test_600000_ids_past_the_cap_are_refused_and_within_it_cut_to_the_limi
     # benchd never held the 12 MB body whole, nor the 600,000 decoded results. (The
     # hostile proxy runs in this process too, and its 12 MB send buffer is in the peak.)
     assert peak[0] < 20 * MIB
-    assert not list(Path(tempfile.gettempdir()).glob("benchd-answer-*"))  # and it is gone
+    assert not list(tmp_path.glob("benchd-answer-*"))  # and it is gone
 
 
 async def test_an_export_that_pages_forever_stops_at_the_listing_limit(hostile: Hostile) -> None:
