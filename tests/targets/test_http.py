@@ -131,7 +131,7 @@ async def test_seed_goes_in_batches_and_is_verified_through_export(
         report = await t.seed(MEMORIES, progress=lambda done, total: steps.append((done, total)))
     finally:
         await t.aclose()
-    assert steps == [(2, 5), (4, 5), (5, 5)]
+    assert steps == [(2, 5), (4, 5), (5, 5), (5, 5)]  # the seed's batches, then verify's
     assert (report.imported, report.skipped, report.errors) == (5, 0, 0)
     assert (report.verified, report.missing) == (5, ())
     expected = sorted([OWN[m["id"]] for m in MEMORIES] + [sentinel_id("benchd-eval")])
