@@ -46,6 +46,7 @@ from benchd.logging import get_logger
 from benchd.targets.answers import decode
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
+    ErrorContext,
     http_url_problem,
     open_clients,
     positive_problem,
@@ -146,7 +147,9 @@ class ChromaIO:
     ) -> None:
         self.config = config
         self.embed = embed
-        self.base, self.client, self.http = open_clients(config, auth, transport)
+        self.base, self.client, self.http = open_clients(
+            config, auth, transport, context=ErrorContext(api="a Chroma server")
+        )
         self.name = collection_name(config)
         t, d = quote(config.tenant, safe=""), quote(config.database, safe="")
         self._collections = f"/api/v2/tenants/{t}/databases/{d}/collections"

@@ -52,6 +52,7 @@ from benchd.errors import (
 from benchd.logging import get_logger
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES, positive_problem
 from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
+from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
     Marked,
@@ -144,7 +145,7 @@ class MilvusConfig:
 
 def error_of(exc: BaseException, where: str) -> TargetError:
     """A pymilvus or gRPC error as benchd's: connect, auth, timeout, or decode."""
-    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    text = words(str(exc)) or type(exc).__name__  # masked before it is cut
     low = text.lower()
     if "unauthenticated" in low or "authentication" in low or "permission" in low:
         return TargetAuthError(f"{where}: the token was refused ({text})")

@@ -62,6 +62,7 @@ from benchd.errors import (
 )
 from benchd.logging import get_logger
 from benchd.targets.owned import namespace_problem
+from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
     Marked,
@@ -261,7 +262,7 @@ def error_of(exc: Exception, where: str) -> TargetError:
     import psycopg
 
     state = getattr(exc, "sqlstate", None) or ""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = words(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__
     if state in ("28P01", "28000") or "password authentication failed" in text:
         return TargetAuthError(f"{where}: the DSN's credentials were refused ({text})")
     if state == "57014":

@@ -136,3 +136,18 @@ def test_a_registered_secret_never_shows_whatever_surrounds_it(
         assert SECRET not in said and SECRET[:16] not in said and SECRET[-16:] not in said
     finally:
         redact.clear_secrets()
+
+
+def test_the_vector_kinds_errors_are_masked_before_they_are_cut(secret: str) -> None:
+    """milvus cut at 300 characters first and masked nothing; pgvector masked nothing."""
+    from benchd.targets import milvus, pgvector
+
+    padding = "y" * (MESSAGE_CHARS - 20)
+    shown = [
+        str(milvus.error_of(RuntimeError(f"insert failed: {padding}{secret}"), "milvus m")),
+        str(pgvector.error_of(ValueError(f"bad row {padding}{secret}\nDETAIL: x"), "pg t")),
+    ]
+    for text in shown:
+        assert secret[:5] not in text and "7777" not in text, text  # no fragment either
+    assert shown[0].startswith("milvus m: RuntimeError: insert failed: yyy")
+    assert shown[1].startswith("pg t: SQL error ValueError: bad row yyy")
