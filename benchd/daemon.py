@@ -26,8 +26,8 @@ from benchd.config.load import (
     parse_listen,
 )
 from benchd.config.web import WebConfig
-from benchd.errors import BenchdError
-from benchd.fixtures.model import load_fixture
+from benchd.errors import BenchdError, FixtureError
+from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
@@ -44,6 +44,19 @@ from benchd.web.server import ServerLimits, serve_web
 __all__ = ["Daemon"]
 
 log = get_logger("benchd.daemon")
+
+
+def _load_fixture(probe: ProbeConfig) -> Fixture:
+    """The probe's fixture; a path ``${VAR}`` made is shown as written, never expanded."""
+    try:
+        return load_fixture(probe.fixture)
+    except FixtureError as exc:
+        if not probe.fixture_source:
+            raise
+        path, written = str(probe.fixture), f"fixture {probe.fixture_source}"
+        raise FixtureError(
+            [written + p[len(path) :] if p.startswith(path) else p for p in exc.problems]
+        ) from None
 
 
 @dataclass(slots=True)
@@ -167,7 +180,7 @@ class Daemon:
         runners: list[ProbeRunner] = []
         try:
             for probe in probes:
-                fixture = await anyio.to_thread.run_sync(load_fixture, probe.fixture)
+                fixture = await anyio.to_thread.run_sync(_load_fixture, probe)
                 runners.append(ProbeRunner(probe, instance=instance or None, fixture=fixture))
         except BaseException:
             for runner in runners:

@@ -17,6 +17,7 @@ unless ``--check-secrets`` asks for that too (as ``benchd run`` will).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -97,6 +98,19 @@ def check_paths(paths: Iterable[str | Path]) -> list[FixtureCheck]:
     ]
 
 
+_SHOWN: dict[str, str] = {}  # expanded fixture path -> "config: key (as written)"
+
+
+def _shown(check: FixtureCheck) -> FixtureCheck:
+    """``check`` with its path as the config wrote it, when ``${VAR}`` expanded it."""
+    written = _SHOWN.get(str(check.path))
+    if written is None:
+        return check
+    path = str(check.path)
+    lines = tuple(written + p[len(path) :] if p.startswith(path) else p for p in check.problems)
+    return dataclasses.replace(check, path=written, problems=lines)
+
+
 def validate_paths(paths: Iterable[str | Path]) -> tuple[list[str], list[str]]:
     """Validate fixtures; return (every problem line, one ok line per valid file)."""
     problems: list[str] = []
@@ -124,6 +138,10 @@ def _as_json(check: FixtureCheck) -> dict[str, Any]:
 def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[list[Path], str]:
     """The distinct fixtures a config's probes name, and the config's ok line.
 
+    A fixture whose path came from ``${VAR}`` is recorded in :data:`_SHOWN`
+    under the key and the path as written, which its problems show instead
+    of the expanded path.
+
     Raises :class:`~benchd.errors.ConfigError` (with every problem) if the config is bad.
     """
     from benchd.config.load import load_config  # the config stack only when asked for
@@ -135,6 +153,10 @@ def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[l
     if problems:
         raise ConfigError(problems)
     fixtures = list(dict.fromkeys(probe.fixture for probe in config.probes))
+    for i, probe in enumerate(config.probes):
+        if probe.fixture_source:
+            written = f"{config.path}: probe[{i}].fixture ({probe.fixture_source})"
+            _SHOWN[str(probe.fixture)] = written
     count = len(config.probes)
     return fixtures, f"{config.path}: ok ({count} probe{'' if count == 1 else 's'})"
 
@@ -206,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "validate: name at least one FIXTURE or --config FILE (see benchd validate --help)"
         )
-    checks = check_paths(paths)
+    checks = [_shown(c) for c in check_paths(paths)]
     if args.config is not None and not config_problems:
         for line in budget_warnings(args.config, checks, check_secrets=args.check_secrets):
             print(line, file=sys.stderr if args.format == "json" else sys.stdout)

@@ -11,10 +11,11 @@ environment or a file. Fixture paths are relative to the config file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -173,6 +174,8 @@ class ProbeConfig:
     drift: DriftSettings = field(default_factory=DriftSettings)
     budget: BudgetSettings = field(default_factory=BudgetSettings)  # its API key's
     thresholds: tuple[Threshold, ...] = ()  # [probe.thresholds]: CI gate and breach gauge
+    # the fixture as written when ${VAR} made its path ("${DATA}/x.jsonl"): what errors show
+    fixture_source: str = ""
 
     @property
     def max_k(self) -> int:
@@ -245,7 +248,8 @@ def parse_config(data: dict[str, Any], *, file: str, base: Path, secrets: bool =
         try:
             config = _parse(data, file=file, base=base, secrets=secrets, env=env)
         except ConfigError as exc:
-            raise ConfigError([mask(env.hide(line)) for line in exc.problems]) from None
+            lines = [env.sources(env.hide(line), file) for line in exc.problems]
+            raise ConfigError([mask(line) for line in lines]) from None
     return _as_written(config, env)
 
 
@@ -257,6 +261,9 @@ def _as_written(config: Config, env: _Interpolated) -> Config:
     """
     probes = []
     for i, p in enumerate(config.probes):
+        fixture_vars = env.paths.get(f"probe[{i}].fixture", ())
+        if fixture_vars:
+            p = dataclasses.replace(p, fixture_source=env.unexpand(str(p.fixture), fixture_vars))
         secret = p.target.secret
         names = env.paths.get(f"probe[{i}].target.api_key_file", ())
         if secret is not None and names:
@@ -458,6 +465,26 @@ class _Interpolated:
     paths: dict[str, list[str]] = field(default_factory=dict)  # key path -> variable names
     values: dict[str, str] = field(default_factory=dict)  # variable name -> value
 
+    def unexpand(self, text: str, names: Iterable[str]) -> str:
+        """``text`` with these variables' values written back as ``${VAR}``."""
+        for name in sorted(set(names), key=lambda n: -len(self.values[n])):
+            if self.values[name]:
+                text = text.replace(self.values[name], f"${{{name}}}")
+        return text
+
+    def sources(self, line: str, file: str) -> str:
+        """``line`` with the variables its key path's value came from named at the end."""
+        names = [
+            name
+            for path, found in self.paths.items()
+            for name in found
+            if line.startswith(f"{file}: {path}:") or _names_key(line, file, path)
+        ]
+        if not names:
+            return line
+        shown = ", ".join(f"${{{n}}}" for n in dict.fromkeys(names))
+        return f"{line} (the value comes from {shown})"
+
     def hide(self, line: str) -> str:
         """``line`` with every substituted value (past the file and key path) as ``${VAR}``."""
         parts = line.split(": ", 2)
@@ -466,6 +493,13 @@ class _Interpolated:
             if len(value) >= MIN_SECRET_LEN and value in text:
                 text = text.replace(value, f"${{{name}}}")
         return f"{head}: {text}" if head else text
+
+
+def _names_key(line: str, file: str, path: str) -> bool:
+    """Whether ``line`` is about the table entry ``path`` (a header named in its table's line)."""
+    table, _, key = path.rpartition(".")
+    named = f" {json.dumps(key.strip(chr(34)))}" in line
+    return bool(table) and named and line.startswith(f"{file}: {table}:")
 
 
 def _interpolate(value: Any, file: str, path: str, problems: list[str], env: _Interpolated) -> Any:

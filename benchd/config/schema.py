@@ -40,8 +40,10 @@ __all__ = [
     "check",
     "decode",
     "describe",
+    "headers_problem",
     "hidden_paths",
     "join_key",
+    "label_problem",
     "url_problem",
 ]
 
@@ -54,6 +56,47 @@ MAX_FLOAT = 1e9
 """Largest float magnitude a config accepts (10^9 seconds is about 31 years)."""
 
 _HIDDEN: ContextVar[Collection[str]] = ContextVar("benchd_config_hidden", default=())
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110 field-name
+_FIELD_VALUE = re.compile(r"^[\x20-\x7e\t]*$")  # visible ASCII, space, tab
+MAX_LABEL_CHARS = 256  # = benchd.redact.LABEL_CHARS: what /metrics would cut a label to
+
+
+def headers_problem(headers: Mapping[str, str]) -> str | None:
+    """Config check for a ``headers`` table: what HTTP lets benchd send, or why not.
+
+    A name must be an RFC 9110 token; a value visible ASCII, spaces and tabs,
+    without line breaks, NULs or leading/trailing spaces. Values are never
+    quoted (one may be a key from ``${VAR}``); the name is.
+    """
+    for name, value in headers.items():
+        if not _TOKEN.match(name):
+            return (
+                f"header name {json.dumps(name[:64])} is not an HTTP token "
+                "(letters, digits and !#$%&'*+-.^_`|~; no spaces or ':')"
+            )
+        if not isinstance(value, str):
+            continue
+        if "\r" in value or "\n" in value:
+            problem = "holds a line break (CR or LF)"
+        elif "\x00" in value:
+            problem = "holds a NUL character"
+        elif not _FIELD_VALUE.match(value):
+            problem = "holds a character outside visible ASCII (HTTP sends header values as bytes)"
+        elif value != value.strip(" \t"):
+            problem = "starts or ends with spaces, which HTTP drops"
+        else:
+            continue
+        return f"header {json.dumps(name)}: its value {problem}; fix the value (not shown here)"
+    return None
+
+
+def label_problem(value: str) -> str | None:
+    """Config check for a label benchd exports (a model label): one line, at most 256 chars."""
+    if len(value) > MAX_LABEL_CHARS:
+        return f"is {len(value)} characters; a label benchd exports is at most {MAX_LABEL_CHARS}"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return "holds a line break or another control character; a label is one line"
+    return None
 
 
 @contextmanager

@@ -44,7 +44,7 @@ import anyio
 import anyio.to_thread
 
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check
+from benchd.config.schema import check, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import SeedReport, TargetInfo
@@ -118,7 +118,8 @@ class PythonConfig:
 
     factory: str = field(metadata=check(_factory_problem))
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
-    model: str = ""  # label for the model; else the retriever's ``model`` attribute
+    # label for the model; else the retriever's ``model`` attribute
+    model: str = field(default="", metadata=check(label_problem))
     concurrency: int = field(default=1, metadata=check(_positive))
     namespace: str = field(
         default="benchd-eval", metadata=check(lambda v: None if v else "must not be empty")

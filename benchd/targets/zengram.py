@@ -42,7 +42,7 @@ import anyio
 import httpx
 
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check
+from benchd.config.schema import check, headers_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
@@ -114,7 +114,8 @@ class ZengramConfig:
     api_key_file: str | None = None
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "before"
-    model: str = ""  # label for the store's embedding model when /health has none
+    # label for the store's embedding model when /health has none
+    model: str = field(default="", metadata=check(label_problem))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     # an import request may take timeout_s plus this per record: 10 s + 500 × 0.02 s = 20 s
     # for a full batch, where the real server needs >= 5 s
@@ -134,7 +135,7 @@ class ZengramConfig:
     searchable_timeout_s: float = 30.0
     keep_ids: bool = True  # false: the store assigns ids; benchd's mark maps them back
     adopt_namespace: bool = False
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
 
 
 class ZengramTarget(SeededStore[Mapping[str, Any]]):

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from benchd.config.schema import check
+from benchd.config.schema import check, headers_problem, label_problem
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     http_url_problem,
@@ -202,11 +202,12 @@ class HttpConfig:
         metadata=check(lambda v: None if _TOKEN.match(v) else "is not a valid header name"),
     )
     auth_prefix: str = "Bearer "
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     verify: bool = True
-    model: str = ""  # label for the store's embedding model when health has none
+    # label for the store's embedding model when health has none
+    model: str = field(default="", metadata=check(label_problem))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     max_retries: int = 3
     backoff_s: float = 0.25

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from benchd.config.schema import check
+from benchd.config.schema import check, headers_problem, label_problem
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES, http_url_problem, positive_problem
 from benchd.targets.http.config import (
     BATCH_NAMES,
@@ -190,7 +190,7 @@ class McpConfig:
     max_line_bytes: int = field(default=DEFAULT_MAX_LINE_BYTES, metadata=check(positive_problem))
     # http: the streamable-HTTP endpoint (with its path, e.g. http://host:8000/mcp)
     url: str | None = field(default=None, metadata=check(_url_problem))
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
     auth_header: str = "Authorization"
@@ -204,7 +204,8 @@ class McpConfig:
     adopt_namespace: bool = False
     cleanup: Literal["before", "after", "never"] = "never"
     verify: bool = True
-    model: str = ""  # the store's model label when no info tool names it
+    # the store's model label when no info tool names it
+    model: str = field(default="", metadata=check(label_problem))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     max_retries: int = 3
     backoff_s: float = 0.25
@@ -232,7 +233,7 @@ class McpConfig:
             if lacking:
                 raise ValueError(
                     f"tools.{lacking[0]}.arguments: namespace_by = 'argument' needs "
-                    "{namespace} in every tool's arguments (e.g. user_id = \"{namespace}\")"
+                    '{namespace} in every tool\'s arguments (e.g. user_id = "{namespace}")'
                 )
         needed = {"write": self.tools.write, "list": self.tools.list, "delete": self.tools.delete}
         lacking = [f"[probe.target.tools.{op}]" for op, tool in needed.items() if tool is None]
