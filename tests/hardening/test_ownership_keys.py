@@ -160,6 +160,28 @@ def test_foreign_facts_and_statuses_stay_byte_identical_through_once_run_sigterm
     assert content_hash(TEXT["mem-quartz"]) in {r["key"] for r in _rows(store.url, "fact")}
 
 
+def test_the_http_kind_described_as_zengram_namespaces_keys_too(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    """configs/http-zengram.toml, the worked example of the generic kind against Zengram."""
+    _plant(store.url)
+    before = _foreign(store.url)
+    shipped = (Path(__file__).parents[2] / "configs" / "http-zengram.toml").read_text()
+    toml = (
+        shipped.replace('"http://127.0.0.1:8084"', f'"{store.url}"')
+        .replace('"BRAIN_API_KEY"', '"DRILL_STORE_KEY"')
+        .replace('"packaged:smoke"', f'"{_fixture(tmp_path / "keyed.json")}"')
+        .replace('namespace = "benchd-eval"', 'namespace = "drill-http"')
+    )
+    config = tmp_path / "http.toml"
+    config.write_text(toml, encoding="utf-8")
+    once = _benchd("once", "--config", str(config))
+    assert once.returncode == 0, once.stderr
+    assert _foreign(store.url) == before
+    keys = {r["key"] for r in _rows(store.url, "fact", client_id="drill-http")}
+    assert keys and all(k.startswith("benchd:drill-http:") for k in keys)
+
+
 def test_two_namespaces_sentinels_never_collide(store: RefStoreThread, tmp_path: Path) -> None:
     config = _config(tmp_path, store.url, "alpha", "beta")
     once = _benchd("once", "--config", str(config))

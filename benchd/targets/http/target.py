@@ -42,7 +42,7 @@ from benchd.targets.http.records import (
     sentinel_memory,
 )
 from benchd.targets.http.templating import MISSING, as_text, render, render_text
-from benchd.targets.owned import legacy_sentinel_id, sentinel_id
+from benchd.targets.owned import legacy_sentinel_id, namespaced_fields, sentinel_id
 from benchd.targets.seeding import Counts, SeededStore, SeedPlan
 from benchd.targets.store import Capabilities
 
@@ -206,11 +206,15 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         assert seed is not None
         fid = str(memory.get("id", ""))
         sid = self._owned.store_of.get(fid, fid)  # the sentinel keeps its own id
+        ns = self.config.namespace
+        # facts' key and statuses' subject are global on a Zengram-style store: never the
+        # fixture's own (owned.namespaced_fields), as the zengram kind writes them
+        keyed = namespaced_fields(ns, fid, memory)
         values = {
             "id": sid,
             "content": content_of(memory),
-            "namespace": self.config.namespace,
-            "memory": {**memory, "id": sid},
+            "namespace": ns,
+            "memory": {**memory, "id": sid, **keyed},
         }
         record = render(seed.record, values)
         if seed.fields:
@@ -331,6 +335,7 @@ def http_capabilities(config: HttpConfig) -> Capabilities:
         lists=config.export is not None,
         writes=config.seed is not None,
         deletes=config.delete is not None,
+        owned_keys=config.seed is not None,  # {memory} carries namespaced key/subject
         load_sender=True,
         scores=bool(config.search.scores),
         retries=True,
