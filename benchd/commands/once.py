@@ -242,15 +242,7 @@ def say_read_only(result: CycleResult) -> None:
 
 
 def _print_json(results: Sequence[CycleResult]) -> None:
-    probes = []
-    for result in results:
-        doc = result_to_json(result)
-        doc["thresholds"] = [
-            {"name": v.threshold.name, "value": v.value, "breached": v.breached}
-            | ({"note": v.note} if v.note else {})
-            for v in result.thresholds
-        ]
-        probes.append(doc)
+    probes = [result_to_json(r) for r in results]  # with the thresholds each result carries
     document = {"schema": 1, "benchd_version": __version__, "probes": probes}
     print(json.dumps(document, indent=2, sort_keys=False))
 

@@ -98,6 +98,11 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "retry_wait_s": result.retry_wait_s,
         "error": _error(result),
         "drift": _drift(result),
+        "thresholds": [  # judged once by the probe runner; read here
+            {"name": v.threshold.name, "value": v.value, "breached": v.breached}
+            | ({"note": v.note} if v.note else {})
+            for v in result.thresholds
+        ],
     }
     if not queries:
         del document["queries"]

@@ -8,8 +8,10 @@ import secrets
 
 from cycles import make_result
 
+from benchd.config.thresholds import parse_threshold
 from benchd.drift.outcome import DriftOutcome, MetricDrift, RegressedQuery
 from benchd.redact import public_url, register_secret
+from benchd.scoring.thresholds import evaluate_all
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.status import result_to_json, status_document
 
@@ -43,6 +45,7 @@ TOP_LEVEL = {
     "error",
     "drift",
     "degraded_reasons",
+    "thresholds",
 }
 PERCENTILES = {"p50", "p90", "p95", "p99", "max", "mean", "count", "withheld"}
 
@@ -239,3 +242,17 @@ def test_drift_appears_once_per_probe_under_drift() -> None:
         "baseline", "stale", "stale_reason", "noise", "samples", "detected", "model_changed",
         "metrics", "regressed_queries", "change", "model", "baseline_model",
     }  # fmt: skip
+
+
+def test_result_json_carries_the_verdicts_the_runner_judged() -> None:
+    result = make_result()
+    verdicts = evaluate_all(
+        [parse_threshold("recall@10>=0.0"), parse_threshold("load:p99<1")], result
+    )
+    doc = result_to_json(dataclasses.replace(result, thresholds=verdicts))
+    met, withheld = doc["thresholds"]
+    assert met == {
+        "name": "serial:recall@10>=0", "value": result.aggregate["recall@10"], "breached": False,
+    }  # fmt: skip
+    assert withheld["name"] == "load:p99<1" and withheld["note"].startswith("p99 needs >= 100")
+    assert result_to_json(result)["thresholds"] == []
