@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -54,6 +54,7 @@ __all__ = [
     "load_quality",
     "make_fire",
     "run_cycle",
+    "short_answers",
 ]
 
 # A whole cycle stops on these: every further request would fail the same way.
@@ -185,6 +186,19 @@ def load_quality(
     return mean_metrics([mean_metrics(by_query[i]) for i in sorted(by_query)])
 
 
+def short_answers(ranked: Iterable[Sequence[str] | None], full: int) -> int:
+    """Searches that answered fewer than ``full`` results (a failed one is an error, not short).
+
+    ``full`` is ``min(k, records seeded)`` on a kind whose searches return that
+    many when the store is healthy (a kNN store); a pgvector HNSW index over a
+    shared table can answer 1 row of the 11 asked once a filter drops most of
+    its candidates.
+    """
+    if full <= 0:
+        return 0
+    return sum(1 for r in ranked if r is not None and len(r) < full)
+
+
 async def load_pass(
     target: ProbeTarget, probe: ProbeConfig, fixture: Fixture, profile: LoadProfile
 ) -> LoadRun:
@@ -222,6 +236,8 @@ class _Cycle:
     seed: SeedReport | None = None
     answers: list[SerialAnswer] = field(default_factory=list)
     load: LoadResult | None = None
+    full_answer: int = 0  # results a full answer holds; 0: the kind makes no such promise
+    short: dict[str, int] = field(default_factory=dict)  # pass -> short answers
 
     async def phase(self, name: str, work: Callable[[], Awaitable[T]]) -> T:
         """Run one phase's ``work``, timing it; a TargetError fails the cycle in ``name``."""
@@ -347,13 +363,16 @@ async def _run(state: _Cycle) -> None:
     state.answers = await state.phase(
         "serial", lambda: _serial_pass(target, probe, fixture, state.progress)
     )
+    if target.capabilities.full_answers and state.seed is not None:
+        state.full_answer = min(probe.max_k, state.seed.verified)
+        state.short["serial"] = short_answers((a.ranked for a in state.answers), state.full_answer)
     if probe.load.mode != "serial":
         caps = [r for r in (probe.load.max_rate, state.read_rate) if r is not None]
         profile = dataclasses.replace(probe.load, max_rate=min(caps, default=None))
         run = await state.phase("load", lambda: load_pass(target, probe, fixture, profile))
-        state.load = run.to_result(
-            aggregate=load_quality(fixture.queries, list(run.answers()), probe.k)
-        )
+        answered = list(run.answers())
+        state.load = run.to_result(aggregate=load_quality(fixture.queries, answered, probe.k))
+        state.short["load"] = short_answers((r for _, r in answered), state.full_answer)
     if probe.target.cleanup == "after":
         ids = fixture.memory_ids
         await state.phase("cleanup", lambda: target.cleanup(ids))
@@ -428,4 +447,5 @@ def _assemble(state: _Cycle) -> CycleResult:
         error_message="every query failed" if all_failed else None,
         degraded_reasons=reasons,
         fixture_hash=fixture.content_hash,
+        short_answers=dict(state.short),
     )

@@ -244,6 +244,9 @@ class CycleResult:
     drift: DriftOutcome | None = None  # attached by the drift stage; None before it ran
     # [probe.thresholds] and the command line's, judged once by the probe runner
     thresholds: tuple[Verdict, ...] = ()
+    # pass -> searches that answered fewer than min(k, records seeded), on a kind that
+    # declares full answers (Capabilities.full_answers); empty where it does not
+    short_answers: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

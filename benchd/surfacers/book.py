@@ -151,6 +151,7 @@ class ProbeState:
     errors: Mapping[str, int]  # error kind -> count
     latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
     thresholds: tuple[Verdict, ...] = ()  # the latest cycle against [probe.thresholds]
+    short_answers: int = 0  # searches answering fewer than min(k, records seeded), all passes
 
 
 class _CleanupLike(Protocol):
@@ -354,6 +355,7 @@ def _accumulate(
         request_retry_wait_s=base.request_retry_wait_s + result.retry_wait_s,
         errors=_add(base.errors, result.errors),
         latency=_add_samples(base.latency, _latency_samples(result), buckets),
+        short_answers=base.short_answers + sum(result.short_answers.values()),
     )
 
 

@@ -107,8 +107,32 @@ class BookCollector(Collector):
         yield from _quality(states)
         yield from _latency(states)
         yield from _requests(states)
+        yield from _short_answers(states)
         yield from _drift(states)
         yield _thresholds(states)
+
+
+def _short_answers(states: list[ProbeState]) -> Iterator[Metric]:
+    """Searches answering fewer than min(k, records seeded): only kinds promising full answers."""
+    total = _counter(
+        "benchd_short_answers_total",
+        "Searches that answered fewer than min(k, records seeded in the namespace) results, "
+        "on a kind that declares full answers (serial and load passes).",
+        ["probe"],
+    )
+    last = _gauge(
+        "benchd_short_answers_last_cycle",
+        "Last cycle: searches that answered fewer than min(k, records seeded), by pass.",
+        ["probe", "pass"],
+    )
+    for s in states:
+        if not s.latest.short_answers and not s.short_answers:
+            continue  # a kind without the promise: nothing to count
+        total.add_metric([s.name], s.short_answers)
+        for pass_, count in sorted(s.latest.short_answers.items()):
+            last.add_metric([s.name, pass_], count)
+    yield total
+    yield last
 
 
 def _masked(family: Metric) -> Metric:

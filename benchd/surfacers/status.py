@@ -96,6 +96,7 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "errors": dict(result.errors),
         "retries": result.retries,
         "retry_wait_s": result.retry_wait_s,
+        "short_answers": dict(result.short_answers),
         "error": _error(result),
         "drift": _drift(result),
         "thresholds": [  # judged once by the probe runner; read here

@@ -359,6 +359,7 @@ def chroma_capabilities(config: ChromaConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's records; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        full_answers=True,
         retries=True,
     )  # fmt: skip
 

@@ -444,7 +444,8 @@ def _hits(found: Any, limit: int, distance: str, where: str) -> list[Scored]:
 def milvus_capabilities(config: MilvusConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's entities; the sentinel keeps the lease."""
     return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True
+        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        full_answers=True,
     )
 
 

@@ -527,7 +527,8 @@ def register_dsn_password(dsn: str) -> None:
 def pgvector_capabilities(config: PgvectorConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's rows; the sentinel keeps the lease."""
     return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True
+        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        full_answers=True,
     )
 
 

@@ -112,7 +112,9 @@ class Capabilities:
     load_sender: bool = False  # its own sender for the load pass (else the engine calls search)
     scores: bool = False  # search answers carry the store's score of each result
     unranked: bool = False  # search answers a set, not a ranking
-    full_answers: bool = False  # search answers whole records (texts), not only ids
+    # a healthy search answers min(limit, records in the namespace) results (a kNN store):
+    # fewer is counted as a short answer (benchd_short_answers_total)
+    full_answers: bool = False
     retries: bool = False  # retries requests itself and counts them
 
     def lacks(self) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import hashlib
 import importlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -205,8 +205,21 @@ class VectorStore(StoreDefaults):
             for i, (r, text) in enumerate(zip(batch, texts, strict=True))
         ]
 
-    async def delete(self, store_id: str) -> bool:
+    async def delete(
+        self, store_id: str, recheck: Callable[[], Awaitable[bool]] | None = None
+    ) -> bool:
+        """Delete one of benchd's records in its namespace (scoped, so never retried blindly:
+        ``recheck`` is not needed)."""
         return await self.io.delete(store_id)
+
+    @property
+    def retries(self) -> int:
+        """Requests retried by the store's client (none but chroma's retry)."""
+        return 0
+
+    @property
+    def retry_wait_s(self) -> float:
+        return 0.0
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
         """Stored with the same text by the same embedder: nothing to write, nothing to embed."""

@@ -42,6 +42,7 @@ TOP_LEVEL = {
     "errors",
     "retries",
     "retry_wait_s",
+    "short_answers",
     "error",
     "drift",
     "degraded_reasons",
