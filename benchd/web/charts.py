@@ -23,7 +23,7 @@ __all__ = ["MARKER_COLORS", "Marker", "Series", "line_chart", "outcome_chart"]
 MARKER_COLORS = {"model change": "#8250df", "reload": "#0550ae", "failed cycle": "#cf222e"}
 BASELINE_COLOR = "#57606a"
 W, H = 440, 230
-_L, _R, _T, _B = 52, 14, 24, 34  # padding around the plot; the legend goes below it
+_L, _R, _T, _B = 56, 14, 34, 34  # padding around the plot; the legend goes below it
 _LEGEND_ROW = 15
 _TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
                43200, 86400)  # fmt: skip
@@ -141,7 +141,7 @@ def _time_axis(frame: _Frame) -> str:
     return "".join(out)
 
 
-def _value_axis(frame: _Frame, unit: Callable[[float], str]) -> str:
+def _value_axis(frame: _Frame, unit: Callable[[float, float], str]) -> str:
     step = nice_step(frame.y1 - frame.y0)
     out = []
     v = math.ceil(frame.y0 / step - 1e-9) * step
@@ -150,7 +150,7 @@ def _value_axis(frame: _Frame, unit: Callable[[float], str]) -> str:
         out.append(
             f'<line x1="{_L}" y1="{y:.1f}" x2="{W - _R}" y2="{y:.1f}" stroke="#d8dee4"/>'
             f'<text class="tick-y" x="{_L - 4}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{_e(unit(v))}</text>"
+            f"{_e(unit(v, step))}</text>"
         )
         v += step
     box = (
@@ -250,13 +250,13 @@ def line_chart(
     series: Sequence[Series],
     markers: Sequence[Marker] = (),
     *,
-    unit: Callable[[float], str],
+    unit: Callable[[float, float], str],
     floor: float | None = None,
     ceil: float | None = None,
     min_span: float = 0.0,
     baseline_label: str = "baseline",
 ) -> str:
-    """A line chart over time; ``unit`` formats a value for the y ticks."""
+    """A line chart over time; ``unit(value, step)`` labels a y tick."""
     drawn = [s for s in series if s.drawn]
     values = [v for s in drawn for _, v in s.points if v is not None]
     values += [s.baseline for s in drawn if s.baseline is not None]
@@ -268,7 +268,7 @@ def line_chart(
     entries += [(k, MARKER_COLORS[k], "dash") for k in kinds]
     rows = max((row for *_, row in _legend_items(entries)), default=0) + 1
     height = H + (rows - 1) * _LEGEND_ROW
-    plot_bottom = H - _B - _LEGEND_ROW - 8
+    plot_bottom = H - _B - _LEGEND_ROW
     if not times:
         note = '<text x="60" y="90">no cycles in the kept history</text>'
         return _svg(kind, title, height, note)
@@ -293,7 +293,7 @@ def outcome_chart(
     title: str, cycles: Sequence[tuple[float, float, str, str]], colors: dict[str, str]
 ) -> str:
     """One bar per cycle (start, end, outcome, tooltip) on the same time axis."""
-    plot_bottom = H - _B - _LEGEND_ROW - 8
+    plot_bottom = H - _B - _LEGEND_ROW
     if not cycles:
         return _svg("outcome", title, H, '<text x="60" y="90">no cycles yet</text>')
     t0, t1 = _time_range([c[0] for c in cycles] + [c[1] for c in cycles])

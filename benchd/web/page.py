@@ -464,7 +464,7 @@ def _quality_chart(
         f"Quality over {len(history)} cycles",
         series,
         _markers(history, config),
-        unit=lambda v: f"{v:.2f}",
+        unit=lambda v, step: f"{v:.2f}",
         floor=0.0,
         ceil=1.0,
         min_span=0.05,
@@ -472,9 +472,13 @@ def _quality_chart(
     )
 
 
-def _ms_tick(seconds: float) -> str:
-    ms = seconds * 1000
-    return f"{ms:.0f} ms" if abs(ms) >= 10 or ms == 0 else f"{ms:.2g} ms"
+def _ms_tick(seconds: float, step: float) -> str:
+    """A latency tick in ms (in s from 1 s), with the decimals its step needs."""
+    if seconds >= 1.0:
+        return f"{seconds:g} s"
+    step_ms = step * 1000
+    decimals = next((d for d in range(4) if abs(round(step_ms, d) - step_ms) < 1e-9), 4)
+    return f"{seconds * 1000:.{decimals}f} ms"
 
 
 def _latency_chart(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> str:
@@ -498,7 +502,10 @@ def _latency_chart(history: Sequence[Mapping[str, Any]], config: Mapping[str, An
     missing = [s.name for s in series if not s.drawn]
     if not missing or not history:
         return chart
-    note = f"{', '.join(missing)} withheld in every kept cycle (too few samples: see Latency)"
+    if len(missing) == len(series) and not any(h.get("requests") for h in history):
+        note = "no search request in the kept history: no latency to draw"
+    else:
+        note = f"{', '.join(missing)} withheld in every kept cycle (too few samples: see Latency)"
     caption = f'<figcaption class="hint">{_e(note)}</figcaption>'
     return f'<figure class="chart-note">{chart}{caption}</figure>'
 

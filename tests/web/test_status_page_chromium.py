@@ -271,6 +271,9 @@ def check_before(root: Node, api: dict[str, Any]) -> None:
         assert outcome not in ("success", "degraded", "failed", "timeout")
 
 
+HISTORY = 20  # [server] history: every cycle of the test's memory probe is kept
+
+
 def check_after(
     root: Node, api: dict[str, Any], queries: dict[str, str], before: float, limit: int = 10
 ) -> None:
@@ -337,7 +340,7 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
     body = probe("memory", store.url, 3.0, load=LOAD) + probe(
         "broken", "http://127.0.0.1:9", 3.0
     )
-    config.write_text("[server]\nhistory = 12\n" + body)
+    config.write_text(f"[server]\nhistory = {HISTORY}\n" + body)
     pin = subprocess.run(
         [sys.executable, "-m", "benchd", "baseline", "save", "--config", str(config),
          "--probe", "memory", "--out", str(tmp_path / "baseline.toml"), "--repeats", "3"],
@@ -347,7 +350,7 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
     pinned = body.replace(
         'name = "memory"\n', f'name = "memory"\nbaseline = "{tmp_path / "baseline.toml"}"\n'
     )
-    config.write_text("[server]\nhistory = 12\n" + pinned)
+    config.write_text(f"[server]\nhistory = {HISTORY}\n" + pinned)
     with BenchdProcess(["--config", str(config)], env=env) as benchd:
         benchd.wait_cycles("memory", 2, timeout=CYCLE_TIMEOUT_S)
         benchd.wait_cycles("broken", 2, timeout=CYCLE_TIMEOUT_S)
@@ -377,11 +380,26 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
             lambda e: e.get("event") == "drift_onset" and e.get("probe") == "memory",
             timeout=CYCLE_TIMEOUT_S,
         )
-        # two more cycles: every cycle shown ran wholly after the switch
+        # A cycle that ran wholly after the switch; then freeze the probe (a reload to an
+        # interval of an hour: one cycle at once, then none), so every page shows one state.
         count = len(benchd.cycles("memory"))
         benchd.wait_cycles("memory", count + 2, timeout=CYCLE_TIMEOUT_S)
-        api = status(benchd)
-        assert api["probes"]["memory"]["cycles_total"] == len(benchd.cycles("memory"))
+        config.write_text(config.read_text().replace("interval_s = 2.5", "interval_s = 3600.0"))
+        reloads = sum(e.get("event") == "reloaded" for e in list(benchd.events))
+        assert benchd.post("/-/reload").status_code == 200
+        benchd.wait_for(
+            lambda e: e.get("event") == "reloaded"
+            and sum(x.get("event") == "reloaded" for x in list(benchd.events)) > reloads,
+            timeout=60,
+        )
+        count = len(benchd.cycles("memory"))
+        benchd.wait_cycles("memory", count + 1, timeout=CYCLE_TIMEOUT_S)
+        # Frozen now: the count covers every cycle logged since the start, reloads included,
+        # and the numbers never restarted (a cycle a reload cancelled leaves a gap).
+        memory = status(benchd)["probes"]["memory"]
+        logged = [e["cycle"] for e in benchd.cycles("memory")]
+        assert memory["cycles_total"] == len(logged) and logged == sorted(set(logged))
+        assert memory["last"]["cycle"] == logged[-1]
         for width in WIDTHS:
             shot = shots / f"status-after-{width}.png"
             root, external = parse(render(browser, benchd.url + "/", width, shot, profile))
@@ -390,8 +408,9 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
             check_pixels(shot, width)
         shot = shots / "status-probe-memory-1280.png"
         root, _ = parse(render(browser, benchd.url + "/probe/memory", 1280, shot, profile))
-        kept = min(12, status(benchd)["probes"]["memory"]["cycles_total"])
-        assert len(root.one("table", class_="history").all("tr", data_cycle=None)) >= kept - 1
+        rows = root.one("table", class_="history").all("tr", data_cycle=None)
+        numbers = [int(tr.attrs["data-cycle"]) for tr in rows]
+        assert numbers == logged[::-1][:HISTORY]  # every kept cycle, newest first
         assert len(root.one("table", class_="queries").all("tr", data_query=None)) == 16
         check_after(root, status(benchd), queries, before, limit=len(queries))
         assert benchd.stop() == 0
