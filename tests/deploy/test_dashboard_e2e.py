@@ -96,6 +96,7 @@ def test_dashboard_covers_what_operators_need() -> None:
         assert needed in exprs, needed
     assert re.search(r"histogram_quantile\(0\.99, sum by \([^)]*\ble\b", exprs)
     assert "benchd_last_cycle_degraded" in exprs and "benchd_cycle_degraded_total" in exprs
+    assert "benchd_short_answers_total" in exprs and "benchd_short_answers_last_cycle" in exprs
     annotations = {a["name"]: a["expr"] for a in _annotations()}
     assert "benchd_drift_detected" in annotations["Drift detected"]
     # keyed on the label-free signal: the real server's /health carries no model label
@@ -237,6 +238,43 @@ def test_the_drift_and_model_change_stats_say_not_compared_no_and_yes(tmp_path: 
         mapped = panel["fieldConfig"]["defaults"]["mappings"][0]["options"]
         assert set(mapped) == {"-1", "0", "1"}, panel["title"]  # each value has words
     unit = tmp_path / "stats_test.yml"
+    unit.write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        [require_tool("promtool"), "test", "rules", unit.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.promtool
+def test_the_short_answers_panel_counts_them_and_marks_kinds_that_do_not(tmp_path: Path) -> None:
+    """Through promtool: a pgvector-like probe's count, and -1 for a kind that exports none."""
+    panel = next(p for p in _panels() if "benchd_short_answers_total" in p["targets"][0]["expr"])
+    series = {
+        'benchd_up{probe="vectors"}': "1x5",
+        'benchd_up{probe="zengram"}': "1x5",
+        'benchd_short_answers_total{probe="vectors"}': "0+2x5",
+        'benchd_short_answers_last_cycle{probe="vectors",pass="serial"}': "2x5",
+    }
+    window = {"$probe": ".*", "$window": "2m"}
+    expected = [
+        [('{probe="vectors"}', 4), ('{probe="zengram",window="not measured"}', -1)],
+        [('{pass="serial",probe="vectors"}', 2), ('{pass="not measured",probe="zengram"}', -1)],
+    ]
+    lines = ["rule_files: []", "evaluation_interval: 1m", "tests:", "  - interval: 1m",
+             "    input_series:"]  # fmt: skip
+    for name, values in series.items():
+        lines += [f"      - series: {json.dumps(name)}", f"        values: {json.dumps(values)}"]
+    lines.append("    promql_expr_test:")
+    for target, samples in zip(panel["targets"], expected, strict=True):
+        expr = target["expr"]
+        for name, value in window.items():
+            expr = expr.replace(name, value)
+        lines += [f"      - expr: {json.dumps(expr)}", "        eval_time: 4m",
+                  "        exp_samples:"]  # fmt: skip
+        for labels, number in samples:
+            lines += [f"          - labels: {json.dumps(labels)}", f"            value: {number}"]
+    unit = tmp_path / "short_answers_test.yml"
     unit.write_text("\n".join(lines) + "\n")
     result = subprocess.run(
         [require_tool("promtool"), "test", "rules", unit.name],
