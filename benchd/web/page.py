@@ -58,7 +58,8 @@ _OVERVIEW_QUERIES = 10  # regressed queries on the overview; the probe page list
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1rem;color:#1f2328;background:#fff;
 max-width:1400px}
-h1{font-size:1.4rem;margin:0 0 .2rem}h2{font-size:1.15rem;margin:0 0 .4rem}
+h1{font-size:1.4rem;margin:0 0 .2rem}h2{font-size:1.15rem;margin:0 0 .4rem;
+overflow-wrap:anywhere}
 h3{font-size:1rem;margin:.8rem 0 .3rem}
 .meta{color:#59636e;margin:0 0 1rem}a{color:#0969da}
 .probe{border:1px solid #d1d9e0;border-radius:8px;padding:.8rem;margin:0 0 1.2rem}
@@ -443,12 +444,19 @@ def _t(summary: Mapping[str, Any]) -> float:
     return float(summary.get("started_at") or 0.0)
 
 
+def _charted_ks(ks: Sequence[int]) -> list[int]:
+    """At most three cut-offs (six lines): 10 when measured, the smallest and the largest."""
+    if len(ks) <= len(SERIES_COLORS) // 2:
+        return list(ks)
+    return sorted({k for k in ks if k == 10} | {min(ks), max(ks)})
+
+
 def _quality_chart(
     history: Sequence[Mapping[str, Any]], last: Mapping[str, Any], config: Mapping[str, Any]
 ) -> str:
     ks = last.get("ks") or []
     metrics = (last.get("drift") or {}).get("metrics") or {}
-    names = [f"{m}@{k}" for k in ks for m in ("recall", "ndcg")][: len(SERIES_COLORS)]
+    names = [f"{m}@{k}" for k in _charted_ks(ks) for m in ("recall", "ndcg")]
     series = [
         Series(
             name,

@@ -6,7 +6,7 @@ import re
 from itertools import pairwise
 
 from benchd.web.charts import Marker, Series, line_chart, nice_step, outcome_chart
-from benchd.web.page import _ms_tick
+from benchd.web.page import _charted_ks, _ms_tick
 
 T0 = 1_700_000_000.0  # 22:13:20 UTC
 
@@ -69,3 +69,8 @@ def test_tick_labels_keep_the_decimals_their_step_needs() -> None:
     assert nice_step(0.6) == 0.2 and nice_step(0.0) == 1.0
     assert [_ms_tick(v, 0.0002) for v in (0.0198, 0.02)] == ["19.8 ms", "20.0 ms"]
     assert _ms_tick(0.0025, 0.0025) == "2.5 ms" and _ms_tick(1.5, 0.25) == "1.5 s"
+
+
+def test_many_cut_offs_chart_10_the_smallest_and_the_largest() -> None:
+    assert _charted_ks([1, 3, 5, 10, 20, 50, 100]) == [1, 10, 100]
+    assert _charted_ks([5, 10]) == [5, 10] and _charted_ks([1, 2, 3, 4]) == [1, 4]
