@@ -242,7 +242,10 @@ def mask_value(value: Any, limit: int = LOG_CHARS) -> Any:
         return type(value)(mask_value(v, limit) for v in value)
     if isinstance(value, BaseException):
         return text(f"{type(value).__name__}: {value}", limit)
-    return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    # any other object would be rendered by its repr, unmasked: render it here instead
+    return text(repr(value), limit)
 
 
 def processor(

@@ -55,6 +55,7 @@ __all__ = [
     "RawAnswers",
     "Recorder",
     "deep_json",
+    "response",
     "running_hostile",
 ]
 
@@ -107,6 +108,11 @@ def _many() -> bytes:
         results = ",".join(f'{{"id":"n{i}"}}' for i in range(600_000))
         _MANY.append(_response(200, f'{{"results":[{results}]}}'.encode()))
     return _MANY[0]
+
+
+def response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
+    """A whole HTTP/1.1 answer with a JSON content type and a Content-Length."""
+    return _response(status, body, extra)
 
 
 def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> bytes:
@@ -295,6 +301,8 @@ class RawAnswers:
 
     def __init__(self) -> None:
         self.answer: Callable[[], Iterable[bytes]] = lambda: [_response(200, b"{}")]
+        # when set, answers by request target (path and query) instead, keeping the connection
+        self.route: Callable[[str, str], bytes] | None = None
         self.sent = 0
         self.requests = 0
         self.port = 0
@@ -309,8 +317,13 @@ class RawAnswers:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _read_request(reader)
+            method, target, _, _ = await _read_request(reader)
             self.requests += 1
+            while self.route is not None:  # keep-alive: one answer per request
+                writer.write(self.route(method, target))
+                await writer.drain()
+                method, target, _, _ = await _read_request(reader)
+                self.requests += 1
             self.sent = 0
             for chunk in self.answer():
                 writer.write(chunk)
