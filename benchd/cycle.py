@@ -36,7 +36,13 @@ from benchd.result import (
 )
 from benchd.scoring.aggregate import by_category, mean_metrics
 from benchd.scoring.latency import summarize
-from benchd.scoring.ranking import query_metrics, relevant_in_top
+from benchd.scoring.ranking import (
+    RANK_ONLY_REASON,
+    query_metrics,
+    rank_only_keys,
+    relevant_in_top,
+    set_metrics,
+)
 from benchd.scoring.stats import bootstrap_cis
 from benchd.targets.base import (
     ProbeTarget,
@@ -143,20 +149,25 @@ class _Quality:
 
 
 def _quality(
-    queries: Sequence[LabeledQuery], answers: Sequence[SerialAnswer], ks: Sequence[int]
+    queries: Sequence[LabeledQuery],
+    answers: Sequence[SerialAnswer],
+    ks: Sequence[int],
+    *,
+    unranked: bool = False,
 ) -> _Quality:
-    """Score every answered query at the cut-offs ``ks``; unanswered ones are left out."""
+    """Score every answered query at the cut-offs ``ks`` (a set: whole); unanswered left out."""
+    score = set_metrics if unranked else query_metrics
     per_query = tuple(
-        None if a.ranked is None else query_metrics(a.ranked, q.relevance, ks)
+        None if a.ranked is None else score(a.ranked, q.relevance, ks)
         for q, a in zip(queries, answers, strict=True)
     )
     scored = [(q, m) for q, m in zip(queries, per_query, strict=True) if m is not None]
-    found = dict.fromkeys(ks, 0)
+    found = {} if unranked else dict.fromkeys(ks, 0)  # a set has no top k: recall says it
     expected = 0
     for q, a in zip(queries, answers, strict=True):
         if a.ranked is not None:
             expected += len(q.expected_ids)
-            for k in ks:
+            for k in found:
                 found[k] += relevant_in_top(a.ranked, q.relevance, k)
     if not scored:
         return _Quality(per_query, {}, {}, {}, found, expected)
@@ -171,17 +182,21 @@ def load_quality(
     queries: Sequence[LabeledQuery],
     answers: Sequence[tuple[int, tuple[str, ...]]],
     ks: Sequence[int],
+    *,
+    unranked: bool = False,
 ) -> dict[str, float]:
     """Quality under load: the mean over *distinct* queries of each query's mean.
 
     A query asked five times under load weighs as much as one asked once, so
-    identical rankings score the same under load as serially.
+    identical rankings score the same under load as serially. ``unranked``:
+    each answer is a set, scored whole (:func:`~benchd.scoring.ranking.set_metrics`).
     """
+    score = set_metrics if unranked else query_metrics
     by_query: dict[int, list[dict[str, float]]] = {}
     for index, ranked in answers:
         query = queries[index % len(queries)]
         by_query.setdefault(index % len(queries), []).append(
-            query_metrics(ranked, query.relevance, ks)
+            score(ranked, query.relevance, ks)
         )
     return mean_metrics([mean_metrics(by_query[i]) for i in sorted(by_query)])
 
@@ -371,7 +386,11 @@ async def _run(state: _Cycle) -> None:
         profile = dataclasses.replace(probe.load, max_rate=min(caps, default=None))
         run = await state.phase("load", lambda: load_pass(target, probe, fixture, profile))
         answered = list(run.answers())
-        state.load = run.to_result(aggregate=load_quality(fixture.queries, answered, probe.k))
+        state.load = run.to_result(
+            aggregate=load_quality(
+                fixture.queries, answered, probe.k, unranked=target.capabilities.unranked
+            )
+        )
         state.short["load"] = short_answers((r for _, r in answered), state.full_answer)
     if probe.target.cleanup == "after":
         ids = fixture.memory_ids
@@ -401,7 +420,8 @@ def _verdict(state: _Cycle) -> tuple[CycleOutcome, tuple[str, ...]]:
 def _assemble(state: _Cycle) -> CycleResult:
     """The one :class:`CycleResult` of a cycle that ran to its end."""
     probe, fixture, answers = state.probe, state.fixture, state.answers
-    quality = _quality(fixture.queries, answers, probe.k)
+    unranked = state.target.capabilities.unranked
+    quality = _quality(fixture.queries, answers, probe.k, unranked=unranked)
     errors = Counter(a.error for a in answers if a.error is not None)
     if state.load is not None:
         errors.update({k: v for k, v in state.load.requests.items() if k != "ok"})
@@ -448,4 +468,6 @@ def _assemble(state: _Cycle) -> CycleResult:
         degraded_reasons=reasons,
         fixture_hash=fixture.content_hash,
         short_answers=dict(state.short),
+        unranked=RANK_ONLY_REASON if unranked else None,
+        omitted=rank_only_keys(probe.k) if unranked else (),
     )

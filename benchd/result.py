@@ -247,6 +247,9 @@ class CycleResult:
     # pass -> searches that answered fewer than min(k, records seeded), on a kind that
     # declares full answers (Capabilities.full_answers); empty where it does not
     short_answers: Mapping[str, int] = field(default_factory=dict)
+    # A store whose search answers sets: why rank measures are absent, and their keys
+    unranked: str | None = None
+    omitted: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

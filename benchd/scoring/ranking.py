@@ -51,6 +51,7 @@ __all__ = [
     "dcg_discounts",
     "ideal_dcg_prefix",
     "query_metrics",
+    "rank_only_keys",
     "relevant_in_top",
     "set_metrics",
 ]
@@ -221,3 +222,9 @@ def set_metrics(
         "recall_all": 1.0 if found == num_rel else 0.0,
         "precision": found / len(distinct) if distinct else 0.0,
     }
+
+
+def rank_only_keys(ks: Sequence[int]) -> tuple[str, ...]:
+    """The keys a ranking has and a set has not, at the cut-offs ``ks`` (report order)."""
+    cut = [m for m in METRIC_NAMES if m not in ("hit", "recall", "recall_all")]
+    return (*(f"{m}@{k}" for m in cut for k in ks), *UNCUT_METRIC_NAMES)

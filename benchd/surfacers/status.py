@@ -83,7 +83,8 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "ks": list(result.ks),
         "fixture_hash": result.fixture_hash,
         "seed": _seed(result.seed) if result.seed is not None else None,
-        "aggregate": dict(result.aggregate),
+        "aggregate": _measures(result.aggregate, result),
+        "unranked": result.unranked,
         "by_category": {c: dict(m) for c, m in result.by_category.items()},
         "ci": {key: [lo, hi] for key, (lo, hi) in result.ci.items()},
         "relevant": {
@@ -92,7 +93,7 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         },
         "queries": [_query(q) for q in result.queries],
         "latency": _latency(result),
-        "load": _load(result.load) if result.load is not None else None,
+        "load": _load(result.load, result) if result.load is not None else None,
         "errors": dict(result.errors),
         "retries": result.retries,
         "retry_wait_s": result.retry_wait_s,
@@ -258,6 +259,11 @@ def _probe(
     }
 
 
+def _measures(means: Mapping[str, float], result: CycleResult) -> dict[str, float | None]:
+    """The means; a store answering sets has every rank measure null (``unranked`` says why)."""
+    return {**means, **dict.fromkeys(result.omitted)}
+
+
 def _summary(summary: CycleSummary) -> dict[str, Any]:
     return {
         "cycle": summary.cycle,
@@ -346,7 +352,7 @@ def _latency(result: CycleResult) -> dict[str, Any]:
     }
 
 
-def _load(load: LoadResult) -> dict[str, Any]:
+def _load(load: LoadResult, result: CycleResult) -> dict[str, Any]:
     return {
         "mode": load.mode,
         "duration_s": load.duration_s,
@@ -358,7 +364,7 @@ def _load(load: LoadResult) -> dict[str, Any]:
         "paused_s": load.paused_s,
         "max_rate": load.max_rate,
         "requests": dict(load.requests),
-        "aggregate": dict(load.aggregate),
+        "aggregate": _measures(load.aggregate, result),
     }
 
 

@@ -17,6 +17,7 @@ from benchd.surfacers.status import result_to_json, status_document
 
 TOP_LEVEL = {
     "name",
+    "unranked",
     "outcome",
     "target",
     "corpus",
