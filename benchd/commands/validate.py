@@ -1,4 +1,4 @@
-"""``benchd validate [-c FILE] [--check-secrets] FIXTURE...``: report every problem.
+"""``benchd validate [-c FILE] [--check-secrets] [--check-store] FIXTURE...``: report every problem.
 
 Each problem is printed on its own line (``FILE: JSON-PATH: what is wrong; how to
 fix``, or ``FILE: key.path: ...`` for the config); each valid file gets a one-line
@@ -9,7 +9,11 @@ file has a problem, 0 otherwise. A
 directory stands for the fixture files in it. ``--config`` checks the config
 (every problem, not just the first) and every fixture its probes name. API
 keys are not needed: how each key is named is checked, not whether it is set,
-unless ``--check-secrets`` asks for that too (as ``benchd run`` will).
+unless ``--check-secrets`` asks for that too (as ``benchd run`` will). Plain
+``validate`` contacts nothing; ``--check-store`` (opt-in, implies
+``--check-secrets``) also asks each probe's store what a cycle's ``info``
+phase asks and prints every problem it reports, one line each (an ``mcp``
+probe: each tool or argument of its tool map the server does not offer).
 
 ``validate_paths`` is the reusable core.
 """
@@ -59,6 +63,12 @@ def register(sub: Any) -> None:
         "--check-secrets",
         action="store_true",
         help="also require every API key to be present (api_key_env set, api_key_file readable)",
+    )
+    p.add_argument(
+        "--check-store",
+        action="store_true",
+        help="also contact each probe's store once (what a cycle's info phase asks) and report "
+        "its problems, e.g. an mcp tool map naming a tool the server does not offer",
     )
     p.add_argument(
         "--format",
@@ -195,11 +205,49 @@ def _config_check(args: argparse.Namespace) -> tuple[list[Path], list[str], str]
     """The config's fixtures, its problems (every one) and its ok line."""
     from benchd.errors import ConfigError
 
+    check_store = getattr(args, "check_store", False)
     try:
-        fixtures, ok_line = config_fixtures(args.config, check_secrets=args.check_secrets)
+        fixtures, ok_line = config_fixtures(
+            args.config, check_secrets=args.check_secrets or check_store
+        )
+        if check_store:
+            problems = store_problems(args.config)
+            if problems:
+                return fixtures, problems, ""
     except ConfigError as exc:
         return [], list(exc.problems), ""
     return fixtures, [], ok_line
+
+
+def store_problems(path: str | Path) -> list[str]:
+    """What each probe's store says is wrong when asked what a cycle's ``info`` asks.
+
+    One line per problem, ``FILE: probe NAME: what``: a store error (it cannot
+    be reached, refuses the key) is one line; an error that carries several
+    problems (an mcp tool map's mismatches) gives each its own line.
+    """
+    import anyio
+
+    from benchd.config.load import load_config
+    from benchd.errors import TargetError
+    from benchd.targets import build_target
+
+    config = load_config(path)
+
+    async def ask() -> list[str]:
+        lines: list[str] = []
+        for probe in config.probes:
+            target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+            try:
+                await target.info()
+            except TargetError as exc:
+                found = getattr(exc, "problems", None) or (str(exc),)
+                lines.extend(f"{config.path}: probe {probe.name}: {line}" for line in found)
+            finally:
+                await target.aclose()
+        return lines
+
+    return anyio.run(ask)
 
 
 def _plural(n: int, word: str) -> str:
