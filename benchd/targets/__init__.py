@@ -33,6 +33,9 @@ from benchd.targets.http.target import (
     http_common,
     http_costs,
 )
+from benchd.targets.mcp.config import McpConfig
+from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs
+from benchd.targets.mcp.target import McpTarget
 from benchd.targets.python import (
     PythonConfig,
     python_capabilities,
@@ -101,6 +104,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_common,
             python_costs,
         ),
+        TargetKind("mcp", McpConfig, McpTarget, mcp_capabilities, mcp_common, mcp_costs),
     )
 }
 

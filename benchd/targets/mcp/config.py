@@ -30,6 +30,7 @@ from benchd.targets.owned import namespace_problem
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "NO_NAMESPACE",
     "DeleteTool",
     "InfoTool",
     "ListTool",
@@ -41,6 +42,15 @@ __all__ = [
 
 DEFAULT_MAX_LINE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 """Longest stdio message read (the same cap as any other answer)."""
+
+
+NO_NAMESPACE = (
+    "the mcp server gives benchd no namespace of its own: set namespace_by = 'argument' "
+    "(every tool takes {namespace}, e.g. user_id) or 'server' (the server holds only "
+    "benchd's records, e.g. a memory file of its own), or adopt_namespace = true to write "
+    "into the shared server anyway (benchd still deletes only the ids it wrote)"
+)
+"""Why benchd refuses to write into an MCP server it cannot keep its records apart in."""
 
 
 def _path_problem(v: str | None) -> str | None:
@@ -224,6 +234,8 @@ class McpConfig:
             raise ValueError("url: only for transport = 'http'; a stdio server has a command")
         if self.transport == "http" and self.command:
             raise ValueError("command: only for transport = 'stdio'; an http server has a url")
+        if self.tools.write is not None and self.namespace_by is None and not self.adopt_namespace:
+            raise ValueError(f"tools.write: {NO_NAMESPACE}")
         if self.namespace_by == "argument":
             lacking = [
                 op
@@ -243,8 +255,9 @@ class McpConfig:
                 "only what it wrote and listed); add them or set cleanup = 'never'"
             )
 
-    # -- what generic code reads (ClientSettings for the HTTP wire) ---------------
-
     @property
-    def base_url(self) -> str:
-        return self.url or ""
+    def endpoint(self) -> str:
+        """Where the server is, as ``info`` and errors name it (never its env or key)."""
+        if self.transport == "http":
+            return self.url or ""
+        return "stdio:" + " ".join((self.command or "", *self.args))

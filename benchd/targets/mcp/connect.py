@@ -12,14 +12,7 @@ from benchd.targets.mcp.config import McpConfig
 from benchd.targets.mcp.session import McpSession
 from benchd.targets.mcp.wire import HttpWire, StdioWire, Wire
 
-__all__ = ["endpoint", "open_session"]
-
-
-def endpoint(config: McpConfig) -> str:
-    """Where the server is, as ``info`` and errors name it (never its env or key)."""
-    if config.transport == "http":
-        return config.url or ""
-    return "stdio:" + " ".join((config.command or "", *config.args))
+__all__ = ["open_session"]
 
 
 def open_session(config: McpConfig, secret: Secret | None) -> McpSession:
@@ -45,7 +38,9 @@ def open_session(config: McpConfig, secret: Secret | None) -> McpSession:
     async def streamable() -> Wire:
         return HttpWire(http, config.url or "", path)
 
-    return McpSession(streamable, config.timeout_s, on_close=client.aclose)
+    session = McpSession(streamable, config.timeout_s, on_close=client.aclose)
+    session.http = http
+    return session
 
 
 def _http_client(

@@ -23,6 +23,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from benchd.errors import TargetError, TargetProtocolError
+from benchd.targets.client import RetryingClient
 from benchd.targets.mcp.wire import Message, Wire
 from benchd.targets.said import words
 
@@ -88,6 +89,7 @@ class McpSession:
         self._ids = itertools.count(1)
         self.server: ServerInfo | None = None
         self.starts = 0  # wires opened (a stdio server started, an HTTP session begun)
+        self.http: RetryingClient | None = None  # the HTTP wire's client (its retry counts)
 
     async def _ready(self) -> Wire:
         wire = self._wire

@@ -1,0 +1,373 @@
+"""The mcp kind end to end, against real MCP servers (DESIGN §2b, issue #24's done-when).
+
+- server-memory (npm) over stdio and through the supergateway HTTP bridge:
+  the keyword fixture seeds, verifies and scores as an unranked store; a
+  user's own memory file is never touched, and a shared (adopted) file keeps
+  every entity benchd did not write;
+- the SDK-framework server (memory_server.py), ranking by embeddings: ranked
+  scoring, a pinned baseline, and an embedder switch flagged as drift with
+  model_changed on the first cycle;
+- a tool map naming a missing tool: one line naming it, exit 2 from
+  ``validate --check-store``; a server dying mid-cycle: that cycle fails with
+  kind ``connect`` and the next one starts it again;
+- a closed-loop load pass at c=8 with zero errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_servers import (
+    sdk_server_argv,
+    server_memory_argv,
+    server_memory_over_http,
+)
+from prometheus_client import generate_latest
+
+from benchd.commands.synth import write_synth
+from benchd.config.load import load_config
+from benchd.fixtures.synth import SynthSpec
+from benchd.probe import ProbeRunner
+from benchd.result import CycleResult
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.status import result_to_json
+
+REPO = Path(__file__).resolve().parents[3]
+KEYWORDS = REPO / "fixtures" / "mcp-keyword.json"
+RANK_MEASURES = ("mrr", "ndcg", "map", "rr", "ap", "r_precision")
+
+SERVER_MEMORY_TOOLS = """
+[probe.target.tools.search]
+name = "search_nodes"
+arguments = { query = "{q}" }
+ids = "entities[*].name"
+returns = "set"
+
+[probe.target.tools.write]
+name = "create_entities"
+arguments = { entities = "{records}" }
+record = { name = "{id}", entityType = "benchd", observations = ["{content}"] }
+
+[probe.target.tools.list]
+name = "read_graph"
+ids = "entities[*].name"
+
+[probe.target.tools.delete]
+name = "delete_entities"
+arguments = { entityNames = ["{id}"] }
+"""
+
+MEM0_TOOLS = """
+[probe.target.tools.search]
+name = "search_memories"
+arguments = { user_id = "{namespace}", query = "{q}", limit = "{k}" }
+ids = "results[*].id"
+scores = "results[*].score"
+
+[probe.target.tools.write]
+name = "add_memories"
+arguments = { user_id = "{namespace}", memories = "{records}" }
+record = { id = "{id}", content = "{content}" }
+concurrency = 2
+
+[probe.target.tools.list]
+name = "list_memories"
+arguments = { user_id = "{namespace}", offset = "{offset}", limit = "{limit}" }
+ids = "memories[*].id"
+page_size = 100
+
+[probe.target.tools.delete]
+name = "delete_memory"
+arguments = { user_id = "{namespace}", memory_id = "{id}" }
+
+[probe.target.tools.info]
+name = "memory_info"
+model = "model"
+"""
+
+
+def toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def probe_toml(
+    target: str,
+    tools: str,
+    *,
+    fixture: Path = KEYWORDS,
+    k: str = "[10]",
+    load: str = 'mode = "serial"',
+    extra: str = "",
+) -> str:
+    return f"""
+[[probe]]
+name = "mcp"
+fixture = "{fixture}"
+k = {k}
+timeout_s = 300
+{extra}
+
+[probe.target]
+kind = "mcp"
+timeout_s = 60
+{target}
+{tools}
+
+[probe.load]
+{load}
+"""
+
+
+def stdio_target(argv: list[str], env: dict[str, str], rest: str) -> str:
+    return (
+        f'transport = "stdio"\ncommand = {json.dumps(argv[0])}\nargs = {toml_list(argv[1:])}\n'
+        f"env = {{ {', '.join(f'{k} = {json.dumps(v)}' for k, v in env.items())} }}\n{rest}"
+    )
+
+
+def server_memory_stdio(memory: Path, rest: str = 'namespace_by = "server"') -> str:
+    return stdio_target(server_memory_argv(), {"MEMORY_FILE_PATH": str(memory)}, rest)
+
+
+async def cycles(
+    config_text: str, tmp_path: Path, n: int = 1, *, shutdown: bool = False
+) -> list[CycleResult]:
+    """``n`` cycles of the config's one probe, in process; then its shutdown cleanup if asked."""
+    path = tmp_path / "benchd.toml"
+    path.write_text(config_text)
+    (probe,) = load_config(path).probes
+    runner = ProbeRunner(probe)
+    try:
+        results = [await runner.run_once() for _ in range(n)]
+        if shutdown:
+            report = await runner.cleanup()
+            assert report is not None and report.leftover == 0 and not report.timed_out
+        return results
+    finally:
+        await runner.aclose()
+
+
+def keyword_set_scores() -> dict[str, float]:
+    """The set measures server-memory's substring search must give the keyword fixture.
+
+    Computed here from the fixture alone, the way search_nodes matches: a
+    case-insensitive substring of an entity's name, type or observation.
+    """
+    fixture = json.loads(KEYWORDS.read_text())
+    rows = []
+    for query in fixture["queries"]:
+        q = query["q"].lower()
+        found = {
+            m["id"]
+            for m in fixture["memories"]
+            if q in m["content"].lower() or q in f"benchd:benchd-eval:{m['id']}" or q in "benchd"
+        }
+        relevant = set(query["expected_ids"])
+        hits = len(found & relevant)
+        rows.append((hits, len(relevant), len(found)))
+    n = len(rows)
+    return {
+        "hit": sum(h > 0 for h, _, _ in rows) / n,
+        "recall": sum(h / r for h, r, _ in rows) / n,
+        "recall_all": sum(h == r for h, r, _ in rows) / n,
+        "precision": sum(h / f if f else 0.0 for h, _, f in rows) / n,
+    }
+
+
+def assert_scored_as_a_set(result: CycleResult) -> None:
+    assert result.outcome == "success", result.error_message
+    assert result.seed is not None and result.seed.verified == result.seed.requested == 36
+    assert dict(result.aggregate) == pytest.approx(keyword_set_scores())
+    document = result_to_json(result)
+    assert document["unranked"]
+    for name in ("mrr@10", "ndcg@10", "map@10", "precision@10", "rr", "ap"):
+        assert document["aggregate"][name] is None
+    book = ResultBook()
+    book.record(result)
+    metrics = generate_latest(build_registry(book)).decode()
+    quality = [line for line in metrics.splitlines() if line.startswith("benchd_quality{")]
+    assert any('metric="recall",' in line and 'k="all"' in line for line in quality)
+    assert not [line for line in quality if any(f'metric="{m}"' in line for m in RANK_MEASURES)]
+    assert not [line for line in quality if 'metric="precision",k="10"' in line]
+
+
+@pytest.mark.anyio
+async def test_server_memory_over_stdio_seeds_verifies_and_scores_as_a_set(
+    tmp_path: Path,
+) -> None:
+    own = tmp_path / "own.jsonl"  # the user's own memory file, with their own graph
+    own.write_text(json.dumps({"type": "entity", "name": "mine", "entityType": "note",
+                               "observations": ["my own note"]}))
+    before = own.read_bytes()
+    config = probe_toml(server_memory_stdio(tmp_path / "benchd.jsonl"), SERVER_MEMORY_TOOLS)
+    (result,) = await cycles(config, tmp_path)
+    assert_scored_as_a_set(result)
+    assert own.read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_server_memory_through_the_http_bridge_scores_the_same_set(tmp_path: Path) -> None:
+    with server_memory_over_http(tmp_path / "benchd.jsonl") as url:
+        target = f'transport = "http"\nurl = "{url}"\nnamespace_by = "server"'
+        (result,) = await cycles(probe_toml(target, SERVER_MEMORY_TOOLS), tmp_path)
+    assert_scored_as_a_set(result)
+
+
+@pytest.mark.anyio
+async def test_an_adopted_shared_memory_file_keeps_every_entity_benchd_did_not_write(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared.jsonl"
+    theirs = [
+        {"type": "entity", "name": n, "entityType": "note", "observations": [f"{n} ports"]}
+        for n in ("alice", "benchd-notes", "fact-ledger-db-port")
+    ]
+    shared.write_text("\n".join(json.dumps(e) for e in theirs))
+    target = server_memory_stdio(shared, 'adopt_namespace = true\ncleanup = "after"')
+    config = probe_toml(target, SERVER_MEMORY_TOOLS)
+    (result,) = await cycles(config, tmp_path, shutdown=True)
+    assert result.outcome == "success", result.error_message
+    assert result.seed is not None and result.seed.adopted
+    left = [json.loads(line) for line in shared.read_text().splitlines() if line.strip()]
+    assert left == theirs  # benchd's corpus and sentinel gone, nobody else's touched
+
+
+def test_a_write_tool_without_a_namespace_is_refused_saying_why(tmp_path: Path) -> None:
+    path = tmp_path / "benchd.toml"
+    target = server_memory_stdio(tmp_path / "m.jsonl", rest="")
+    path.write_text(probe_toml(target, SERVER_MEMORY_TOOLS))
+    proc = benchd("validate", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "no namespace of its own" in proc.stdout and "namespace_by" in proc.stdout
+
+
+def benchd(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=300,
+        env={**os.environ},
+    )
+
+
+def test_validate_check_store_names_the_missing_tool_in_one_line_and_exits_2(
+    tmp_path: Path,
+) -> None:
+    tools = SERVER_MEMORY_TOOLS.replace('name = "search_nodes"', 'name = "search_memories"')
+    path = tmp_path / "benchd.toml"
+    path.write_text(probe_toml(server_memory_stdio(tmp_path / "m.jsonl"), tools))
+    plain = benchd("validate", "-c", str(path), cwd=tmp_path)
+    assert plain.returncode == 0, plain.stdout + plain.stderr  # plain validate contacts nothing
+    proc = benchd("validate", "-c", str(path), "--check-store", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stdout.splitlines() if "search_memories" in line]
+    assert len(lines) == 1
+    assert "probe mcp: [probe.target.tools.search]: the server has no tool 'search_memories'" in (
+        lines[0]
+    )
+
+
+def sdk_stdio(embedder: str, env: dict[str, str] | None = None) -> str:
+    argv = sdk_server_argv("--embedder", embedder)
+    return stdio_target(argv, env or {}, 'namespace_by = "argument"\ncleanup = "before"')
+
+
+@pytest.mark.anyio
+async def test_the_sdk_server_is_scored_ranked_and_a_dying_server_fails_one_cycle_with_connect(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "die"
+    config = probe_toml(
+        sdk_stdio("hash:1024", {"MEMSERVER_DIE_FLAG": str(flag)}),
+        MEM0_TOOLS,
+        fixture=REPO / "fixtures" / "smoke.json",
+        k="[5, 10]",
+    )
+    path = tmp_path / "benchd.toml"
+    path.write_text(config)
+    (probe,) = load_config(path).probes
+    runner = ProbeRunner(probe)
+    try:
+        first = await runner.run_once()
+        flag.touch()  # the next search the server answers is its last
+        died = await runner.run_once()
+        again = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert first.outcome == "success", first.error_message
+    assert {"mrr@10", "ndcg@10", "map@10", "precision@5"} <= set(first.aggregate)
+    assert first.info is not None and first.info.model == "hash:1024"
+    assert died.outcome == "failed" and died.error_kind == "connect"
+    assert not flag.exists()
+    assert again.outcome == "success", again.error_message
+    assert again.aggregate == first.aggregate  # a fresh process, seeded again, ranks the same
+
+
+@pytest.mark.anyio
+async def test_a_closed_loop_load_pass_at_c8_has_no_errors(tmp_path: Path) -> None:
+    config = probe_toml(
+        sdk_stdio("hash:1024"),
+        MEM0_TOOLS,
+        fixture=REPO / "fixtures" / "smoke.json",
+        load='mode = "closed"\nconcurrency = 8\nrequests = 400',
+    )
+    (result,) = await cycles(config, tmp_path)
+    assert result.outcome == "success", result.error_message
+    assert result.load is not None
+    assert dict(result.load.requests) == {"ok": 400}
+    assert result.load.aggregate == pytest.approx(result.aggregate)  # same rankings under load
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mcp-drift") / "synth.json"
+    write_synth(SynthSpec(memories=250, queries=50, seed=3), path)
+    return path
+
+
+def once_json(config: str, cwd: Path, name: str) -> dict[str, Any]:
+    path = cwd / f"{name}.toml"
+    path.write_text(config)
+    proc = benchd("once", "-c", str(path), "--format", "json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    document: dict[str, Any] = json.loads(proc.stdout)
+    return document
+
+
+def test_an_embedder_switch_is_flagged_as_drift_with_model_changed_on_the_first_cycle(
+    tmp_path: Path, synth: Path
+) -> None:
+    def config(embedder: str, baseline: str = "") -> str:
+        return probe_toml(sdk_stdio(embedder), MEM0_TOOLS, fixture=synth, k="[5, 10]",
+                          extra=baseline)
+
+    before = once_json(config("hash:1024"), tmp_path, "before")
+    (tmp_path / "before.json").write_text(json.dumps(before))
+    out = tmp_path / "baseline.toml"
+    saved = benchd("baseline", "save", "--from", "before.json", "--out", str(out), cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    after = once_json(config("hash:16", f'baseline = "{out}"'), tmp_path, "after")
+    drift = after["probes"][0]["drift"]
+    assert drift["baseline"] == "pinned" and not drift["stale"]
+    assert drift["detected"] is True and drift["model_changed"] is True
+    assert after["probes"][0]["model"] == "hash:16"
+    assert drift["change"]["label_changed"] is True
+    same = once_json(config("hash:1024", f'baseline = "{out}"'), tmp_path, "same")
+    assert same["probes"][0]["drift"]["detected"] is False
+
+
+def test_the_shipped_tool_maps_load(tmp_path: Path) -> None:
+    for name in ("mcp-server-memory.toml", "mcp-mem0-style.toml"):
+        config = load_config(REPO / "configs" / name, secrets=False)
+        assert config.probes[0].target.kind == "mcp"
+
