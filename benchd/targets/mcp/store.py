@@ -155,7 +155,7 @@ class McpStore(StoreDefaults):
             version = f"{server.name} {server.version}".strip()
         return TargetInfo(kind=KIND, endpoint=self.config.endpoint, model=model, version=version)
 
-    async def list(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None) -> Page:
         page = int(cursor or 0)
         ids, more = await self.tools.list_page(page)
         return Page([Listed(id=i) for i in ids], str(page + 1) if more else None)

@@ -92,7 +92,7 @@ class McpTarget:
         ids: list[str] = []
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
-            page = await self.store.list(cursor)
+            page = await self.store.list_page(cursor)
             ids.extend(record.id for record in page.records)
             cursor = page.next
             if cursor is None:

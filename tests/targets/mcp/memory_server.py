@@ -8,6 +8,8 @@ switches the model by restarting the server with another value.
 
 ``MEMSERVER_DIE_FLAG=PATH``: a search that finds this file removes it and
 exits the process at once (a server dying mid-cycle, once).
+``MEMSERVER_FAKE_DELETE=1``: delete_memory answers ``deleted: true`` and
+deletes nothing (a delete tool whose "done" is no proof).
 
 Run: ``python memory_server.py [--transport stdio|http] [--port N]``.
 """
@@ -104,7 +106,8 @@ def build(embedder_spec: str) -> MCPServer:
     @server.tool()
     async def delete_memory(user_id: str, memory_id: str) -> Deleted:
         """Delete one memory; says deleted even when there was none (as some servers do)."""
-        users.get(user_id, {}).pop(memory_id, None)
+        if not os.environ.get("MEMSERVER_FAKE_DELETE"):
+            users.get(user_id, {}).pop(memory_id, None)
         return Deleted(deleted=True)
 
     @server.tool()

@@ -32,6 +32,7 @@ from prometheus_client import generate_latest
 
 from benchd.commands.synth import write_synth
 from benchd.config.load import load_config
+from benchd.errors import TargetProtocolError
 from benchd.fixtures.synth import SynthSpec
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
@@ -311,6 +312,30 @@ async def test_the_sdk_server_is_scored_ranked_and_a_dying_server_fails_one_cycl
     assert not flag.exists()
     assert again.outcome == "success", again.error_message
     assert again.aggregate == first.aggregate  # a fresh process, seeded again, ranks the same
+
+
+@pytest.mark.anyio
+async def test_a_delete_tool_that_answers_done_but_deletes_nothing_is_caught_by_listing(
+    tmp_path: Path,
+) -> None:
+    target = sdk_stdio("hash:1024", {"MEMSERVER_FAKE_DELETE": "1"}).replace(
+        'cleanup = "before"', 'cleanup = "after"'
+    )
+    config = probe_toml(target, MEM0_TOOLS, fixture=REPO / "fixtures" / "smoke.json")
+    path = tmp_path / "benchd.toml"
+    path.write_text(config)
+    (probe,) = load_config(path).probes
+    runner = ProbeRunner(probe)
+    try:
+        result = await runner.run_once()
+        with pytest.raises(TargetProtocolError, match=r"36 record.* still listed"):
+            await runner.cleanup()  # on shutdown: the same delete, the same proof
+        leftover = runner.cleanup_failed().leftover
+    finally:
+        await runner.aclose()
+    assert result.outcome == "failed" and result.error_kind == "decode"
+    assert result.error_message is not None and "still listed" in result.error_message
+    assert leftover == 36  # what benchd wrote and could not delete, as the listing shows
 
 
 @pytest.mark.anyio
