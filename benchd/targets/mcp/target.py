@@ -231,6 +231,10 @@ class McpTarget:
             return 0
         return await self._delete_listed([self._sentinel])
 
+    async def release_lease(self) -> bool:
+        """No lease is kept (capabilities.lease is false): nothing to hand back."""
+        return False
+
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
         """Delete every record benchd owns in the namespace, then its sentinel."""
         del memories, force  # ownership is read from the ids; no lease to override

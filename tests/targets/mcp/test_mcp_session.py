@@ -177,7 +177,7 @@ async def test_a_map_naming_a_missing_tool_or_argument_gives_one_line_naming_eac
         write=WriteTool(name="create_entities", arguments={"entities": "{records}", "user": "u"}),
     )
     env = {"MEMORY_FILE_PATH": str(tmp_path / "m.jsonl")}
-    config = stdio(server_memory_argv(), env, tools=tools)
+    config = stdio(server_memory_argv(), env, tools=tools, namespace_by="server")
     session: McpSession = open_session(config, None)
     try:
         problems = await ToolStore(config, session).check()
@@ -192,7 +192,8 @@ async def test_a_map_naming_a_missing_tool_or_argument_gives_one_line_naming_eac
         "entities)",
     ]
     fixed = ToolMap(search=NODES, write=WriteTool(name="create_entities", arguments={}))
-    assert map_problems(stdio(server_memory_argv(), tools=fixed), offered) == [
+    adopted = stdio(server_memory_argv(), tools=fixed, adopt_namespace=True)
+    assert map_problems(adopted, offered) == [
         "[probe.target.tools.write]: tool 'create_entities' requires argument 'entities', "
         "which the map does not give"
     ]
