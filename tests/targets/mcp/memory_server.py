@@ -1,7 +1,8 @@
 """A memory server written with the MCP SDK's own server framework, ranking by embeddings.
 
 Tenants by ``user_id`` (mem0-style), dense vectors from benchd's embedders
-(``hash:DIMS``, ``minilm``, ``e5``: the embed stage's models), cosine
+(``hash:DIMS``, ``minilm``, ``e5``: the embed stage's models,
+:mod:`benchd.embed.models`), cosine
 ranking with the score of each result. The embedder comes from
 ``--embedder`` or ``MEMSERVER_EMBEDDER`` (default ``hash:1024``), so a test
 switches the model by restarting the server with another value.
@@ -24,10 +25,7 @@ import numpy as np
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
-try:
-    from benchd.embed import parse_embedder  # type: ignore[attr-defined,unused-ignore]
-except ImportError:  # the embed stage before it moved out of the reference store
-    from benchd.refstore.embedders import parse_embedder
+from benchd.embed.models import parse_embedder
 
 
 class Memory(BaseModel):
