@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from hostile_store import RawAnswers
+from hostile_store import RawAnswers, response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -319,3 +319,61 @@ def test_scores_kept_from_an_answer_never_overflow_the_drift_arithmetic(
 def test_json_numbers_past_a_double_are_absent_scores_not_errors() -> None:
     decoded = json.loads("[1e400, -1e400, 1e308, 1e16, 12.5]")
     assert [finite_number(v) for v in decoded] == [None, None, None, None, 12.5]
+
+
+# -- a healthy store beside them -----------------------------------------------------------
+
+
+def test_a_healthy_sender_beside_bombs_and_endless_heads_loses_no_request(
+    raw: RawAnswers,
+) -> None:
+    """On one event loop, 200 healthy searches all answer while 40 hostile ones all fail."""
+    bomb = encoded(64 << 20, "zeros", ("gzip", "gzip"))
+    endless = functools.partial(_endless_head, b"X-Repeat: v\r\n", True)
+    answers = [functools.partial(_answer, bomb, ("gzip", "gzip"), 65536), endless]
+    calls = [0]
+
+    def hostile_answer() -> Iterable[bytes]:
+        calls[0] += 1
+        return answers[calls[0] % 2]()
+
+    raw.answer = hostile_answer
+    with RawAnswers() as healthy:
+        healthy.route = lambda _m, _t: response(200, b'{"results":[{"id":"m1"}]}')
+
+        def parse(_q: int, _s: int, _h: Mapping[str, str], body: Body) -> tuple[str, ...]:
+            data = body if isinstance(body, bytes) else b""
+            return tuple(r["id"] for r in json.loads(data)["results"])
+
+        async def main() -> tuple[int, int]:
+            ok = failed = 0
+            good = make_http_fire(
+                lambda i: httpx.Request("GET", f"{healthy.url}/memory/search?i={i}"),
+                parse, concurrency=4, timeout_s=60, max_response_bytes=LIMIT,
+            )  # fmt: skip
+            bad = make_http_fire(
+                lambda i: httpx.Request("GET", f"{raw.url}/memory/search?i={i}"),
+                parse, concurrency=2, timeout_s=60, max_response_bytes=LIMIT,
+            )  # fmt: skip
+            async with good as good_fire, bad as bad_fire:
+
+                async def healthy_loop() -> None:
+                    nonlocal ok
+                    for i in range(200):
+                        assert await good_fire(i) == ("m1",)
+                        ok += 1
+
+                async def hostile_loop() -> None:
+                    nonlocal failed
+                    for i in range(40):
+                        with pytest.raises(TargetError) as caught:
+                            await bad_fire(i)
+                        assert caught.value.kind == "decode"
+                        failed += 1
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(healthy_loop)
+                    tg.start_soon(hostile_loop)
+            return ok, failed
+
+        assert anyio.run(main) == (200, 40)
