@@ -240,6 +240,20 @@ async def test_an_adopted_shared_memory_file_keeps_every_entity_benchd_did_not_w
     assert left == theirs  # benchd's corpus and sentinel gone, nobody else's touched
 
 
+@pytest.mark.anyio
+async def test_purge_deletes_benchds_entities_and_sentinel_and_nobody_elses(tmp_path: Path) -> None:
+    shared = tmp_path / "shared.jsonl"
+    theirs = {"type": "entity", "name": "alice", "entityType": "note", "observations": ["hi"]}
+    shared.write_text(json.dumps(theirs))
+    config = probe_toml(server_memory_stdio(shared, "adopt_namespace = true"), SERVER_MEMORY_TOOLS)
+    (result,) = await cycles(config, tmp_path)  # cleanup = "never": the corpus stays
+    assert result.outcome == "success", result.error_message
+    assert len(shared.read_text().splitlines()) == 1 + 36 + 1  # theirs, the corpus, sentinel
+    proc = benchd("purge", "-c", str(tmp_path / "benchd.toml"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [json.loads(line) for line in shared.read_text().splitlines()] == [theirs]
+
+
 def test_a_write_tool_without_a_namespace_is_refused_saying_why(tmp_path: Path) -> None:
     path = tmp_path / "benchd.toml"
     target = server_memory_stdio(tmp_path / "m.jsonl", rest="")
