@@ -29,6 +29,7 @@ from mcp_servers import (
     server_memory_over_http,
 )
 from prometheus_client import generate_latest
+from structlog.testing import capture_logs
 
 from benchd.commands.synth import write_synth
 from benchd.config.load import load_config
@@ -290,6 +291,26 @@ def test_validate_check_store_names_the_missing_tool_in_one_line_and_exits_2(
     assert "probe mcp: [probe.target.tools.search]: the server has no tool 'search_memories'" in (
         lines[0]
     )
+
+
+@pytest.mark.anyio
+async def test_a_map_mismatch_fails_the_info_phase_with_one_log_line_per_mismatch(
+    tmp_path: Path,
+) -> None:
+    tools = SERVER_MEMORY_TOOLS.replace('name = "search_nodes"', 'name = "search_memories"')
+    tools = tools.replace("entityNames = [", "names = [")
+    config = probe_toml(server_memory_stdio(tmp_path / "m.jsonl"), tools)
+    with capture_logs() as logs:
+        (result,) = await cycles(config, tmp_path)
+    assert result.outcome == "failed" and result.error_kind == "decode"
+    assert set(result.phases) == {"info"}  # nothing written, nothing searched
+    lines = [e["problem"] for e in logs if e["event"] == "tool map mismatch"]
+    assert len(lines) == 3
+    assert "no tool 'search_memories'" in lines[0]
+    assert "tool 'delete_entities' has no argument 'names'" in lines[1]
+    assert "requires argument 'entityNames'" in lines[2]
+    assert result.error_message is not None and lines[0] in result.error_message
+    assert not (tmp_path / "m.jsonl").exists()
 
 
 def sdk_stdio(embedder: str, env: dict[str, str] | None = None) -> str:
