@@ -209,9 +209,13 @@ async def test_server_memory_over_stdio_seeds_verifies_and_scores_as_a_set(
                                "observations": ["my own note"]}))
     before = own.read_bytes()
     config = probe_toml(server_memory_stdio(tmp_path / "benchd.jsonl"), SERVER_MEMORY_TOOLS)
-    (result,) = await cycles(config, tmp_path)
-    assert_scored_as_a_set(result)
+    first, second = await cycles(config, tmp_path, n=2)
+    assert_scored_as_a_set(first)
     assert own.read_bytes() == before
+    drift = second.drift  # against the first cycle: only the set measures are compared
+    assert drift is not None and drift.baseline == "rolling"
+    assert set(drift.metrics) == {"hit", "recall", "recall_all", "precision"}
+    assert not drift.detected
 
 
 @pytest.mark.anyio
