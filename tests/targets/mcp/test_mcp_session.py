@@ -197,3 +197,19 @@ async def test_a_map_naming_a_missing_tool_or_argument_gives_one_line_naming_eac
         "[probe.target.tools.write]: tool 'create_entities' requires argument 'entities', "
         "which the map does not give"
     ]
+
+
+async def test_an_http_answer_past_max_response_bytes_is_decode_and_the_session_goes_on() -> None:
+    with sdk_server_over_http() as url:
+        session = open_session(http(url, max_response_bytes=4096, max_retries=0), None)
+        try:
+            big = [{"id": "big", "content": "word " * 2000}]
+            await session.call_tool("add_memories", {"user_id": "u", "memories": big})
+            with pytest.raises(TargetProtocolError) as caught:
+                await session.call_tool("list_memories", {"user_id": "u"})
+            assert "exceeds max_response_bytes = 4096" in str(caught.value)
+            answer = await session.call_tool("list_memories", {"user_id": "nobody"})
+            assert answer.structured == {"memories": []}
+            assert session.starts == 1
+        finally:
+            await session.aclose()
