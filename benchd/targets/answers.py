@@ -18,15 +18,17 @@ An answer passes these bounds before an adapter sees it:
 - **depth** — JSON nested deeper than :data:`MAX_DEPTH` is a ``decode``
   error (CPython's parser raises ``RecursionError`` near 1,000 levels, and
   any recursive walk of a deep value would too);
-- **time** — ``json.loads`` holds the interpreter for its whole run: 40–150 ms
-  per MiB of small values on a busy 2-core box, and a thread does not help.
-  So an answer over :data:`INLINE_DECODE_BYTES` (32 KiB: a few ms at worst,
-  and a 100-result index-format search answer is ~28 KiB) is decoded in one
-  worker process, which hands back only what the adapter needs (``reduce``:
-  ids cut to the limit, counts, listed records). Another probe's scheduled
-  sends then never wait behind a large decode. The worker starts at the
-  first large answer (in a cycle that is the serial pass, which times only
-  the HTTP attempt, so the load pass finds it running) and stays while used;
+- **time** — ``json.loads`` holds the interpreter for its whole run: about
+  1 ms per 100 KiB of a listing page on an idle core, several times that on
+  a busy 2-core box, and a thread does not help. So an answer over
+  :data:`INLINE_DECODE_BYTES` (512 KiB: ~5 ms idle; a 500-record listing
+  page of short records is ~200 KiB, a 100-result search answer ~28 KiB;
+  ``bench/decode_line.py``) is decoded in benchd's decode worker process
+  (:mod:`benchd.targets.decoder`), which hands back only what the adapter
+  needs (``reduce``: ids cut to the limit, counts, listed records). Another
+  probe's scheduled sends then never wait behind a large decode. The worker
+  starts at the first large answer, once per process, and never runs the
+  user's ``__main__``;
 - **shape** — counts must be non-negative integers no larger than what was
   sent (:func:`count`), ranked ids are cut to the requested limit
   (:func:`first_ids`), and a listing stops at :func:`listing_limit` records.
@@ -45,12 +47,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_process
-from anyio import BrokenWorkerProcess
+import anyio.to_thread
 from anyio.lowlevel import RunVar
 
 from benchd import redact
 from benchd.errors import TargetProtocolError
+from benchd.targets import decoder
 
 __all__ = [
     "INLINE_DECODE_BYTES",
@@ -93,7 +95,7 @@ MAX_SCORE = 1e15
 
 _PIECE = 64 * 1024  # each stage inflates at most this much per call
 
-INLINE_DECODE_BYTES = 32 * 1024
+INLINE_DECODE_BYTES = 512 * 1024
 """Answers up to this size are decoded on the event loop; larger ones in the worker."""
 
 MIN_LISTING_RECORDS = 20_000
@@ -284,18 +286,20 @@ async def decode(body: Body, what: str, reduce: Callable[[Any], T] | None = None
         return reduced(body, what, reduce)
     try:
         if isinstance(body, Spill):
-            result: T = await anyio.to_process.run_sync(
-                _reduced_file, body.path, what, reduce, cancellable=True, limiter=_worker_limiter()
-            )
+            call: tuple[Any, ...] = (_reduced_file, body.path, what, reduce)
         else:
-            result = await anyio.to_process.run_sync(
-                _reduced_in_worker, body, what, reduce, cancellable=True, limiter=_worker_limiter()
-            )
-    except BrokenWorkerProcess:
+            call = (_reduced_in_worker, body, what, reduce)
+        result: T = await anyio.to_thread.run_sync(
+            decoder.call, *call, abandon_on_cancel=True, limiter=_worker_limiter()
+        )
+    except decoder.WorkerStopped:
         raise TargetProtocolError(
             f"{what}: the decode worker stopped while reading a {len(body)}-byte answer "
             "(out of memory?); lower max_response_bytes"
         ) from None
+    except anyio.get_cancelled_exc_class():
+        decoder.stop()  # the abandoned call ends with its worker; the next call starts one
+        raise
     finally:
         if isinstance(body, Spill):
             body.discard()

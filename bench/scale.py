@@ -1,0 +1,355 @@
+"""Scale: ``benchd once`` beside a plain httpx client driving the same store API.
+
+For each corpus size it writes a synthetic fixture (``benchd synth``, 100
+queries), starts a fresh reference store (bm25, no rate limits) and runs, in
+turn, ``benchd once`` (one cycle: seed, verify, serial searches, cleanup) and
+a plain httpx client that sends the same API requests (500-record imports, 4
+in flight; paged ``GET /export`` at 500; one search per query; one
+``DELETE`` per record, 4 in flight). Each runs in its own process, measured
+with ``wait4``: wall time, CPU (user + system) and peak RSS. The store counts
+the requests it answers, so CPU per request is the client's CPU over the
+requests it sent. It prints the figures side by side and benchd's as ratios
+of the plain client's. Run from the repo root::
+
+    .venv/bin/python bench/scale.py                  # 10^3 and 10^4 records
+    .venv/bin/python bench/scale.py --full           # and 10^5
+    .venv/bin/python bench/scale.py --huge           # and 10^6
+    .venv/bin/python bench/scale.py --cleanup never  # no deletes (both sides)
+
+The store and the clients share the machine: on a busy box the walls move
+with the neighbours, the CPU figures much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+QUERIES = 100
+BATCH = 500
+IN_FLIGHT = 4
+NAMESPACE = "bench-scale"
+KEY_ENV = "BENCH_SCALE_KEY"
+
+
+@dataclass
+class Run:
+    """One client's run: wall, CPU and peak RSS of its process, phases and requests."""
+
+    wall_s: float
+    cpu_s: float
+    rss_mib: float
+    requests: int
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000.0 * self.cpu_s / max(1, self.requests)
+
+
+# -- the reference store, counting requests ---------------------------------------------
+
+
+def serve_store(port_file: str) -> None:
+    """Serve the reference store (bm25, no limits) and count the requests it answers.
+
+    ``GET /__requests`` answers the count (not counted itself).
+    """
+    import anyio
+
+    from benchd.refstore.app import build_app
+    from benchd.refstore.config import RefStoreConfig
+    from benchd.refstore.server import _open_store, serve_app
+
+    counted = [0]
+
+    def counting(app: Any) -> Any:
+        async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["path"] == "/__requests":
+                body = str(counted[0]).encode()
+                await send({"type": "http.response.start", "status": 200, "headers": []})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if scope["type"] == "http":
+                counted[0] += 1
+            await app(scope, receive, send)
+
+        return wrapped
+
+    async def main() -> None:
+        config = RefStoreConfig(
+            api_key=os.environ[KEY_ENV],
+            retriever="bm25",
+            read_limit_per_min=0,
+            write_limit_per_min=0,
+        )
+        store, guard = await _open_store(config)
+        try:
+            async with serve_app(counting(build_app(store, guard))) as url:
+                Path(port_file).write_text(url)
+                await anyio.sleep_forever()
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+class Store:
+    """A fresh reference store in a subprocess."""
+
+    def __init__(self, workdir: Path) -> None:
+        port_file = workdir / "store.url"
+        port_file.unlink(missing_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-store", str(port_file)],
+            env=os.environ | {KEY_ENV: "bench-scale-key-0123456789"},
+        )
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("the reference store did not start")
+            time.sleep(0.05)
+        self.url = port_file.read_text()
+
+    def requests(self) -> int:
+        import httpx
+
+        return int(httpx.get(self.url + "/__requests").text)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+# -- the plain client -------------------------------------------------------------------
+
+
+def fixture_lines(path: str) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as file:
+        for line in file:
+            if line.strip():
+                yield json.loads(line)
+
+
+def plain_client(url: str, fixture: str, cleanup: str) -> None:
+    """The same API requests as a cycle, with httpx and nothing else; phases as JSON."""
+    import anyio
+    import httpx
+
+    headers = {"x-api-key": os.environ[KEY_ENV]}
+    phases: dict[str, float] = {}
+    queries: list[str] = []
+
+    async def pool(items: Iterator[Any], work: Any) -> None:
+        async def worker() -> None:
+            for item in items:
+                await work(item)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(IN_FLIGHT):
+                tg.start_soon(worker)
+
+    def batches() -> Iterator[list[dict[str, Any]]]:
+        batch: list[dict[str, Any]] = []
+        for entry in fixture_lines(fixture):
+            if "memory" in entry:
+                batch.append(entry["memory"] | {"client_id": NAMESPACE})
+                if len(batch) == BATCH:
+                    yield batch
+                    batch = []
+            elif "query" in entry:
+                queries.append(entry["query"]["q"])
+        if batch:
+            yield batch
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as client:
+            start = time.perf_counter()
+            (await client.get("/health")).raise_for_status()
+
+            async def send(batch: list[dict[str, Any]]) -> None:
+                body = {"data": batch, "operator_approved": True}
+                (await client.post("/export/import", json=body)).raise_for_status()
+
+            await pool(batches(), send)
+            phases["seed"] = time.perf_counter() - start
+            start = time.perf_counter()
+            ids: list[str] = []
+            offset = 0
+            while True:
+                params = {"client_id": NAMESPACE, "limit": BATCH, "offset": offset}
+                page = (await client.get("/export", params=params)).json()
+                ids.extend(str(m["id"]) for m in page["memories"])
+                offset += len(page["memories"])
+                if not page.get("has_more"):
+                    break
+            phases["verify"] = time.perf_counter() - start
+            start = time.perf_counter()
+            for q in queries:
+                params = {
+                    "q": q,
+                    "limit": 10,
+                    "format": "index",
+                    "client_id": NAMESPACE,
+                    "read_only": "true",
+                }
+                answer = (await client.get("/memory/search", params=params)).json()
+                [str(r["id"]) for r in answer["results"]]
+            phases["serial"] = time.perf_counter() - start
+            if cleanup != "never":
+                start = time.perf_counter()
+
+                async def delete(memory_id: str) -> None:
+                    (await client.delete(f"/memory/{memory_id}")).raise_for_status()
+
+                await pool(iter(ids), delete)
+                phases["cleanup"] = time.perf_counter() - start
+
+    anyio.run(main)
+    print(json.dumps(phases))
+
+
+# -- measuring --------------------------------------------------------------------------
+
+
+def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """Run ``argv``; its wall seconds, CPU seconds, peak RSS (MiB) and stdout."""
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode()
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{argv[:3]} exited {proc.returncode}:\n{text[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, text
+
+
+def write_config(workdir: Path, url: str, fixture: Path, cleanup: str) -> Path:
+    config = workdir / "benchd.toml"
+    config.write_text(
+        f"""[[probe]]
+name = "scale"
+fixture = "{fixture}"
+k = [10]
+interval_s = 3600.0
+timeout_s = 36000.0
+
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{KEY_ENV}"
+namespace = "{NAMESPACE}"
+cleanup = "{cleanup}"
+timeout_s = 600.0
+
+[probe.load]
+mode = "serial"
+
+[probe.budget]
+unlimited = true
+"""
+    )
+    return config
+
+
+def run_benchd(workdir: Path, store: Store, fixture: Path, cleanup: str) -> Run:
+    config = write_config(workdir, store.url, fixture, cleanup)
+    before = store.requests()
+    argv = [sys.executable, "-m", "benchd", "once", "-c", str(config), "-f", "json"]
+    argv.append("--allow-degraded")
+    wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
+    probe = json.loads(out)["probes"][0]
+    phases = {k: float(v) for k, v in (probe.get("phases") or {}).items()}
+    return Run(wall, cpu, rss, store.requests() - before, phases)
+
+
+def run_plain(store: Store, fixture: Path, cleanup: str) -> Run:
+    before = store.requests()
+    argv = [sys.executable, __file__, "--plain", store.url, str(fixture), cleanup]
+    wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
+    return Run(wall, cpu, rss, store.requests() - before, json.loads(out))
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "-"
+
+
+def report(records: int, benchd: Run, plain: Run) -> None:
+    print(f"\n== {records:,} records, {QUERIES} queries ==")
+    print(f"{'':24}{'benchd once':>14}{'plain httpx':>14}{'ratio':>9}")
+    rows = [
+        ("wall (s)", benchd.wall_s, plain.wall_s),
+        ("CPU (s)", benchd.cpu_s, plain.cpu_s),
+        ("requests", float(benchd.requests), float(plain.requests)),
+        ("CPU per request (ms)", benchd.cpu_ms_per_request, plain.cpu_ms_per_request),
+        ("peak RSS (MiB)", benchd.rss_mib, plain.rss_mib),
+    ]
+    both = {"seed+verify": ("seed", "verify")} | {p: (p,) for p in ("serial", "cleanup")}
+    for name, parts in both.items():  # benchd's seed phase includes its verify
+        if any(p in benchd.phases or p in plain.phases for p in parts):
+            b = sum(benchd.phases.get(p, 0.0) for p in parts)
+            rows.append((f"  {name} (s)", b, sum(plain.phases.get(p, 0.0) for p in parts)))
+    for name, b, p in rows:
+        print(f"{name:24}{b:14.3f}{p:14.3f}{ratio(b, p):>9}")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help="also 10^5 records")
+    parser.add_argument("--huge", action="store_true", help="also 10^5 and 10^6 records")
+    parser.add_argument("--cleanup", default="after", choices=["after", "never"])
+    parser.add_argument("--sizes", help="comma-separated record counts instead")
+    parser.add_argument("--serve-store", help=argparse.SUPPRESS)
+    parser.add_argument("--plain", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_store:
+        serve_store(args.serve_store)
+        return
+    if args.plain:
+        plain_client(*args.plain)
+        return
+    sizes = [1_000, 10_000]
+    if args.full or args.huge:
+        sizes.append(100_000)
+    if args.huge:
+        sizes.append(1_000_000)
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"cleanup = {args.cleanup!r}; benchd's figures as ratios of the plain client's")
+    with tempfile.TemporaryDirectory(prefix="benchd-scale-") as tmp:
+        workdir = Path(tmp)
+        for records in sizes:
+            fixture = workdir / f"synth-{records}.jsonl"
+            subprocess.run(
+                [sys.executable, "-m", "benchd", "synth", "--memories", str(records),
+                 "--queries", str(QUERIES), "--out", str(fixture)],
+                check=True, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            store = Store(workdir)
+            try:
+                benchd = run_benchd(workdir, store, fixture, args.cleanup)
+            finally:
+                store.stop()
+            store = Store(workdir)
+            try:
+                plain = run_plain(store, fixture, args.cleanup)
+            finally:
+                store.stop()
+            report(records, benchd, plain)
+
+
+if __name__ == "__main__":
+    main()
