@@ -288,6 +288,11 @@ def test_beside_the_daemon_on_its_host_purge_exits_3_and_once_measures_read_only
         assert "measured its corpus read-only" in once.stderr
         assert _ours(store.url, ns) == written  # the lease as the daemon wrote it
         assert daemon.proc is not None and _lease(store.url, ns)["pid"] == daemon.proc.pid
+        forced = _benchd("once", "--force", "--config", str(config))  # a deliberate takeover
+        assert forced.returncode == 0, forced.stderr
+        assert "read-only" not in forced.stderr
+        taken = _lease(store.url, ns)
+        assert (taken["role"], taken["released"]) == ("once", True)  # handed back at its end
 
 
 def test_a_restarted_run_takes_its_own_lease_over_at_once(
