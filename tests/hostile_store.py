@@ -17,6 +17,7 @@ mode               what it does
 ``many``           search: 600,000 results for any ``limit``
 ``negative``       import: ``{"imported": -2000000, ...}``
 ``e30``            import: ``{"skipped": 1e30, ...}``
+``huge-score``     search: forwarded, every ``effective_score`` set to ±1.7976931348623157e308
 ``ra-date``        search: 429 with an HTTP-date ``Retry-After`` one second ahead
 ``ra-1.5``         search: 429, ``Retry-After: 1.5``; likewise ``ra-nan``, ``ra--1``,
                    ``ra-1e12``
@@ -69,6 +70,7 @@ MODES = (
     "many",
     "negative",
     "e30",
+    "huge-score",
     "ra-date",
     "ra-1.5",
     "ra-nan",
@@ -120,6 +122,14 @@ def _response(status: int, body: bytes, extra: dict[str, str] | None = None) -> 
     head += [f"{k}: {v}" for k, v in (extra or {}).items()]
     head.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _huge_scores(body: bytes) -> bytes:
+    """A search answer with every score at the edge of a double, alternating in sign."""
+    data = json.loads(body)
+    for i, item in enumerate(data.get("results", [])):
+        item["effective_score"] = 1.7976931348623157e308 * (-1 if i % 2 else 1)
+    return json.dumps(data).encode()
 
 
 @dataclass
@@ -196,7 +206,10 @@ class Hostile:
                 headers={k: v for k, v in headers.items() if k in ("x-api-key", "content-type")},
                 content=body,
             )
-            writer.write(_response(forwarded.status_code, forwarded.content))
+            content = forwarded.content
+            if mode == "huge-score" and path == "/memory/search" and forwarded.status_code == 200:
+                content = _huge_scores(content)
+            writer.write(_response(forwarded.status_code, content))
             await writer.drain()
             return True
         self.hits[mode] = self.hits.get(mode, 0) + 1

@@ -33,11 +33,13 @@ from drill_support import (
 from hostile_store import Hostile, HostileThread, running_hostile
 from support import BenchdProcess
 
+from benchd.config.drift import DriftSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.errors import TargetError, TargetRateLimited
 from benchd.fixtures.model import load_fixture
+from benchd.probe import ProbeRunner
 from benchd.refstore import RefStoreConfig, running_refstore
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
@@ -360,3 +362,32 @@ def test_the_daemon_outlives_a_hostile_store_and_a_healthy_probe_keeps_scoring(
                 assert value(samples, probe=mode) == 0.0
             assert rss_bytes(benchd.proc.pid) < 400 * MIB
     assert hostile.recorder.seen == []
+
+
+# -- extreme scores through the drift stage ----------------------------------------------
+
+
+async def test_scores_at_the_edge_of_a_double_never_fail_a_later_cycle(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    """Every cycle succeeds: such scores are read as absent, so drift's sums never overflow."""
+    settings = ZengramConfig(
+        url=hostile.mode_url("huge-score"), namespace="ns-huge", max_retries=0, cleanup="never"
+    )
+    fixture = write_tiny_fixture(tmp_path / "tiny.json")
+    probe = ProbeConfig(
+        name="huge",
+        fixture=fixture,
+        k=(1, 3),
+        interval_s=1.0,
+        target=TargetConfig("zengram", settings, Secret(KEY)),
+        drift=DriftSettings(rolling_window=2, n_permutations=200, n_bootstrap=100),
+    )
+    runner = ProbeRunner(probe)
+    try:
+        results = [await runner.run_once() for _ in range(4)]
+    finally:
+        await runner.aclose()
+    assert [r.outcome for r in results] == ["success"] * 4, [r.error_message for r in results]
+    assert hostile.hits.get("huge-score", 0) == 0  # forwarded, rewritten: not a canned answer
+    assert all(r.drift is not None for r in results[2:])  # the rolling window was in use
