@@ -17,7 +17,7 @@ their owned ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from benchd.config.kinds import CommonSettings, StoreCosts
@@ -41,6 +41,12 @@ from benchd.targets.store import (
 __all__ = ["KIND", "McpMapError", "McpStore", "mcp_capabilities", "mcp_common", "mcp_costs"]
 
 KIND = "mcp"
+
+Recheck = Callable[[], Awaitable[bool]]
+"""Whether a record is still listed (the flow's, asked before a delete is retried)."""
+
+MAX_LIST_PAGES = 1000
+"""Listing pages read at most (a server whose pages never end is cut there)."""
 
 log = get_logger("benchd.targets")
 
@@ -168,11 +174,32 @@ class McpStore(StoreDefaults):
     async def write_sentinel(self, record: Record) -> None:
         await self.write([record])
 
-    async def delete(self, store_id: str) -> bool:
-        """Ask the delete tool; its "done" is no proof (the flow lists again to verify)."""
+    async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
+        """Call the delete tool, then list: its "done" is no proof (server-memory says it
+        for a name it never held), so a record still listed after it is an error."""
+        del recheck  # deletes are not retried here: the listing below is the proof
         self._may_write()
         await self.tools.delete(store_id)
+        if await self._listed(store_id):
+            tool = self.config.tools.delete
+            raise TargetProtocolError(
+                f"namespace {self.config.namespace!r} at {self.config.endpoint}: the delete "
+                f"tool {tool.name if tool else ''!r} answered success for {store_id!r}, which "
+                "is still listed; benchd verifies every delete by listing"
+            )
         return True
+
+    async def _listed(self, store_id: str) -> bool:
+        """Whether a fresh listing (every page, until found) shows ``store_id``."""
+        cursor: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await self.list_page(cursor)
+            if any(record.id == store_id for record in page.records):
+                return True
+            cursor = page.next
+            if cursor is None:
+                return False
+        return False
 
     async def search(self, query: SearchQuery) -> Hits:
         ids, scores = await self.tools.search(query.q, query.limit, query.reference_date)
