@@ -32,7 +32,7 @@ import anyio
 from benchd.config.secrets import Secret
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.targets import seeding
+from benchd.targets import flow
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
@@ -54,7 +54,7 @@ async def _one(records: int, writes_per_min: int, relist: bool) -> dict[str, Any
         import_pacing=0.0,
     )
     memories = [{"id": f"d{i}", "content": f"delete window note {i}"} for i in range(records)]
-    seeding.RELIST_AFTER_S = 15.0 if relist else math.inf
+    flow.RELIST_AFTER_S = 15.0 if relist else math.inf
     async with running_refstore(config) as store:
         settings = ZengramConfig(
             url=store.url, cleanup="before", max_retries=50, searchable_timeout_s=0.0

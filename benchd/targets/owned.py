@@ -19,7 +19,7 @@ status a ``subject``, each derived from the namespace.
 The sentinel that marks a namespace as benchd's has an id of its own,
 ``benchd-sentinel:<namespace>``; earlier versions wrote
 ``benchd-sentinel-<namespace>`` (:func:`legacy_sentinel_id`) and the
-fixture's ids unchanged, which :mod:`benchd.targets.seeding` migrates.
+fixture's ids unchanged, which :mod:`benchd.targets.flow` migrates.
 Pure functions, no I/O.
 """
 

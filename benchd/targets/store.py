@@ -20,7 +20,7 @@ What a kind implements (:class:`Store`)
     What the store can do (:class:`Capabilities`). The flow skips what a
     store cannot do, and benchd says which guarantee the probe lacks
     (:meth:`Capabilities.lacks`) in ``validate``, ``/api/status`` and the docs.
-``list(cursor)``
+``list_page(cursor)``
     One page of the records in benchd's namespace, each as a :class:`Listed`:
     the store's id, the id benchd wrote it under where the store keeps one
     beside its own (a column, a metadata mark), a digest of its text, and
@@ -37,9 +37,12 @@ What a kind implements (:class:`Store`)
     Write the sentinel (the record marking the namespace as benchd's; its
     ``mark`` carries the lease where the store keeps one); an error if the
     store refuses it.
-``delete(store_id)``
+``delete(store_id, recheck)``
     Delete one record; False if the store says it was already gone. Only
-    ever called for an id a listing taken just before showed as benchd's.
+    ever called for an id a listing taken just before showed as benchd's;
+    a store that waits before retrying a delete (a 429's ``Retry-After``)
+    awaits ``recheck()`` first and does not send it again if that is False
+    (the record left benchd's namespace meanwhile).
 ``search(query)``
     The store's ids in rank order (or as a set, see
     :attr:`Capabilities.unranked`) with the store's scores where it gives
@@ -49,7 +52,9 @@ What a kind implements (:class:`Store`)
     Describe the store (cheap, no side effects); release connections.
 
 Optional parts, with defaults in :class:`StoreDefaults` (inherit it):
-``read_back(ids)`` (records a listing may have skipped, read by id),
+``retries`` and ``retry_wait_s`` (requests the store's client retried, and
+the seconds it waited before them), ``read_back(ids)`` (records a listing
+may have skipped, read by id),
 ``unchanged(listed, record)`` (the store would skip this write as a
 duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
 corpus before the first search, e.g. to anchor date words) and
@@ -64,7 +69,7 @@ not detected. benchd runs such a probe and reports what it lacks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -84,6 +89,7 @@ __all__ = [
     "LoadFinish",
     "Page",
     "Purged",
+    "Recheck",
     "Record",
     "SeedPlan",
     "Store",
@@ -107,7 +113,8 @@ class Capabilities:
     writes: bool = False  # write batches of records (seed); else indexed some other way
     deletes: bool = False  # delete one record by id (cleanup, migration, purge)
     lease: bool = False  # the sentinel carries a lease: one writer per namespace
-    owned_ids: bool = True  # writes benchd's own ids (never a fixture id) into a shared store
+    owned_ids: bool = True  # keeps the ids benchd writes (else it assigns its own; benchd's
+    # records are then recognised by the id the listing shows beside the store's)
     owned_keys: bool = False  # namespaces the fields it keys across tenants (facts' key, ...)
     load_sender: bool = False  # its own sender for the load pass (else the engine calls search)
     scores: bool = False  # search answers carry the store's score of each result
@@ -131,8 +138,6 @@ class Capabilities:
             out.append("no verified delete: no cleanup and no purge")
         if not self.lease:
             out.append("no lease: a second writer on the same namespace is not detected")
-        if not self.owned_ids:
-            out.append("fixture ids are written as they are: the store must be benchd's alone")
         if self.unranked:
             out.append("unranked answers: rank-based measures see the store's order as given")
         return tuple(out)
@@ -171,7 +176,9 @@ class Listed:
 
     id: str  # the store's id
     written_as: str | None = None  # the id benchd wrote it under, where kept beside the store's
-    digest: str | None = None  # sha256 of its text, where the listing shows the text
+    # sha256 of its text, where the store assigns its own ids: how benchd's sentinel is
+    # recognised then (None where the store keeps benchd's ids)
+    digest: str | None = None
     lease: Holder | None = None  # the lease, on benchd's sentinel where the store keeps one
     data: Mapping[str, Any] = field(default_factory=dict)  # the store's own fields, for its hooks
 
@@ -201,6 +208,9 @@ class Purged:
     foreign: int
 
 
+Recheck = Callable[[], Awaitable[bool]]
+"""Whether a record is still listed in benchd's namespace (asked before a delete is retried)."""
+
 LoadFinish = Callable[[Hits, SearchQuery], tuple[str, ...]]
 """How the flow turns a store's hits into fixture ids (labelled, sentinel dropped, cut)."""
 
@@ -214,9 +224,15 @@ class Store(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
 
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def retry_wait_s(self) -> float: ...
+
     async def info(self) -> TargetInfo: ...
 
-    async def list(self, cursor: str | None) -> Page: ...
+    async def list_page(self, cursor: str | None) -> Page: ...
 
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]: ...
 
@@ -224,7 +240,7 @@ class Store(Protocol):
 
     async def write_sentinel(self, record: Record) -> None: ...
 
-    async def delete(self, store_id: str) -> bool: ...
+    async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool: ...
 
     def unchanged(self, listed: Listed, record: Record) -> bool: ...
 
@@ -246,6 +262,15 @@ class Store(Protocol):
 
 class StoreDefaults:
     """The optional parts of :class:`Store`, for a kind to inherit."""
+
+    @property
+    def retries(self) -> int:
+        """No retries of its own."""
+        return 0
+
+    @property
+    def retry_wait_s(self) -> float:
+        return 0.0
 
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
         """No read-by-id: a record the listing skipped is missing."""

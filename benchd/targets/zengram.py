@@ -30,11 +30,9 @@ week.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -46,7 +44,8 @@ from benchd.config.schema import check, headers_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
-from benchd.targets.answers import count, decode, finite_number, first_ids
+from benchd.targets import zengram_wire as wire
+from benchd.targets.answers import decode, listing_limit
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -55,22 +54,32 @@ from benchd.targets.client import (
     http_url_problem,
     positive_problem,
 )
-from benchd.targets.lease import Holder, holder_of
+from benchd.targets.connection import HttpFlow, HttpStore, delete_rechecked
+from benchd.targets.flow import content_of
+from benchd.targets.lease import holder_of
 from benchd.targets.owned import (
     OWNER_KEY,
-    legacy_sentinel_id,
     namespace_problem,
     namespaced_fields,
-    owner_mark,
+    owned_id,
+    owned_prefix,
     sentinel_id,
-    sentinel_text,
 )
-from benchd.targets.seeding import Counts, SeededStore, SeedPlan, content_of, digest
-from benchd.targets.store import Capabilities
+from benchd.targets.store import (
+    Capabilities,
+    Counts,
+    Hits,
+    Listed,
+    Page,
+    Recheck,
+    Record,
+    SeedPlan,
+)
 
 __all__ = [
     "KIND",
     "ZengramConfig",
+    "ZengramStore",
     "ZengramTarget",
     "sentinel_id",
     "zengram_capabilities",
@@ -82,17 +91,10 @@ KIND = "zengram"
 IMPORT_CAP = 500
 SEARCH_CAP = 100
 EXPORT_PAGE = 500
-_SUB_MS = re.compile(r"[T ]\d\d:\d\d:\d\d[.,]\d{4,}")  # a time finer than milliseconds
 # Listings that look for records the first one skipped: page sizes whose boundaries fall
 # far from multiples of EXPORT_PAGE (and from each other's) up to several thousand records.
 RESCUE_PAGES = (331, 457)
 READ_BACK_POLLS = 5  # listings while a timed-out import may still be writing
-
-
-def _iso_ms(epoch_ms: int) -> str:
-    """``2026-12-01T10:00:00.123Z`` for a time in epoch milliseconds."""
-    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _non_negative(v: float) -> str | None:
@@ -138,11 +140,8 @@ class ZengramConfig:
     headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
 
 
-class ZengramTarget(SeededStore[Mapping[str, Any]]):
-    """A :class:`~benchd.targets.base.Target` for Zengram-compatible stores."""
-
-    kind = KIND
-    keeps_lease = True
+class ZengramStore(HttpStore):
+    """The :class:`~benchd.targets.store.Store` of a Zengram-compatible API."""
 
     def __init__(
         self,
@@ -153,15 +152,35 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        context = ErrorContext(api="a Zengram API", key_source=secret.source if secret else "")
+        context = ErrorContext(api="Zengram", key_source=secret.source if secret else "")
         super().__init__(config, auth, transport, context=context)
         self._last_fill_ms = 0
+        self._sent = 0  # records sent this process: bounds a read-back listing
+        self._most = 0  # ... and so does the largest namespace the flow listed
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
-        self._listed: Mapping[str, Mapping[str, Any]] = {}  # the latest listing, by server id
+        self._listed: dict[str, dict[str, Any]] = {}  # the latest listing, by server id
+        self._paging: dict[str, dict[str, Any]] = {}  # the listing being paged
+        self._seen: set[str] = set()  # ids of the listing being paged, active or not
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
-        self._leased = False  # this process wrote its lease (released on shutdown)
 
-    # -- protocol ---------------------------------------------------------------
+    # -- the store protocol ---------------------------------------------------------
+
+    @property
+    def plan(self) -> SeedPlan:
+        c = self.config
+        return SeedPlan(
+            namespace=c.namespace,
+            cleanup=c.cleanup,
+            adopt_namespace=c.adopt_namespace,
+            batch_size=c.seed_batch,
+            concurrency=c.seed_concurrency,
+            delete_concurrency=c.seed_concurrency,
+            verifies=c.verify or not c.keep_ids,  # store-assigned ids need the map
+            namespace_label="namespace (client_id)",
+            endpoint=self._base,
+            searchable_timeout_s=c.searchable_timeout_s,
+            searchable_limit=SEARCH_CAP,
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -170,17 +189,15 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
         answer = await self._http.request("GET", "/health")
-        model, version = await decode(answer.body, f"GET {self._base}/health", _health_labels)
+        model, version = await decode(answer.body, f"GET {self._base}/health", wire.health_labels)
         return TargetInfo(
             kind=KIND, endpoint=self._base, model=self.config.model or model, version=version
         )
 
-    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+    async def search(self, query: SearchQuery) -> Hits:
         request = self.build_search_request(query)
         answer = await self._http.request("GET", "/memory/search", params=request.url.params)
-        return await self.parse_search_response(answer, query)
-
-    # -- sans-I/O search halves, used by the load engine -----------------------
+        return await self.parse_hits(answer, query)
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:
         params: dict[str, str | int] = {
@@ -197,173 +214,68 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             params["reference_date"] = reference
         return self._client.build_request("GET", "/memory/search", params=params)
 
-    async def parse_search_response(
-        self, answer: Answer, query: SearchQuery, *, what: str = ""
-    ) -> tuple[str, ...]:
-        """A 2xx search answer's fixture ids, at most the limit asked for, sentinel removed."""
+    async def parse_hits(self, answer: Answer, query: SearchQuery, *, what: str = "") -> Hits:
+        """A 2xx search answer's server ids and scores (as many as were asked for)."""
         what = what or f"GET {self._base}/memory/search"
         sent = min(query.limit + 1, SEARCH_CAP)  # what was asked (room for the sentinel)
-        ids, scores = await decode(answer.body, what, partial(_search_hits, sent, what))
-        return self._ranked(ids, scores, query.limit)
+        ids, scores = await decode(answer.body, what, partial(wire.search_hits, sent, what))
+        return Hits(ids, scores)
 
-    # -- seeding hooks (the flow is SeededStore's) ----------------------------------
+    async def list_page(self, cursor: str | None) -> Page:
+        """One ``GET /export`` page of the namespace's active records (cursor: the offset).
 
-    def _plan(self) -> SeedPlan:
-        c = self.config
-        return SeedPlan(
-            namespace=c.namespace,
-            cleanup=c.cleanup,
-            adopt_namespace=c.adopt_namespace,
-            batch_size=c.seed_batch,
-            concurrency=c.seed_concurrency,
-            delete_concurrency=c.seed_concurrency,
-            verifies=c.verify or not c.keep_ids,  # store-assigned ids need the map
-            namespace_label="namespace (client_id)",
-        )
-
-    def _prepare(self, memory: Mapping[str, Any]) -> dict[str, Any]:
-        """The import record: benchd's own id (or none) and mark, forced into the namespace."""
-        ns = self.config.namespace
-        fid = str(memory["id"])
-        record = dict(memory)
-        record["client_id"] = ns  # never the fixture's own
-        record.pop("active", None)  # never seed inactive records
-        # The store keys facts by key and statuses by subject across tenants: never
-        # write a fixture's own (or none, whose fallbacks are global too).
-        record.update(namespaced_fields(ns, fid, memory))
-        if record.get("created_at") is None:
-            record["created_at"] = self._fill_time()
-            self._sent_created[fid] = record["created_at"]
-        else:
-            record["created_at"] = _to_ms(record["created_at"])
-        metadata = record.get("metadata")
-        record["metadata"] = {
-            **(metadata if isinstance(metadata, dict) else {}),
-            OWNER_KEY: owner_mark(ns, fid),
-        }
-        if self.config.keep_ids:
-            record["id"] = self._owned.store_of[fid]
-        else:
-            record.pop("id", None)
-        return record
-
-    def _fill_time(self) -> str:
-        """Now, in milliseconds, and never a millisecond this target already used.
-
-        The real server's export cursor skips records that share a page-boundary
-        millisecond; records benchd dates never do.
+        Each page is cut to the page size asked for; a page with ``has_more``
+        that brings no record not seen before is a ``decode`` error (a store
+        that pages forever must not hang the cycle).
         """
-        self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
-        return _iso_ms(self._last_fill_ms)
+        offset = int(cursor or 0)
+        if cursor is None:
+            self._paging, self._seen = {}, set()
+        page, more = await self._fetch_page(offset)
+        kept = wire.active(page)
+        self._paging.update(kept)
+        listed = [self._listed_of(r) for r in kept.values()]
+        if not page or not more:
+            self._listed = self._paging
+            self._most = max(self._most, listing_limit(len(self._paging)))
+            return Page(listed)
+        self._check_progress(offset, page, self._seen)
+        return Page(listed, str(offset + len(page)))
 
-    def _corpus_time(self, memories: Sequence[Mapping[str, Any]]) -> str | None:
-        """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
-
-        Sent as ``reference_date`` to a query that has none, it makes date
-        words resolve against the corpus rather than the calendar. With
-        ``cleanup = "never"`` the records benchd dated keep the time of the
-        seed that wrote them, so "recently" or "this week" keep meaning the
-        same records however long ago that seed was.
-        """
-        latest: float | None = None
-        for memory in memories:
-            stamp = memory.get("created_at")
-            if stamp is None:
-                fid = str(memory["id"])
-                stored = self._listed.get(self._server_id(fid), {})
-                stamp = stored.get("created_at") or self._sent_created.get(fid)
-            moment = _epoch_s(stamp)
-            if moment is not None and (latest is None or moment > latest):
-                latest = moment
-        return None if latest is None else _iso_ms(round(latest * 1000))
-
-    def _sentinel_record(self, *, released: bool = False) -> dict[str, Any]:
+    def _listed_of(self, record: dict[str, Any]) -> Listed:
+        """A listed record: benchd's id from its mark (store-assigned ids), its lease."""
         ns = self.config.namespace
-        return {
-            "created_at": self._fill_time(),
-            "id": sentinel_id(ns),
-            "type": "fact",
-            "key": sentinel_id(ns),  # a fact's key is global: one per namespace
-            "importance": "low",
-            "client_id": ns,
-            "content": sentinel_text(ns) + self._lease_text(),
-            "metadata": {
-                OWNER_KEY: self.lease.mark(ns, released=released)
-                if self.lease is not None
-                else {"namespace": ns, "sentinel": "true"}
-            },
-        }
-
-    def _lease_text(self) -> str:
-        """The holder in words: fixed for the process, so the sentinel's embedding (and so
-        the store's candidate pool, which it competes for) does not change between cycles."""
-        lease = self.lease
-        if lease is None:
-            return ""
-        return f" Leased by benchd instance {lease.instance}, pid {lease.pid}, {lease.token}."
-
-    def _lease_of(self, existing: Mapping[str, Mapping[str, Any]]) -> Holder | None:
-        record = existing.get(sentinel_id(self.config.namespace))
-        metadata = record.get("metadata") if record is not None else None
-        return holder_of(metadata.get(OWNER_KEY)) if isinstance(metadata, dict) else None
-
-    async def _read_lease(self) -> Holder | None:
-        """The lease as the namespace lists it now (the real server has no read by id)."""
-        return self._lease_of(await self._list())
-
-    def _sentinel_of(self, server_id: str, record: Mapping[str, Any]) -> str | None:
-        ns = self.config.namespace
-        if server_id == sentinel_id(ns):
-            return "current"
-        return "legacy" if server_id == legacy_sentinel_id(ns) else None
-
-    def _written_for(self, server_id: str, record: Mapping[str, Any]) -> str | None:
-        """By benchd's id in this namespace, or (store-assigned ids) by benchd's mark."""
-        if self._owned.is_owned(server_id):
-            return self._owned.fixture_id(server_id) or server_id
         metadata = record.get("metadata")
         mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
-        if isinstance(mark, dict) and mark.get("namespace") == self.config.namespace:
+        written_as = None
+        if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = mark.get("fixture_id")
-            return str(fid) if fid is not None else server_id
-        return None
+            written_as = owned_id(ns, str(fid)) if fid is not None else owned_prefix(ns)
+        return Listed(str(record["id"]), written_as, lease=holder_of(mark), data=record)
 
-    def _unchanged(
-        self, existing: Mapping[str, Mapping[str, Any]], memories: Sequence[Mapping[str, Any]]
-    ) -> frozenset[str]:
-        """Ids stored with the same content and type: the import's dedup would skip them."""
-        if not self.config.keep_ids:
-            return frozenset()
-        same: set[str] = set()
-        for memory in memories:
-            fid = str(memory["id"])
-            stored = existing.get(self._owned.store_of.get(fid, ""))
-            if (
-                stored is not None
-                and content_of(stored) == content_of(memory)
-                and stored.get("type", "event") == memory.get("type", "event")
-            ):
-                same.add(fid)
-        return frozenset(same)
+    async def read_back(self, store_ids: Sequence[str]) -> list[Listed]:
+        """Records the listing did not show, looked for in listings with other page sizes.
 
-    async def _delete_one(self, server_id: str) -> bool:
-        """``DELETE /memory/{id}``; False if the store no longer had it, or benchd's namespace no
-        longer lists it after a retry's wait (a 429's ``Retry-After`` can be long, and the
-        store's DELETE carries no namespace: the record is checked again before it goes)."""
+        The real server has no ``GET /memory/{id}``, and its listing cursor can
+        skip records dated below the millisecond in a page-boundary millisecond;
+        a listing with another page size puts its boundaries on other records.
+        At most ``len(RESCUE_PAGES)`` listings, only while some are still not
+        found. Only active records of benchd's namespace are listed, so only
+        those count.
+        """
+        wanted = set(store_ids)
+        found: dict[str, dict[str, Any]] = {}
+        for size in RESCUE_PAGES:
+            if wanted <= found.keys():
+                break
+            listed = await self._export_all(size)
+            found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
+        return [self._listed_of(rec) for rec in found.values()]
 
-        async def still_ours() -> None:
-            if not await self._still_listed(server_id):
-                raise _NoLongerListed
+    async def write(self, batch: Sequence[Record]) -> Counts:
+        return await self._import_batch([self._prepare(r) for r in batch])
 
-        try:
-            answer = await self._http.request_allowing(
-                "DELETE", f"/memory/{server_id}", allow=(404,), before_retry=still_ours
-            )
-        except _NoLongerListed:
-            return False
-        return answer.status != 404
-
-    async def _write_sentinel(self, *, released: bool = False) -> None:
+    async def write_sentinel(self, record: Record) -> None:
         """Write the sentinel (and lease); a heartbeat deletes this process's own first.
 
         The store skips an import whose text it already holds (dedup runs
@@ -373,14 +285,13 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         cancellation (a SIGTERM between the two would leave the namespace
         without its sentinel), bounded by :meth:`_sentinel_bound_s`.
         """
-        record = self._sentinel_record(released=released)
-        listed = self._listed.get(record["id"])
+        sentinel = self._prepare(record)
+        listed = self._listed.get(record.store_id)
         with anyio.CancelScope(shield=True) as shield:
             shield.deadline = anyio.current_time() + self._sentinel_bound_s()
-            if listed is not None and content_of(listed) == record["content"]:
-                await self._delete_one(record["id"])
-            counts = await self._import_batch([record])
-            self._leased = not released
+            if listed is not None and content_of(listed) == sentinel["content"]:
+                await self.delete(record.store_id)
+            counts = await self._import_batch([sentinel])
         if shield.cancelled_caught:
             raise TargetTimeout(
                 f"POST {self._base}/export/import: rewriting benchd's sentinel took more than "
@@ -399,22 +310,83 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
         one = c.timeout_s + c.import_timeout_per_record_s + c.max_retry_after_s
         return 2 * one * (c.max_retries + 1)
 
-    async def release_lease(self) -> bool:
-        """Hand the lease back on shutdown (SIGTERM): the sentinel stays, its lease expired.
+    async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
+        """``DELETE /memory/{id}``; False if the store no longer had it, or benchd's namespace no
+        longer lists it after a retry's wait (a 429's ``Retry-After`` can be long, and the
+        store's DELETE carries no namespace: the record is checked again before it goes)."""
+        return await delete_rechecked(self._http, f"/memory/{store_id}", (404,), recheck)
 
-        Only a lease this process holds now (listed with its own token) is
-        released, so another instance can take the namespace over at once
-        instead of waiting out ``ttl_s``. Whether a lease was released.
+    def unchanged(self, listed: Listed, record: Record) -> bool:
+        """Stored with the same content and type: the import's dedup would skip it."""
+        stored, memory = listed.data, record.memory
+        return (
+            self.config.keep_ids
+            and content_of(stored) == content_of(memory)
+            and stored.get("type", "event") == memory.get("type", "event")
+        )
+
+    def seeded(self, records: Sequence[Record]) -> None:
+        """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
+        self._anchor = self._corpus_time(records)
+
+    # -- the wire format ----------------------------------------------------------------
+
+    def _prepare(self, record: Record) -> dict[str, Any]:
+        """The import record: benchd's id (or none) and mark, forced into the namespace."""
+        ns = self.config.namespace
+        out = dict(record.memory)
+        out["client_id"] = ns  # never the fixture's own
+        out.pop("active", None)  # never seed inactive records
+        if record.fixture_id:
+            # The store keys facts by key and statuses by subject across tenants: never
+            # write a fixture's own (or none, whose fallbacks are global too).
+            out.update(namespaced_fields(ns, record.fixture_id, record.memory))
+        if out.get("created_at") is None:
+            out["created_at"] = self._fill_time()
+            if record.fixture_id:
+                self._sent_created[record.fixture_id] = out["created_at"]
+        else:
+            out["created_at"] = wire.to_ms(out["created_at"])
+        metadata = out.get("metadata")
+        out["metadata"] = {
+            **(metadata if isinstance(metadata, dict) else {}),
+            OWNER_KEY: dict(record.mark),
+        }
+        if self.config.keep_ids or not record.fixture_id:
+            out["id"] = record.store_id
+        else:
+            out.pop("id", None)
+        return out
+
+    def _fill_time(self) -> str:
+        """Now, in milliseconds, and never a millisecond this target already used.
+
+        The real server's export cursor skips records that share a page-boundary
+        millisecond; records benchd dates never do.
         """
-        me = self.lease
-        if me is None or self._read_only is not None or not self._leased:
-            return False
-        holder = self._lease_of(await self._list())
-        if holder is None or holder.token != me.token:
-            return False
-        await self._write_sentinel(released=True)
-        self._leased = False
-        return True
+        self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
+        return wire.iso_ms(self._last_fill_ms)
+
+    def _corpus_time(self, records: Sequence[Record]) -> str | None:
+        """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
+
+        Sent as ``reference_date`` to a query that has none, it makes date
+        words resolve against the corpus rather than the calendar. With
+        ``cleanup = "never"`` the records benchd dated keep the time of the
+        seed that wrote them, so "recently" or "this week" keep meaning the
+        same records however long ago that seed was.
+        """
+        latest: float | None = None
+        marked = wire.by_fixture(self._listed)
+        for record in records:
+            stamp = record.memory.get("created_at")
+            if stamp is None:
+                stored = marked.get(record.fixture_id) or self._listed.get(record.store_id, {})
+                stamp = stored.get("created_at") or self._sent_created.get(record.fixture_id)
+            moment = wire.epoch_s(stamp)
+            if moment is not None and (latest is None or moment > latest):
+                latest = moment
+        return None if latest is None else wire.iso_ms(round(latest * 1000))
 
     async def _import_batch(self, batch: Sequence[Any]) -> Counts:
         """Import one batch; after a timeout, read back what the server wrote first.
@@ -456,19 +428,20 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             if poll:
                 await anyio.sleep(wait)  # the server may still be writing the timed-out import
             before = len(missing)
-            held = _keys(await self.export_namespace())
-            missing = [r for r in missing if _key(r) not in held]
+            held = wire.keys(await self._export_all())
+            missing = [r for r in missing if wire.key(r) not in held]
             if not missing or (poll and len(missing) == before):
                 break
         ids = [str(r["id"]) for r in missing if r.get("id") is not None]
         if ids and len(ids) < len(records):  # some written: the rest may sit on a page boundary
-            held = _keys(await self._read_back(ids))
-            missing = [r for r in missing if _key(r) not in held]
+            held = wire.keys({r.id: r.data for r in await self.read_back(ids)})
+            missing = [r for r in missing if wire.key(r) not in held]
         return missing
 
     async def _post_import(self, batch: Sequence[Any]) -> Counts:
         what = f"POST {self._base}/export/import"
         c = self.config
+        self._sent += len(batch)
         answer = await self._http.request_allowing(
             "POST",
             "/export/import",
@@ -477,81 +450,69 @@ class ZengramTarget(SeededStore[Mapping[str, Any]]):
             deadline_s=c.timeout_s + c.import_timeout_per_record_s * len(batch),
             retry_timeouts=False,
         )
-        return await decode(answer.body, what, partial(_import_counts, len(batch), what))
+        return await decode(answer.body, what, partial(wire.import_counts, len(batch), what))
 
-    async def export_namespace(self, page_size: int = EXPORT_PAGE) -> dict[str, dict[str, Any]]:
-        """Every active record in the namespace, by server id (paged ``GET /export``).
-
-        Bounded: each page is cut to the page size asked for, and the listing
-        stops with a ``decode`` error past ``listing_limit`` records (so past
-        that many pages) or when a page brings nothing new.
-        """
+    async def _fetch_page(
+        self, offset: int, size: int = EXPORT_PAGE
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """One ``GET /export`` page (every record on it, active or not) and has_more."""
         what = f"GET {self._base}/export"
+        params = {"client_id": self.config.namespace, "limit": size, "offset": offset}
+        answer = await self._http.request("GET", "/export", params=params)
+        return await decode(answer.body, what, partial(wire.export_page, size, what))
+
+    def _check_progress(
+        self, offset: int, page: Sequence[Mapping[str, Any]], seen: set[str]
+    ) -> None:
+        """A page with has_more bringing no record not seen before: the paging is broken."""
+        ids = [str(r["id"]) for r in page]
+        if seen.issuperset(ids):
+            raise TargetProtocolError(
+                f"GET {self._base}/export: has_more is true but the page at offset {offset} "
+                "holds no record not seen before; the store's paging is broken"
+            )
+        seen.update(ids)
+
+    async def _export_all(self, size: int = EXPORT_PAGE) -> dict[str, dict[str, Any]]:
+        """Every active record in the namespace, by server id: a read-back's own listing.
+
+        Its paging state is its own (imports are read back concurrently);
+        bounded like the flow's listing, by what this store was sent.
+        """
         records: dict[str, dict[str, Any]] = {}
         seen: set[str] = set()
         offset = 0
-        most = self._listing_limit
-        for _ in range(most // page_size + 2):
-            params = {"client_id": self.config.namespace, "limit": page_size, "offset": offset}
-            answer = await self._http.request("GET", "/export", params=params)
-            page, more = await decode(answer.body, what, partial(_export_page, page_size, what))
-            ids = [str(r["id"]) for r in page]
-            for rec in page:
-                if rec.get("active", True) is not False:
-                    records[str(rec["id"])] = rec
-            offset += len(page)
+        most = max(listing_limit(self._sent), self._most)
+        for _ in range(most // size + 2):
+            page, more = await self._fetch_page(offset, size)
+            records.update(wire.active(page))
             if not page or not more:
                 self._listed = records
                 return records
-            if seen.issuperset(ids):  # a store that pages forever must not hang the cycle
-                raise TargetProtocolError(
-                    f"{what}: has_more is true but the page at offset {offset - len(page)} "
-                    "holds no record not seen before; the store's paging is broken"
-                )
-            seen.update(ids)
+            self._check_progress(offset, page, seen)
+            offset += len(page)
             if len(seen) > most:
                 break
         raise TargetProtocolError(
-            f"{what}: the namespace lists more than {most} records; benchd's namespace "
-            "holds only its corpus: check the store's paging (has_more) or the namespace"
+            f"GET {self._base}/export: the namespace lists more than {most} records; benchd's "
+            "namespace holds only its corpus: check the store's paging (has_more) or the namespace"
         )
 
-    async def _read_back(self, server_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Records the listing did not show, looked for in listings with other page sizes.
 
-        The real server has no ``GET /memory/{id}``, and its listing cursor can
-        skip records dated below the millisecond in a page-boundary millisecond;
-        a listing with another page size puts its boundaries on other records.
-        At most ``len(RESCUE_PAGES)`` listings, only while some are still not
-        found. Only active records of benchd's namespace are listed, so only
-        those count.
-        """
-        wanted = set(server_ids)
-        found: dict[str, dict[str, Any]] = {}
-        for size in RESCUE_PAGES:
-            if wanted <= found.keys():
-                break
-            listed = await self.export_namespace(size)
-            found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
-        return found
+class ZengramTarget(HttpFlow):
+    """The namespace flow over a :class:`ZengramStore` (what ``kind = "zengram"`` builds)."""
 
-    async def _searchable_after(
-        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
-    ) -> float | None:
-        """Learn the corpus's time (see :meth:`_corpus_time`); poll for the last memory kept.
+    kind = KIND
 
-        A memory the store did not keep never shows: polling for it would
-        spend ``searchable_timeout_s`` to learn nothing.
-        """
-        self._anchor = self._corpus_time(memories)
-        if not memories:
-            return 0.0
-        kept = [m for m in memories if str(m["id"]) not in missing]
-        if not kept:
-            return None
-        return await self._time_to_searchable(
-            kept[-1], limit=SEARCH_CAP, timeout_s=self.config.searchable_timeout_s
-        )
+    def __init__(
+        self,
+        config: ZengramConfig,
+        secret: Secret | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        super().__init__(ZengramStore(config, secret, transport=transport))
 
 
 def zengram_capabilities(config: ZengramConfig) -> Capabilities:
@@ -561,6 +522,7 @@ def zengram_capabilities(config: ZengramConfig) -> Capabilities:
         writes=True,
         deletes=True,
         lease=True,
+        owned_ids=config.keep_ids,
         owned_keys=True,
         load_sender=True,
         scores=True,
@@ -591,114 +553,3 @@ def zengram_costs(config: ZengramConfig) -> StoreCosts:
         reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
         writes_per_min=60,
     )
-
-
-class _NoLongerListed(Exception):
-    """A delete waiting to be retried: its record left benchd's namespace meanwhile."""
-
-
-def _to_ms(stamp: object) -> object:
-    """A ``created_at`` cut to milliseconds; anything else (a date, not a time) as it is.
-
-    The real server's listing cursor is cut to milliseconds, and records dated
-    below that can fall between two pages: benchd never writes such a date.
-    """
-    text = str(stamp).strip()
-    if not _SUB_MS.search(text):
-        return stamp  # as the fixture has it: a date, or a time to the millisecond at most
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return stamp
-    moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-    if moment.tzinfo is None:
-        return moment.isoformat(timespec="milliseconds")
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _epoch_s(stamp: object) -> float | None:
-    """An ISO 8601 ``created_at`` as epoch seconds (naive = UTC), or None if it is not one."""
-    try:
-        moment = datetime.fromisoformat(str(stamp).strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
-def _key(record: Mapping[str, Any]) -> str:
-    """How a read-back recognises a prepared record: ``id#digest`` (``#digest`` without an id).
-
-    The content is part of it, so a changed record whose old version is still
-    stored under its id is not mistaken for written.
-    """
-    rid = record.get("id")
-    return ("" if rid is None else str(rid)) + "#" + digest(content_of(record))
-
-
-def _keys(listed: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """The read-back keys of listed records, by id and by content alone."""
-    held: set[str] = set()
-    for server_id, record in listed.items():
-        content = "#" + digest(content_of(record))
-        held.update((server_id + content, content))
-    return held
-
-
-# -- answer reducers: module-level, so large answers are reduced in the decode worker --
-
-
-def _label(value: Any) -> str:
-    return str(value)[:200] if isinstance(value, str | int | float) else ""
-
-
-def _health_labels(data: Any) -> tuple[str, str]:
-    """(model, version) from ``/health``; an answer that is not an object has neither."""
-    if not isinstance(data, dict):
-        return "", ""
-    model = _label(data.get("model")) or _label(data.get("embedding_model"))
-    return model, _label(data.get("version"))
-
-
-def _search_hits(limit: int, what: str, data: Any) -> tuple[list[str], list[float | None]]:
-    """Server ids of the first ``limit`` results (index format or full payloads), and scores.
-
-    A score is the result's ``effective_score`` (else ``score``) when it is a
-    finite number; it feeds only the drift stage's label-free signal.
-    """
-    results = data.get("results") if isinstance(data, dict) else None
-    ids = first_ids(results, limit, what)
-    assert isinstance(results, list)  # first_ids refused anything else
-    return ids, [_score(item) for item in results[: len(ids)]]
-
-
-def _score(item: Any) -> float | None:
-    for key in ("effective_score", "score"):
-        value = finite_number(item.get(key)) if isinstance(item, dict) else None
-        if value is not None:
-            return value
-    return None
-
-
-def _import_counts(sent: int, what: str, data: Any) -> Counts:
-    """(imported, skipped, errors): non-negative integers adding up to at most ``sent``."""
-    if not isinstance(data, dict):
-        raise TargetProtocolError(f"{what}: answer lacks integer imported/skipped/errors counts")
-    try:
-        counts = tuple(count(data[k], k, sent, what) for k in ("imported", "skipped", "errors"))
-    except KeyError as exc:
-        raise TargetProtocolError(f"{what}: answer lacks the {exc} count") from None
-    if sum(counts) > sent:
-        raise TargetProtocolError(
-            f"{what}: counts imported/skipped/errors = {counts} add up to more than "
-            f"the {sent} record(s) sent"
-        )
-    return counts[0], counts[1], counts[2]
-
-
-def _export_page(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]], bool]:
-    """(records with an id, at most ``size`` of them; has_more) from one ``/export`` page."""
-    page = data.get("memories") if isinstance(data, dict) else None
-    if not isinstance(page, list):
-        raise TargetProtocolError(f"{what}: answer has no 'memories' array")
-    records = [r for r in page[:size] if isinstance(r, dict) and _label(r.get("id"))]
-    return records, bool(data.get("has_more")) and len(page) > 0

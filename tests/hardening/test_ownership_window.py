@@ -22,7 +22,7 @@ import pytest
 from benchd.config.secrets import Secret
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
-from benchd.targets import seeding
+from benchd.targets import flow
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.owned import owned_id, sentinel_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
@@ -95,7 +95,7 @@ async def test_a_record_moved_out_of_the_namespace_after_a_stale_listing_is_not_
     finally:
         await first.aclose()
     transport = _TakenMidway([owned_id(NS, str(m["id"])) for m in MEMORIES])
-    monkeypatch.setattr(seeding, "RELIST_AFTER_S", 0.0)  # every delete re-checks the listing
+    monkeypatch.setattr(flow, "RELIST_AFTER_S", 0.0)  # every delete re-checks the listing
     purger = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
     try:
         purged = await purger.purge(MEMORIES, force=False)

@@ -351,7 +351,7 @@ def test_id_path_errors_name_the_path_and_the_endpoint(
 ) -> None:
     t = offline(monkeypatch)
     with pytest.raises(TargetProtocolError, match=problem) as err:
-        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t._search_what)
+        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t.http_store._search_what)
     assert str(err.value).startswith("GET http://127.0.0.1:8084/memory/search: ")
 
 
@@ -379,7 +379,7 @@ def test_a_scores_path_that_misses_a_result_is_a_protocol_error(
 ) -> None:
     t = offline(monkeypatch, scores="results[*].s")
     with pytest.raises(TargetProtocolError, match=r"scores path 'results\[\*\]\.s'"):
-        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t._search_what)
+        parse_answer(t, 200, {}, json.dumps(body).encode(), what=t.http_store._search_what)
 
 
 def test_non_json_and_error_statuses_are_classified(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,7 +146,7 @@ async def test_a_refused_key_is_an_auth_error_and_never_retried(store: Any) -> N
         with pytest.raises(TargetAuthError) as err:
             await t.seed(MEMORIES)
         assert "wrong-key" not in str(err.value)
-        assert t._http.retries == 0
+        assert t.retries == 0
     finally:
         await t.aclose()
 

@@ -14,10 +14,11 @@ from typing import Any
 
 from benchd.errors import TargetProtocolError
 from benchd.targets.answers import count, finite_number
+from benchd.targets.flow import content_of  # re-exported
 from benchd.targets.http.config import ExportTemplate, HealthTemplate, SeedTemplate
 from benchd.targets.http.templating import PathError, as_text, extract, lookup, parse_path
+from benchd.targets.listing import digest, legacy_sentinel_text
 from benchd.targets.owned import OWNER_KEY, sentinel_id, sentinel_text
-from benchd.targets.seeding import content_of, digest  # re-exported
 
 __all__ = [
     "Listing",
@@ -56,7 +57,7 @@ def sentinel_memory(namespace: str) -> dict[str, Any]:
 
 def legacy_sentinel_digest(namespace: str) -> str:
     """The digest of the sentinel content earlier benchd versions wrote."""
-    return digest(f"benchd sentinel: client_id {namespace} is reserved for benchd's probe corpus")
+    return digest(legacy_sentinel_text(namespace))
 
 
 def _at(path: str, data: Any, what: str, role: str) -> Any:

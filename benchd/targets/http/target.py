@@ -2,7 +2,7 @@
 
 Config (:mod:`benchd.targets.http.config`) says how a search, a seed batch,
 an export page and a delete look; this adapter renders those requests and
-reads their answers, and :class:`~benchd.targets.seeding.SeededStore` seeds
+reads their answers, and :class:`~benchd.targets.flow.NamespaceFlow` seeds
 the way it does for ``zengram``: bounded concurrent batches, paged export to
 verify the seed, prove ownership (a sentinel record written on the first
 seed), ids derived from the namespace (``{id}`` renders
@@ -30,23 +30,37 @@ from benchd.result import TargetInfo
 from benchd.targets.answers import decode
 from benchd.targets.base import SearchQuery
 from benchd.targets.client import Answer, ErrorContext
+from benchd.targets.connection import HttpFlow, HttpStore, NoLongerListed, before_retry
 from benchd.targets.http.config import Endpoint, HttpConfig
 from benchd.targets.http.records import (
     batch_counts,
     content_of,
-    digest,
     export_page,
     health_labels,
-    legacy_sentinel_digest,
     search_hits,
-    sentinel_memory,
 )
 from benchd.targets.http.templating import MISSING, as_text, render, render_text
-from benchd.targets.owned import legacy_sentinel_id, namespaced_fields, sentinel_id
-from benchd.targets.seeding import Counts, SeededStore, SeedPlan
-from benchd.targets.store import Capabilities
+from benchd.targets.owned import namespaced_fields
+from benchd.targets.store import (
+    Capabilities,
+    Counts,
+    Hits,
+    Listed,
+    Page,
+    Recheck,
+    Record,
+    SeedPlan,
+)
 
-__all__ = ["KIND", "HttpConfig", "HttpTarget", "http_capabilities", "http_common", "http_costs"]
+__all__ = [
+    "KIND",
+    "HttpConfig",
+    "HttpKindStore",
+    "HttpTarget",
+    "http_capabilities",
+    "http_common",
+    "http_costs",
+]
 
 KIND = "http"
 
@@ -78,10 +92,8 @@ def _quote(value: str) -> str:
     return quote(value, safe="")
 
 
-class HttpTarget(SeededStore[Mapping[str, str]]):
-    """A :class:`~benchd.targets.base.Target` for any store the templates describe."""
-
-    kind = KIND
+class HttpKindStore(HttpStore):
+    """The :class:`~benchd.targets.store.Store` the templates describe."""
 
     def __init__(
         self,
@@ -98,19 +110,18 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
         )
         super().__init__(config, auth, transport, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
-        ns = config.namespace
-        self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # hidden from rankings
-        self._sentinel_marks = {
-            digest(content_of(sentinel_memory(ns))): "current",
-            legacy_sentinel_digest(ns): "legacy",
-        }
 
     def _what(self, template: Endpoint | None) -> str:
         assert template is not None
         return f"{template.method} {self._base}{template.path}"
 
     async def _call(
-        self, template: Endpoint, values: Mapping[str, Any], *, allow: tuple[int, ...] = ()
+        self,
+        template: Endpoint,
+        values: Mapping[str, Any],
+        *,
+        allow: tuple[int, ...] = (),
+        recheck: Recheck | None = None,
     ) -> Answer:
         """Send one templated request through the retrying client (errors name the endpoint)."""
         body = render(template.body, values)
@@ -121,9 +132,27 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             params=_params(template.query, values),
             headers=_headers(template.headers, values, self._what(template)),
             json=None if body is MISSING or body is None else body,
+            before_retry=None if recheck is None else before_retry(recheck),
         )
 
-    # -- protocol ---------------------------------------------------------------
+    # -- the store protocol -------------------------------------------------------------
+
+    @property
+    def plan(self) -> SeedPlan:
+        c = self.config
+        return SeedPlan(
+            namespace=c.namespace,
+            cleanup=c.cleanup,
+            adopt_namespace=c.adopt_namespace,
+            # without [probe.target.seed] / [probe.target.delete] these limits go unused
+            batch_size=c.seed.batch_size if c.seed is not None else 1,
+            concurrency=c.seed.concurrency if c.seed is not None else 1,
+            delete_concurrency=c.delete.concurrency if c.delete is not None else 1,
+            verifies=c.verify,
+            endpoint=self._base,
+            searchable_timeout_s=c.searchable_timeout_s if c.seed is not None else 0.0,
+            searchable_limit=c.search.max_k or 100,
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -140,11 +169,9 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             model = model or found
         return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
 
-    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+    async def search(self, query: SearchQuery) -> Hits:
         answer = await self._call(self.config.search, self._search_values(query))
-        return await self.parse_search_response(answer, query)
-
-    # -- sans-I/O search halves, used by the load engine -----------------------
+        return await self.parse_hits(answer, query)
 
     def _search_values(self, query: SearchQuery) -> dict[str, Any]:
         max_k = self.config.search.max_k
@@ -168,170 +195,123 @@ class HttpTarget(SeededStore[Mapping[str, str]]):
             json=None if body is MISSING or body is None else body,
         )
 
-    async def parse_search_response(
-        self, answer: Answer, query: SearchQuery, *, what: str = ""
-    ) -> tuple[str, ...]:
-        """A 2xx search answer's fixture ids: at most the limit asked for, sentinels removed."""
+    async def parse_hits(self, answer: Answer, query: SearchQuery, *, what: str = "") -> Hits:
+        """A 2xx search answer's store ids and scores (as many as were asked for)."""
         what = what or self._search_what
         sent = self._search_values(query)["k"]  # what was asked (room for the sentinel)
         search = self.config.search
         reduce = partial(search_hits, search.ids, search.scores, sent, what)
         ids, scores = await decode(answer.body, what, reduce)
-        return self._ranked(ids, scores, query.limit)
+        return Hits(ids, scores)
 
-    def _is_sentinel_id(self, server_id: str) -> bool:
-        return server_id in self._sentinel_ids  # the store may have assigned the sentinel's id
-
-    # -- seeding hooks (the flow is SeededStore's) ----------------------------------
-
-    def _plan(self) -> SeedPlan:
-        c = self.config
-        return SeedPlan(
-            namespace=c.namespace,
-            cleanup=c.cleanup,
-            adopt_namespace=c.adopt_namespace,
-            # without [probe.target.seed] / [probe.target.delete] these limits go unused
-            batch_size=c.seed.batch_size if c.seed is not None else 1,
-            concurrency=c.seed.concurrency if c.seed is not None else 1,
-            delete_concurrency=c.delete.concurrency if c.delete is not None else 1,
-            exports=c.export is not None,
-            writes=c.seed is not None,
-            deletes=c.delete is not None,
-            verifies=c.verify,
-        )
-
-    def _record(self, memory: Mapping[str, Any]) -> Any:
-        """One record as the templates render it, with benchd's own id for a fixture memory."""
+    def _record(self, record: Record) -> Any:
+        """One record as the templates render it, under benchd's own id."""
         seed = self.config.seed
         assert seed is not None
-        fid = str(memory.get("id", ""))
-        sid = self._owned.store_of.get(fid, fid)  # the sentinel keeps its own id
+        sid = record.store_id
         ns = self.config.namespace
         # facts' key and statuses' subject are global on a Zengram-style store: never the
         # fixture's own (owned.namespaced_fields), as the zengram kind writes them
-        keyed = namespaced_fields(ns, fid, memory)
+        keyed = namespaced_fields(ns, record.fixture_id, record.memory) if record.fixture_id else {}
         values = {
             "id": sid,
-            "content": content_of(memory),
+            "content": content_of(record.memory),
             "namespace": ns,
-            "memory": {**memory, "id": sid, **keyed},
+            "memory": {**record.memory, "id": sid, **keyed},
         }
-        record = render(seed.record, values)
+        rendered = render(seed.record, values)
         if seed.fields:
-            if not isinstance(record, dict):
+            if not isinstance(rendered, dict):
                 raise TargetProtocolError(
                     f"{self._what(seed)}: seed.fields needs seed.record to render an object"
                 )
-            record.update(render(seed.fields, values))
-        return record
+            rendered.update(render(seed.fields, values))
+        return rendered
 
-    def _sentinel_of(self, server_id: str, record: Mapping[str, str]) -> str | None:
-        """By id or fixture-id column, else by content; a store-assigned id is remembered."""
-        ns = self.config.namespace
-        which: str | None = None
-        for value in (server_id, record.get("fid")):
-            if value == sentinel_id(ns):
-                which = "current"
-            elif value == legacy_sentinel_id(ns):
-                which = which or "legacy"
-        which = which or self._sentinel_marks.get(record.get("digest", ""))
-        if which is not None:
-            self._sentinel_ids.add(server_id)
-        return which
-
-    def _written_for(self, server_id: str, record: Mapping[str, str]) -> str | None:
-        """By benchd's id, as the store's id or in the fixture-id column; never by content."""
-        for value in (server_id, record.get("fid")):
-            if value is not None and self._owned.is_owned(value):
-                return self._owned.fixture_id(value) or value
-        return None
-
-    def _legacy_for(self, server_id: str, record: Mapping[str, str]) -> str | None:
-        for value in (server_id, record.get("fid")):
-            if value is not None and value in self._owned.fixture_ids:
-                return value
-        return None
-
-    async def _write_sentinel(self) -> None:
-        counts = await self._import_batch([sentinel_memory(self.config.namespace)])
+    async def write_sentinel(self, record: Record) -> None:
+        counts = await self.write([record])
         if counts[2]:
             raise TargetProtocolError(
                 f"{self._what(self.config.seed)}: the store rejected benchd's sentinel record; "
                 "check [probe.target.seed] against the store's API"
             )
 
-    async def _import_batch(self, batch: Sequence[Any]) -> Counts:
+    async def write(self, batch: Sequence[Record]) -> Counts:
         """Send one batch; the store's counts if the config names them, else all imported."""
         seed = self.config.seed
         assert seed is not None
-        values = {"records": [self._record(m) for m in batch], "namespace": self.config.namespace}
+        values = {"records": [self._record(r) for r in batch], "namespace": self.config.namespace}
         answer = await self._call(seed, values)
         if not any((seed.imported, seed.skipped, seed.errors)):
             return len(batch), 0, 0
         what = self._what(seed)
         return await decode(answer.body, what, partial(batch_counts, seed, len(batch), what))
 
-    async def _delete_one(self, server_id: str) -> bool:
+    async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
+        """Delete one record; False if gone, or no longer listed after a retry's wait."""
         delete = self.config.delete
         assert delete is not None
-        values = {"id": server_id, "namespace": self.config.namespace}
-        answer = await self._call(delete, values, allow=delete.gone)
+        values = {"id": store_id, "namespace": self.config.namespace}
+        try:
+            answer = await self._call(delete, values, allow=delete.gone, recheck=recheck)
+        except NoLongerListed:
+            return False
         return answer.status not in delete.gone
 
-    # -- export, verification ------------------------------------------------------
+    async def list_page(self, cursor: str | None) -> Page:
+        """One export page: each record with ``fid`` (fixture id) / ``digest`` where listed.
 
-    async def export_namespace(self) -> dict[str, dict[str, str]]:
-        """Every listed record by server id, with ``fid`` (fixture id) / ``digest`` if known.
-
-        Bounded in pages (``export.max_pages``) and in records (the listing
-        limit); each page is cut to ``page_size`` records.
+        The cursor is ``"<page>:<offset>"``; pages are bounded by
+        ``export.max_pages`` and each is cut to ``page_size`` records.
         """
         export = self.config.export
         assert export is not None
         what = self._what(export)
-        records: dict[str, dict[str, str]] = {}
-        offset = 0
-        for page in range(1, export.max_pages + 1):
-            values = {
-                "namespace": self.config.namespace,
-                "offset": offset,
-                "limit": export.page_size,
-                "page": page,
-            }
-            answer = await self._call(export, values)
-            listed, n, more = await decode(
-                answer.body, what, partial(export_page, export, offset, what)
-            )
-            records.update(listed)
-            offset += n
-            if len(records) > self._listing_limit:
-                raise TargetProtocolError(
-                    f"{what}: the namespace lists more than {self._listing_limit} records; "
-                    "benchd's namespace holds only its corpus: check export.has_more / "
-                    "export.total, or the namespace"
-                )
-            if not more:
-                return records
-        raise TargetProtocolError(
-            f"{what}: still more pages after export.max_pages = {export.max_pages}; "
-            "check export.has_more / export.total, or raise max_pages"
+        page, _, at = (cursor or "1:0").partition(":")
+        number, offset = int(page), int(at)
+        values = {
+            "namespace": self.config.namespace,
+            "offset": offset,
+            "limit": export.page_size,
+            "page": number,
+        }
+        answer = await self._call(export, values)
+        listed, n, more = await decode(
+            answer.body, what, partial(export_page, export, offset, what)
         )
+        records = [
+            Listed(sid, rec.get("fid"), rec.get("digest"), data=rec) for sid, rec in listed.items()
+        ]
+        if not more:
+            return Page(records)
+        if number >= export.max_pages:
+            raise TargetProtocolError(
+                f"{what}: still more pages after export.max_pages = {export.max_pages}; "
+                "check export.has_more / export.total, or raise max_pages"
+            )
+        return Page(records, f"{number + 1}:{offset + n}")
 
-    async def _searchable_after(
-        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
-    ) -> float | None:
-        """Poll for the last memory that verified (a lost one never shows); None if unset."""
-        kept = [m for m in memories if str(m["id"]) not in missing]
-        timeout_s = self.config.searchable_timeout_s
-        if not kept or self.config.seed is None or timeout_s <= 0:
-            return None
-        limit = self.config.search.max_k or 100
-        return await self._time_to_searchable(kept[-1], limit=limit, timeout_s=timeout_s)
+
+class HttpTarget(HttpFlow):
+    """The namespace flow over an :class:`HttpKindStore` (what ``kind = "http"`` builds)."""
+
+    kind = KIND
+
+    def __init__(
+        self,
+        config: HttpConfig,
+        secret: Secret | None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.config = config
+        super().__init__(HttpKindStore(config, secret, transport=transport))
 
 
 def http_capabilities(config: HttpConfig) -> Capabilities:
     """What the configured templates allow: listing, writing and deleting each need theirs."""
     return Capabilities(
+        owned_ids=config.export is None or not config.export.fixture_ids,
         lists=config.export is not None,
         writes=config.seed is not None,
         deletes=config.delete is not None,

@@ -1,4 +1,4 @@
-"""The shared seeding flow (targets/seeding.py), driven through the zengram target.
+"""The namespace flow (targets/flow.py), driven through the zengram target.
 
 Against the reference store on loopback; what the store receives is read off
 its in-process import and export calls (the requests still cross HTTP):

@@ -1,0 +1,455 @@
+"""The namespace flow, written once over the store protocol (DESIGN §2a, §2b).
+
+Every kind seeds the same way: list the namespace, refuse one benchd did not
+write (no sentinel) unless it is adopted, mark it with the sentinel (and,
+where the store keeps one, the lease: one writer per namespace), migrate
+what an earlier benchd version wrote there, delete benchd's earlier copies
+of the corpus when ``cleanup = "before"``, write in bounded concurrent
+batches with progress, verify by reading the namespace back, and time how
+long until the last record is found. :class:`NamespaceFlow` runs that flow,
+the cleanups (after each cycle, on shutdown, ``purge``) and the search
+mapping over any :class:`~benchd.targets.store.Store`; it knows no transport.
+
+What benchd owns: every id it writes is derived from the namespace and the
+fixture id (:mod:`benchd.targets.owned`); a listed record is benchd's only
+as :class:`~benchd.targets.listing.Listing` says. No delete is sent for an
+id that was not listed in benchd's own namespace by this process, in the
+listing taken just before the delete. What a store cannot do (its
+:class:`~benchd.targets.store.Capabilities`) is skipped, never faked.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+
+from benchd.errors import OwnershipError, TargetProtocolError
+from benchd.hooks import Fire, enter_phase
+from benchd.logging import get_logger
+from benchd.result import RankedIds, SeedReport, TargetInfo
+from benchd.targets.answers import listing_limit
+from benchd.targets.base import Progress, SearchQuery
+from benchd.targets.client import run_bounded
+from benchd.targets.lease import LeaseHolder
+from benchd.targets.listing import Listing
+from benchd.targets.owned import (
+    OwnedIds,
+    legacy_sentinel_id,
+    owner_mark,
+    sentinel_id,
+)
+from benchd.targets.ownership import NamespaceOwnership
+from benchd.targets.store import (
+    Capabilities,
+    Counts,
+    Hits,
+    Listed,
+    Purged,
+    Record,
+    Store,
+)
+
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
+
+log = get_logger("benchd.targets")
+
+RELIST_AFTER_S = 15.0
+"""A delete goes out at most this long after the listing that showed the record in benchd's
+namespace; past it, the namespace is listed again first and a record no longer listed there
+is left alone. A store's delete may carry no namespace: a record another tenant imported
+under benchd's id since the listing would be deleted (docs/failure-modes.md)."""
+
+DELETE_WINDOWS_KEPT = 10_000  # the latest listing-to-delete windows kept for the p99
+
+READ_BACK_LIMIT = 100
+"""At most this many unlisted records are read back one by one per verify (read budget)."""
+
+
+def content_of(record: Mapping[str, Any]) -> str:
+    """A memory's text (``content``, or ``text`` as the import format allows)."""
+    return str(record.get("content") or record.get("text") or "")
+
+
+class NamespaceFlow(NamespaceOwnership):
+    """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._owned = OwnedIds(store.plan.namespace, ())
+        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
+        self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse
+        self._listing_limit = listing_limit(0)  # most records a listing may hold
+        # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
+        # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
+        self._held: set[str] = set()
+        ns = store.plan.namespace
+        self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
+        self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
+        self._read_only: str | None = None  # the live holder beside which this seed measures
+        self._leased = False  # this process wrote its lease (handed back on shutdown)
+        self._fresh: Listing | None = None  # the latest listing of the namespace ...
+        self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
+        self._relisting = anyio.Lock()
+        self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
+        # Seconds from the listing that showed each deleted record to the delete's answer.
+        self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
+
+    # -- what the probe reads -----------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.store.capabilities
+
+    @property
+    def retries(self) -> int:
+        return self.store.retries
+
+    @property
+    def retry_wait_s(self) -> float:
+        return self.store.retry_wait_s
+
+    @property
+    def leftover_records(self) -> int:
+        """Records benchd wrote (or may have: a batch was sent) and has not deleted."""
+        return len(self._held)
+
+    async def info(self) -> TargetInfo:
+        return await self.store.info()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
+    def _where(self) -> str:
+        plan = self.store.plan
+        at = f" at {plan.endpoint}" if plan.endpoint else ""
+        return f"{plan.namespace_label} {plan.namespace!r}{at}"
+
+    # -- searching ------------------------------------------------------------------
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        """Fixture ids in the store's rank order (foreign results labelled, never relevant)."""
+        return self.finish(await self.store.search(query), query)
+
+    def finish(self, hits: Hits, query: SearchQuery) -> RankedIds:
+        """A search's store ids (and scores) as scoring sees them.
+
+        Labelled (fixture ids, or foreign labels), the sentinel dropped, then cut
+        to ``query.limit``: the room asked for the sentinel is never scored.
+        """
+        scores = list(hits.scores) or [None] * len(hits.ids)
+        kept = [
+            (self._owned.label(i, self._fixture_ids), s)
+            for i, s in zip(hits.ids, scores, strict=True)
+            if i not in self._sentinel_ids
+        ][: query.limit]
+        return RankedIds([i for i, _ in kept], [s for _, s in kept])
+
+    def load_sender(
+        self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
+    ) -> AbstractAsyncContextManager[Fire]:
+        """The store's own sender for the load pass, its hits mapped as :meth:`search` maps."""
+        return self.store.load_sender(
+            queries, self.finish, concurrency=concurrency, timeout_s=timeout_s
+        )
+
+    # -- listing ----------------------------------------------------------------------
+
+    async def export_namespace(self) -> dict[str, Mapping[str, Any]]:
+        """Every record listed in the namespace, by store id, as the store gave it."""
+        return {sid: rec.data for sid, rec in (await self._list()).records.items()}
+
+    async def _list(self) -> Listing:
+        """The whole namespace, page by page; bounded in records and in pages."""
+        records: dict[str, Listed] = {}
+        cursor: str | None = None
+        most = self._listing_limit
+        for _ in range(most + 2):  # a store's pages bring at least one record each
+            page = await self.store.list_page(cursor)
+            records.update((r.id, r) for r in page.records)
+            if len(records) > most:
+                raise TargetProtocolError(
+                    f"{self._where()}: the namespace lists more than {most} records; benchd's "
+                    "namespace holds only its corpus: check the store's paging or the namespace"
+                )
+            if page.next is None:
+                listing = Listing(records, self._owned)
+                self._sentinel_ids.update(listing.sentinels)
+                self._fresh, self._listed_at = listing, time.monotonic()
+                return listing
+            cursor = page.next
+        raise TargetProtocolError(f"{self._where()}: the listing pages without end")
+
+    # -- seeding ----------------------------------------------------------------------
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        """Write the corpus into the reserved namespace, verify it, time it to searchable."""
+        plan, caps = self.store.plan, self.store.capabilities
+        self._owned = OwnedIds.of(plan.namespace, memories)
+        started = time.monotonic()
+        retries_before = self.store.retries
+        self._listing_limit = listing_limit(len(memories))
+        existing = await self._list() if caps.lists else Listing({}, self._owned)
+        self._held = existing.held
+        adopted = await self._take_ownership(existing)
+        if self._read_only is None:
+            await self._migrate(existing)
+        if plan.cleanup == "before" and self._read_only is None:
+            await self._delete_seeded(existing)
+        records = [self._record(m) for m in memories]
+        counts = (0, 0, 0)
+        if caps.writes and self._read_only is None:
+            counts = await self._write_all(existing, records, progress)
+        verified, missing = len(memories), tuple[str, ...]()
+        if caps.lists and plan.verifies:
+            enter_phase(progress, "verify")
+            verified, missing = await self._verify(memories)
+        self.store.seeded(records)
+        enter_phase(progress, "searchable")
+        searchable = await self._searchable_after(memories, missing)
+        return SeedReport(
+            requested=len(memories),
+            imported=counts[0],
+            skipped=counts[1],
+            errors=counts[2],
+            verified=verified,
+            missing=missing,
+            retries=self.store.retries - retries_before,
+            duration_s=time.monotonic() - started,
+            searchable_after_s=searchable,
+            adopted=adopted,
+            read_only_beside=self._read_only,
+        )
+
+    def _record(self, memory: Mapping[str, Any]) -> Record:
+        """What the flow writes for a fixture memory: benchd's id and mark."""
+        fid = str(memory["id"])
+        return Record(
+            self._owned.store_of[fid], fid, memory, owner_mark(self._owned.namespace, fid)
+        )
+
+    async def _write_all(
+        self, existing: Listing, records: Sequence[Record], progress: Progress | None
+    ) -> Counts:
+        """Write what the store would not skip as a duplicate; the summed counts.
+
+        What the store would skip is not sent at all: against a per-key write
+        budget a steady-state cycle then costs no writes.
+        """
+        keep: set[str] = set()
+        if self.store.plan.cleanup != "before":
+            for record in records:
+                listed = existing.records.get(record.store_id)
+                if listed is not None and self.store.unchanged(listed, record):
+                    keep.add(record.fixture_id)
+        to_write = [r for r in records if r.fixture_id not in keep]
+        written, skipped, errors = await self._write_batches(to_write, progress)
+        return written, skipped + len(keep), errors
+
+    async def _write_batches(self, records: Sequence[Record], progress: Progress | None) -> Counts:
+        """Write every record in batches, ``plan.concurrency`` at a time; summed counts."""
+        plan = self.store.plan
+        size = plan.batch_size
+        batches = [records[i : i + size] for i in range(0, len(records), size)]
+        totals = [0, 0, 0]
+        done = 0
+
+        async def one(batch: Sequence[Record]) -> None:
+            nonlocal done
+            if self.store.capabilities.owned_ids:
+                self._held.update(r.store_id for r in batch)
+            for i, n in enumerate(await self.store.write(batch)):
+                totals[i] += n
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(records))
+
+        await run_bounded(batches, one, limit=plan.concurrency)
+        return totals[0], totals[1], totals[2]
+
+    async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
+        """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
+
+        A record the listing does not show is read back by its id before it is
+        called missing: a store's paging can skip records it holds.
+        """
+        listed = await self._list()
+        found = self._learn(listed.claimed)
+        missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
+        if missing:
+            wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
+            extra = await self._read_back(wanted)
+            if extra:
+                found = self._learn(listed.merged(extra).claimed)
+                missing = [f for f in missing if f not in found]
+        return len(memories) - len(missing), tuple(missing)
+
+    async def _read_back(self, server_ids: Sequence[str]) -> dict[str, Listed]:
+        return {r.id: r for r in await self.store.read_back(server_ids)}
+
+    def _server_id(self, fixture_id: str) -> str:
+        """The id the store holds a fixture memory under: as listed, else benchd's own id."""
+        return self._server_ids.get(fixture_id) or self._owned.store_of.get(fixture_id, fixture_id)
+
+    def _learn(self, claimed: Mapping[str, str]) -> set[str]:
+        """Keep one server id per fixture id of the corpus; the fixture ids found."""
+        self._held.update(claimed)
+        self._fixture_ids = {}
+        self._server_ids = {}
+        for sid, fid in claimed.items():
+            if fid in self._owned.fixture_ids and fid not in self._server_ids:
+                self._server_ids[fid] = sid
+                self._fixture_ids[sid] = fid
+        return set(self._server_ids)
+
+    async def _searchable_after(
+        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
+    ) -> float | None:
+        """Seconds until the last memory kept is found by its own text; None if never.
+
+        A memory the store did not keep never shows: polling for it would
+        spend the whole timeout to learn nothing.
+        """
+        plan = self.store.plan
+        if not memories:
+            return 0.0
+        kept = [m for m in memories if str(m["id"]) not in missing]
+        if not kept or plan.searchable_timeout_s <= 0:
+            return None
+        probe = kept[-1]
+        query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
+        started = time.monotonic()
+        delay = 0.02
+        with anyio.move_on_after(plan.searchable_timeout_s):
+            while True:
+                if str(probe["id"]) in await self.search(query):
+                    return time.monotonic() - started
+                await anyio.sleep(delay)  # polling an external system, not synchronising
+                delay = min(delay * 2, 0.5)
+        return None
+
+    async def _delete_seeded(self, existing: Listing) -> None:
+        """Delete benchd's earlier copies of the corpus so the write makes it afresh."""
+        if self.store.capabilities.deletes:
+            # From the latest listing (the lease's read-back, where one was taken since
+            # ``existing``): the shorter the time between listing and delete, the less
+            # another tenant can import under benchd's ids in between.
+            await self._delete_ids(list((self._fresh or existing).claimed))
+        self._fixture_ids.clear()
+        self._server_ids.clear()
+
+    # -- cleaning up ------------------------------------------------------------------
+
+    def _can_delete(self) -> bool:
+        caps = self.store.capabilities
+        return caps.deletes and caps.lists and self._read_only is None
+
+    async def cleanup(self, ids: Sequence[str]) -> int:
+        """Delete benchd's records for these fixture ids, as listed in its namespace now.
+
+        The namespace is listed first: only a record that listing shows and
+        that benchd wrote is deleted, whatever ``ids`` holds.
+        """
+        if not self._can_delete():
+            return 0
+        wanted = set(ids)
+        listed = await self._list()
+        self._held = listed.held
+        claimed = dict(listed.claimed)
+        unlisted = [
+            self._owned.store_of[f]
+            for f in wanted - set(claimed.values())
+            if f in self._owned.store_of and self._owned.store_of[f] in self._fixture_ids
+        ]
+        if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
+            extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
+            claimed.update(Listing(extra, self._owned).claimed)
+        return await self._delete_ids([s for s, f in claimed.items() if f in wanted])
+
+    async def release(self) -> int:
+        """Delete the sentinel once the namespace holds no other record benchd wrote.
+
+        Run after a complete ``cleanup = "after"`` on shutdown, so a stopped
+        probe leaves nothing behind; returns how many sentinel records went.
+        """
+        if not self._can_delete():
+            return 0
+        listed = await self._list()
+        self._held = listed.held
+        if listed.claimed:
+            return 0
+        return await self._delete_ids(list(listed.sentinels))
+
+    async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
+        """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``).
+
+        benchd's records are those listed under its ids or mark (any fixture,
+        any version); with an earlier version's sentinel listed, also the bare
+        fixture ids of ``memories``. Refused while another live instance holds
+        the lease, unless ``force``.
+        """
+        caps = self.store.capabilities
+        if not (caps.deletes and caps.lists):
+            raise OwnershipError(
+                f"{self._where()}: this target cannot list and delete records, "
+                "so benchd cannot purge it"
+            )
+        self._owned = OwnedIds.of(self.store.plan.namespace, memories)
+        listed = await self._list()
+        holder = listed.lease
+        me = self.lease
+        mine = me is not None and holder is not None and me.may_take(holder)
+        if holder is not None and holder.live() and not force and not mine:
+            raise OwnershipError(
+                f"{self._where()} is leased by live {holder.describe()}; stop it first, "
+                "or pass --force"
+            )
+        ours = list(listed.claimed)
+        if "legacy" in listed.sentinels.values():
+            ours += listed.legacy()
+        deleted = await self._delete_ids(ours)
+        marks = await self._delete_ids(list(listed.sentinels))
+        return Purged(deleted, marks, len(listed) - len(ours) - len(listed.sentinels))
+
+    async def _still_listed(self, server_id: str) -> bool:
+        """Whether a delete of ``server_id`` may go now: listed in the namespace recently.
+
+        A listing older than :data:`RELIST_AFTER_S` (deletes under a write budget
+        are slow) is taken again, once for all delete workers.
+        """
+        if time.monotonic() - self._listed_at > RELIST_AFTER_S:
+            async with self._relisting:
+                if time.monotonic() - self._listed_at > RELIST_AFTER_S:
+                    await self._list()
+            if self._fresh is None or server_id not in self._fresh.records:
+                return False
+        self._checked[server_id] = self._listed_at
+        return True
+
+    async def _delete_ids(self, server_ids: Sequence[str]) -> int:
+        """Delete these (already verified) server ids, ``delete_concurrency`` at a time."""
+        deleted = 0
+
+        async def one(server_id: str) -> None:
+            nonlocal deleted
+            if not await self._still_listed(server_id):
+                return  # gone from benchd's namespace since: no longer benchd's to delete
+            recheck = functools.partial(self._still_listed, server_id)
+            if await self.store.delete(server_id, recheck):
+                deleted += 1
+            checked = self._checked.pop(server_id, self._listed_at)
+            self.delete_windows.append(time.monotonic() - checked)  # until the answer
+            self._fixture_ids.pop(server_id, None)
+            self._held.discard(server_id)
+
+        await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
+        return deleted
+

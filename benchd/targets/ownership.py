@@ -1,0 +1,184 @@
+"""The flow's ownership steps: the sentinel, the lease, adoption, migration (DESIGN §2a).
+
+Part of :class:`~benchd.targets.flow.NamespaceFlow` (a mixin, for size): a
+namespace is written only when it is empty, marked by benchd's sentinel,
+or adopted; with a lease, only by the one process that holds it (``once``
+measures read-only beside a live daemon); an earlier version's records are
+migrated only where that version's sentinel proves the namespace was
+benchd's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchd.errors import OwnershipError
+from benchd.logging import get_logger
+from benchd.targets.lease import Holder, LeaseHolder
+from benchd.targets.listing import Listing
+from benchd.targets.owned import OWNER_KEY, OwnedIds, sentinel_id, sentinel_text
+from benchd.targets.store import Record, Store
+
+__all__ = ["NamespaceOwnership"]
+
+log = get_logger("benchd.targets")
+
+
+class NamespaceOwnership:
+    """The ownership steps, over the flow's state (set by the flow's constructor)."""
+
+    store: Store
+    lease: LeaseHolder | None
+    _owned: OwnedIds
+    _read_only: str | None
+    _held: set[str]
+    _leased: bool
+
+    async def _list(self) -> Listing:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    async def _delete_ids(self, server_ids: Sequence[str]) -> int:
+        raise NotImplementedError
+
+    def _sentinel_record(self, *, released: bool = False) -> Record:
+        """The sentinel, with this process's lease (or its release) where the store keeps one."""
+        ns = self._owned.namespace
+        lease = self.lease if self.store.capabilities.lease else None
+        mark = (
+            lease.mark(ns, released=released)
+            if lease is not None
+            else {"namespace": ns, "sentinel": "true"}
+        )
+        words = (
+            ""
+            if lease is None  # fixed for the process: the sentinel's embedding never changes
+            else f" Leased by benchd instance {lease.instance}, pid {lease.pid}, {lease.token}."
+        )
+        memory = {
+            "id": sentinel_id(ns),
+            "type": "fact",
+            "key": sentinel_id(ns),  # a fact's key is global: one per namespace
+            "importance": "low",
+            "content": sentinel_text(ns) + words,
+            "metadata": {OWNER_KEY: mark},
+        }
+        return Record(sentinel_id(ns), "", memory, mark)
+
+    async def _take_ownership(self, existing: Listing) -> bool:
+        """Check the namespace is benchd's (or adopted) and mark it; whether it was adopted."""
+        caps = self.store.capabilities
+        if not (caps.lists and caps.writes):
+            return False  # a store benchd cannot list and write is never marked
+        adopted = self._check_ownership(existing)
+        self._read_only = None
+        me = self.lease
+        holder = existing.lease
+        if me is not None and holder is not None and not me.may_take(holder):
+            if not me.read_only_beside_live:
+                raise OwnershipError(
+                    f"{self._where()} is leased by {holder.describe()}; one writer per "
+                    "namespace: give this probe its own namespace, stop the other instance, "
+                    "or wait until its lease expires"
+                )
+            self._check_read_only(existing, holder, me)
+            self._read_only = holder.describe()
+            self._held = set()  # the holder's records, not this process's
+            return adopted
+        keep = me is not None and caps.lease
+        if not keep and existing.has_current_sentinel():
+            return adopted  # no lease to keep: the sentinel is enough
+        self._held.add(sentinel_id(self._owned.namespace))
+        await self.store.write_sentinel(self._sentinel_record())  # with a lease: the heartbeat
+        self._leased = keep
+        if me is not None and keep:
+            back = await self._read_lease()
+            if back is not None and back.token != me.token:
+                raise OwnershipError(
+                    f"{self._where()}: {back.describe()} took the lease at the same time; "
+                    "backing off (one writer per namespace)"
+                )
+        return adopted
+
+    async def _read_lease(self) -> Holder | None:
+        """The lease as the namespace lists it now (read back after writing it)."""
+        return (await self._list()).lease
+
+    async def release_lease(self) -> bool:
+        """Hand the lease back on shutdown (SIGTERM): the sentinel stays, its lease expired.
+
+        Only a lease this process holds now (listed with its own token) is
+        released, so another instance can take the namespace over at once
+        instead of waiting out ``ttl_s``. Whether a lease was released.
+        """
+        me = self.lease
+        if me is None or self._read_only is not None or not self._leased:
+            return False
+        holder = await self._read_lease()
+        if holder is None or holder.token != me.token:
+            return False
+        await self.store.write_sentinel(self._sentinel_record(released=True))
+        self._leased = False
+        return True
+
+    def _check_read_only(self, existing: Listing, holder: Holder, me: LeaseHolder) -> None:
+        """Beside a live holder, measure only its complete corpus of the same fixture."""
+        claimed = set(existing.claimed.values())
+        found = len(self._owned.fixture_ids & claimed)
+        total = len(self._owned.fixture_ids)
+        if holder.fixture_hash != me.fixture_hash or found < total:
+            why = (
+                f"it seeds another corpus (fixture hash {holder.fixture_hash[:12] or 'unknown'}, "
+                f"this one {me.fixture_hash[:12]})"
+                if holder.fixture_hash != me.fixture_hash
+                else f"its corpus is incomplete ({found} of {total} records)"
+            )
+            raise OwnershipError(
+                f"{self._where()} is leased by {holder.describe()} and {why}; measuring beside "
+                "it read-only needs its complete corpus of the same fixture: wait for its "
+                "cycle, or use another namespace"
+            )
+
+    def _check_ownership(self, existing: Listing) -> bool:
+        """False for an empty or benchd-marked namespace, True if adopted, else an error.
+
+        A namespace holding only records under benchd's own ids is benchd's too
+        (a heartbeat whose re-import failed after its delete leaves it so).
+        """
+        if not len(existing) or existing.sentinels or not existing.foreign:
+            return False
+        plan = self.store.plan
+        if plan.adopt_namespace:
+            log.warning(
+                "namespace adopted",
+                namespace=plan.namespace,
+                foreign_records=existing.foreign,
+                note="benchd writes beside these records and never deletes them",
+            )
+            return True
+        raise OwnershipError(
+            f"{self._where()} already holds {len(existing)} record(s) benchd did not write "
+            "(no benchd sentinel); choose an unused namespace, or set adopt_namespace = true "
+            "on this probe (benchd once/run --adopt-namespace NAME) if it is yours"
+        )
+
+    async def _migrate(self, existing: Listing) -> None:
+        """Delete what an earlier benchd version wrote here: bare fixture ids, old sentinel.
+
+        Only where that version's sentinel is listed in this namespace (so the
+        namespace was benchd's), and only records listed there now; the old
+        sentinel goes last.
+        """
+        legacy = [s for s, w in existing.sentinels.items() if w == "legacy"]
+        if not legacy or not self.store.capabilities.deletes:
+            return
+        deleted = await self._delete_ids(existing.legacy())
+        await self._delete_ids(legacy)
+        log.info(
+            "migrated records of an earlier benchd version",
+            namespace=self._owned.namespace,
+            deleted=deleted,
+            sentinel=legacy[0],
+        )
