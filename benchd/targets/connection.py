@@ -89,6 +89,7 @@ class HttpStore(StoreDefaults):
             concurrency=concurrency,
             timeout_s=timeout_s,
             max_response_bytes=self._http.max_bytes,
+            errors=self._http.context,
         )
 
     async def aclose(self) -> None:

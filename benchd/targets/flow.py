@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 
 from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.hooks import Fire, enter_phase
+from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
 from benchd.result import RankedIds, SeedReport, TargetInfo
 from benchd.targets.answers import listing_limit
@@ -93,6 +93,7 @@ class NamespaceFlow(NamespaceOwnership):
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
         self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
         self._read_only: str | None = None  # the live holder beside which this seed measures
+        self._progress: Progress | None = None  # this seed's sink, for the searchable polls
         self._leased = False  # this process wrote its lease (handed back on shutdown)
         self._fresh: Listing | None = None  # the latest listing of the namespace ...
         self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
@@ -205,15 +206,16 @@ class NamespaceFlow(NamespaceOwnership):
         if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(existing)
         records = [self._record(m) for m in memories]
-        counts = (0, 0, 0)
+        counts, unchanged = (0, 0, 0), 0
         if caps.writes and self._read_only is None:
-            counts = await self._write_all(existing, records, progress)
+            counts, unchanged = await self._write_all(existing, records, progress)
         verified, missing = len(memories), tuple[str, ...]()
         if caps.lists and plan.verifies:
             enter_phase(progress, "verify")
-            verified, missing = await self._verify(memories)
+            verified, missing = await self._verify(memories, progress)
         self.store.seeded(records)
         enter_phase(progress, "searchable")
+        self._progress = progress
         searchable = await self._searchable_after(memories, missing)
         return SeedReport(
             requested=len(memories),
@@ -227,6 +229,7 @@ class NamespaceFlow(NamespaceOwnership):
             searchable_after_s=searchable,
             adopted=adopted,
             read_only_beside=self._read_only,
+            unchanged=unchanged,
         )
 
     def _record(self, memory: Mapping[str, Any]) -> Record:
@@ -238,8 +241,9 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def _write_all(
         self, existing: Listing, records: Sequence[Record], progress: Progress | None
-    ) -> Counts:
-        """Write what the store would not skip as a duplicate; the summed counts.
+    ) -> tuple[Counts, int]:
+        """Write what the store would not skip as a duplicate; its counts, and how many were
+        unchanged (not sent).
 
         What the store would skip is not sent at all: against a per-key write
         budget a steady-state cycle then costs no writes.
@@ -251,8 +255,7 @@ class NamespaceFlow(NamespaceOwnership):
                 if listed is not None and self.store.unchanged(listed, record):
                     keep.add(record.fixture_id)
         to_write = [r for r in records if r.fixture_id not in keep]
-        written, skipped, errors = await self._write_batches(to_write, progress)
-        return written, skipped + len(keep), errors
+        return await self._write_batches(to_write, progress), len(keep)
 
     async def _write_batches(self, records: Sequence[Record], progress: Progress | None) -> Counts:
         """Write every record in batches, ``plan.concurrency`` at a time; summed counts."""
@@ -275,21 +278,28 @@ class NamespaceFlow(NamespaceOwnership):
         await run_bounded(batches, one, limit=plan.concurrency)
         return totals[0], totals[1], totals[2]
 
-    async def _verify(self, memories: Sequence[Mapping[str, Any]]) -> tuple[int, tuple[str, ...]]:
+    async def _verify(
+        self, memories: Sequence[Mapping[str, Any]], progress: Progress | None = None
+    ) -> tuple[int, tuple[str, ...]]:
         """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
 
         A record the listing does not show is read back by its id before it is
-        called missing: a store's paging can skip records it holds.
+        called missing: a store's paging can skip records it holds. ``progress``
+        hears ``(verified, records)`` after the listing and after a read-back.
         """
         listed = await self._list()
         found = self._learn(listed.claimed)
         missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
+        if progress is not None:
+            progress(len(memories) - len(missing), len(memories))
         if missing:
             wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
             extra = await self._read_back(wanted)
             if extra:
                 found = self._learn(listed.merged(extra).claimed)
                 missing = [f for f in missing if f not in found]
+                if progress is not None:
+                    progress(len(memories) - len(missing), len(memories))
         return len(memories) - len(missing), tuple(missing)
 
     async def _read_back(self, server_ids: Sequence[str]) -> dict[str, Listed]:
@@ -328,9 +338,14 @@ class NamespaceFlow(NamespaceOwnership):
         query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
         started = time.monotonic()
         delay = 0.02
-        with anyio.move_on_after(plan.searchable_timeout_s):
+        polls = 0
+        timeout_s = plan.searchable_timeout_s
+        with anyio.move_on_after(timeout_s):
             while True:
-                if str(probe["id"]) in await self.search(query):
+                found = str(probe["id"]) in await self.search(query)
+                polls += 1
+                report_poll(self._progress, polls, time.monotonic() - started, timeout_s)
+                if found:
                     return time.monotonic() - started
                 await anyio.sleep(delay)  # polling an external system, not synchronising
                 delay = min(delay * 2, 0.5)

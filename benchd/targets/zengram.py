@@ -152,7 +152,7 @@ class ZengramStore(HttpStore):
     ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
-        context = ErrorContext(api="Zengram", key_source=secret.source if secret else "")
+        context = ErrorContext(api="a Zengram API", key_source=secret.source if secret else "")
         super().__init__(config, auth, transport, context=context)
         self._last_fill_ms = 0
         self._sent = 0  # records sent this process: bounds a read-back listing

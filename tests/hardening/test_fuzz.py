@@ -41,7 +41,7 @@ from benchd.fixtures.model import load_fixture
 from benchd.load import LoadProfile
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets import TARGET_KINDS, zengram
+from benchd.targets import TARGET_KINDS, zengram_wire
 from benchd.targets import answers as store_answers
 from benchd.targets.base import SearchQuery
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
@@ -538,7 +538,7 @@ count_value = st.one_of(json_scalar, st.integers(-5, 8), st.just(10**30), st.jus
 def test_import_counts_are_non_negative_integers_never_above_what_was_sent(
     counts: dict[str, Any], sent: int
 ) -> None:
-    reduce = functools.partial(zengram._import_counts, sent, "POST /export/import")
+    reduce = functools.partial(zengram_wire.import_counts, sent, "POST /export/import")
     with clean_rejection():
         got = store_answers.reduced(dumps(counts).encode(), "POST /export/import", reduce)
         assert all(isinstance(n, int) and n >= 0 for n in got) and sum(got) <= sent
@@ -551,7 +551,7 @@ def test_import_counts_are_non_negative_integers_never_above_what_was_sent(
     size=st.integers(0, 5),
 )
 def test_an_export_page_is_cut_to_the_page_size_asked_for(page: Any, more: Any, size: int) -> None:
-    reduce = functools.partial(zengram._export_page, size, "GET /export")
+    reduce = functools.partial(zengram_wire.export_page, size, "GET /export")
     with clean_rejection():
         body = dumps(export_page(page, more)).encode()
         records, _ = store_answers.reduced(body, "GET /export", reduce)
