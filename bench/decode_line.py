@@ -23,7 +23,7 @@ from functools import partial
 import anyio
 
 from benchd.targets import answers, decoder
-from benchd.targets.zengram import _export_page
+from benchd.targets.zengram_wire import export_page as _export_page
 
 
 def page(records: int) -> bytes:

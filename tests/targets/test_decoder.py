@@ -24,7 +24,7 @@ import json, sys
 from functools import partial
 import anyio
 from benchd.targets import answers, decoder
-from benchd.targets.zengram import _export_page
+from benchd.targets.zengram_wire import export_page as _export_page
 
 with open(sys.argv[1], "a") as runs:
     runs.write("ran\\n")

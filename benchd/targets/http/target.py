@@ -212,7 +212,7 @@ class HttpKindStore(HttpStore):
         ns = self.config.namespace
         # facts' key and statuses' subject are global on a Zengram-style store: never the
         # fixture's own (owned.namespaced_fields), as the zengram kind writes them
-        keyed = namespaced_fields(ns, record.fixture_id, record.memory) if record.fixture_id else {}
+        keyed = namespaced_fields(ns, record.fixture_id or sid, record.memory)
         values = {
             "id": sid,
             "content": content_of(record.memory),
