@@ -107,7 +107,8 @@ class ChangeSignals:
     model_changed: bool
     label_changed: bool = False  # the store's model label differs from the baseline's
     score_shift: float | None = None  # mean top-score change / mean reference top score
-    score_p_value: float | None = None  # two-sided, against the reference's score noise
+    score_p_value: float | None = None  # two-sided, against the reference's score noise;
+    # None below min_score_shift (such a shift cannot count, so it is not tested)
 
     def as_json(self) -> dict[str, Any]:
         return {

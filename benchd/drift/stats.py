@@ -38,6 +38,7 @@ IntArray = npt.NDArray[np.int64]
 RBO_PERSISTENCE = 0.9  # weight of rank d+1 relative to rank d; the top 10 carry ~86 %
 _TOLERANCE = 1e-9  # float rounding of means of ratios
 _CELLS_PER_CHUNK = 1 << 20  # draws x queries per chunk: bounds memory at ~8 MiB a matrix
+_MATMUL_KEYS = 4  # from this many keys a 0/1 matrix product beats gathering (_picked_sums)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +143,34 @@ def _null(pools: Sequence[Pool], n: int, n_resamples: int, seed: int) -> list[Fl
         size = min(chunk, n_resamples - start)
         u, v = rng.random((size, rows.size)), rng.random((size, rows.size))
         cur = np.minimum((u * sizes).astype(np.int64), sizes - 1)
-        stat = flat[base + cur].sum(axis=1)
+        stat = _picked_sums(flat, base + cur)
         if pinned:
             other = np.minimum((v * (sizes - 1)).astype(np.int64), sizes - 2)
-            stat = stat - flat[base + other + (other >= cur)].sum(axis=1)
+            stat = stat - _picked_sums(flat, base + other + (other >= cur))
         out.append(stat / n)
     table = np.concatenate(out)  # (n_resamples, keys)
     return [np.ascontiguousarray(table[:, k]) for k in range(keys)]
+
+
+def _picked_sums(flat: FloatArray, picks: IntArray) -> FloatArray:
+    """``flat[picks].sum(axis=1)``: per draw, the sum over queries of the picked rows.
+
+    With several keys the gather copies draws x queries x keys values; as a
+    product of a 0/1 matrix (one 1 per query in each draw's row) with
+    ``flat`` it is one BLAS call, 5-20x faster, in pieces of bounded size.
+    """
+    keys = flat.shape[1]
+    if keys < _MATMUL_KEYS:
+        return np.asarray(flat[picks].sum(axis=1), dtype=np.float64)
+    draws = picks.shape[0]
+    out = np.empty((draws, keys), dtype=np.float64)
+    step = max(1, _CELLS_PER_CHUNK // flat.shape[0])
+    for start in range(0, draws, step):
+        part = picks[start : start + step]
+        chosen = np.zeros((part.shape[0], flat.shape[0]), dtype=np.float64)
+        np.put_along_axis(chosen, part, 1.0, axis=1)
+        out[start : start + part.shape[0]] = chosen @ flat
+    return out
 
 
 def _tail(null: FloatArray, edge: float, two_sided: bool) -> tuple[float, FloatArray]:

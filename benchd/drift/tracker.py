@@ -266,7 +266,12 @@ def _score_shift(
     ids: Sequence[str], ref: Reference, after: Snapshot, noise: NoiseKind,
     settings: DriftSettings,
 ) -> tuple[float | None, float | None]:
-    """Relative change of the store's top scores, and its two-sided p-value against noise."""
+    """Relative change of the store's top scores, and its two-sided p-value against noise.
+
+    A shift smaller than ``min_score_shift`` cannot count whatever its
+    p-value, so it is not tested (p-value None): a store's top scores jitter
+    every cycle, and testing that jitter resampled every query every cycle.
+    """
     scored = [q for q in ids if ref.scores.get(q) and q in after.top_scores]
     if not scored:
         return None, None
@@ -275,6 +280,9 @@ def _score_shift(
     scale = _mean([abs(v[0] if ref.pinned_first else _mean(v)) for v in pool.values])
     if scale <= _TOLERANCE:
         return None, None
+    shift = pool.delta() / scale
+    if abs(shift) < settings.min_score_shift:
+        return shift, None
     if noise == "measured" or pool.moved():
         tests = noise_tests(
             {"score": pool}, n_resamples=settings.n_permutations, seed=settings.seed,
@@ -283,7 +291,7 @@ def _score_shift(
         p = tests["score"].p_value
     else:
         p = 0.0 if abs(pool.delta()) > _TOLERANCE else 1.0
-    return pool.delta() / scale, p
+    return shift, p
 
 
 def _predates_keys(baseline: Baseline | None) -> str | None:

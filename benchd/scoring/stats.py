@@ -24,9 +24,11 @@ seed (up to floating-point rounding).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -100,19 +102,58 @@ def _chunks(total: int, n: int) -> list[int]:
 def _bootstrap_means(matrix: FloatArray, n_resamples: int, seed: int) -> FloatArray:
     """Means of each column over ``n_resamples`` shared resamples of the rows."""
     n = matrix.shape[0]
-    rng = np.random.default_rng(seed)
     out = np.empty((n_resamples, matrix.shape[1]))
-    row = 0
-    for size in _chunks(n_resamples, n):
-        idx = rng.integers(0, n, size=(size, n))
-        if matrix.shape[1] == 1:  # one column: gathering is cheaper than counting
+    if matrix.shape[1] == 1:  # one column: gathering is cheaper than counting
+        rng = np.random.default_rng(seed)
+        row = 0
+        for size in _chunks(n_resamples, n):
+            idx = rng.integers(0, n, size=(size, n))
             out[row : row + size, 0] = matrix[:, 0][idx].mean(axis=1)
-        else:  # many columns: resample counts once, then one matrix product
-            flat = (idx + (np.arange(size) * n)[:, None]).ravel()
-            counts = np.bincount(flat, minlength=size * n).reshape(size, n)
-            out[row : row + size] = counts @ matrix / n
+            row += size
+        return out
+    # many columns: resample counts (the same for every cycle of n rows), one matrix product
+    row = 0
+    for counts in _resample_counts(n, n_resamples, seed):
+        size = counts.shape[0]
+        out[row : row + size] = counts.astype(np.float64) @ matrix / n
         row += size
     return out
+
+
+_CACHE_BYTES = 64 << 20  # resample counts kept across cycles, all sizes and seeds together
+_cache: OrderedDict[tuple[int, int, int], list[npt.NDArray[np.unsignedinteger[Any]]]] = (
+    OrderedDict()
+)
+_cache_lock = threading.Lock()
+
+
+def _resample_counts(n: int, n_resamples: int, seed: int) -> list[npt.NDArray[Any]]:
+    """How often each row is drawn in each resample, chunk by chunk; cached per (n, R, seed).
+
+    The draws depend only on the row count, the resample count and the seed,
+    so a probe whose query count does not change draws them once, not every
+    cycle (they are half the bootstrap's work). Kept as small unsigned
+    integers, least recently used first out past :data:`_CACHE_BYTES`.
+    """
+    key = (n, n_resamples, seed)
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    rng = np.random.default_rng(seed)
+    chunks: list[npt.NDArray[Any]] = []
+    for size in _chunks(n_resamples, n):
+        idx = rng.integers(0, n, size=(size, n))
+        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=size * n).reshape(size, n)
+        chunks.append(counts.astype(np.min_scalar_type(int(counts.max(initial=0)))))
+    held = sum(c.nbytes for c in chunks)
+    if held <= _CACHE_BYTES:
+        with _cache_lock:
+            _cache[key] = chunks
+            while sum(c.nbytes for v in _cache.values() for c in v) > _CACHE_BYTES:
+                _cache.popitem(last=False)
+    return chunks
 
 
 def bootstrap_cis(

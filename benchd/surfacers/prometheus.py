@@ -537,8 +537,9 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         if drift.change is not None:
             for field, family in change.items():
                 family.add_metric([s.name], float(getattr(drift.change, field)))
-            if drift.change.score_shift is not None and drift.change.score_p_value is not None:
+            if drift.change.score_shift is not None:
                 shift.add_metric([s.name], drift.change.score_shift)
+            if drift.change.score_p_value is not None:  # tested only past min_score_shift
                 shift_p.add_metric([s.name], drift.change.score_p_value)
     yield from families.values()
     yield from change.values()
