@@ -361,8 +361,9 @@ class ZengramStore(HttpStore):
     def _fill_time(self) -> str:
         """Now, in milliseconds, and never a millisecond this target already used.
 
-        The real server's export cursor skips records that share a page-boundary
-        millisecond; records benchd dates never do.
+        Milliseconds, because the real server's export cursor is cut to them and
+        loses records dated below at a page boundary; distinct, so the corpus's
+        order in the listing is its order in the fixture.
         """
         self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
         return wire.iso_ms(self._last_fill_ms)
