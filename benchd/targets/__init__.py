@@ -34,8 +34,7 @@ from benchd.targets.http.target import (
     http_costs,
 )
 from benchd.targets.mcp.config import McpConfig
-from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs
-from benchd.targets.mcp.target import McpTarget
+from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
 from benchd.targets.python import (
     PythonConfig,
     python_capabilities,
@@ -104,7 +103,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_common,
             python_costs,
         ),
-        TargetKind("mcp", McpConfig, McpTarget, mcp_capabilities, mcp_common, mcp_costs),
+        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
     )
 }
 

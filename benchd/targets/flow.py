@@ -142,14 +142,18 @@ class NamespaceFlow(NamespaceOwnership):
         """A search's store ids (and scores) as scoring sees them.
 
         Labelled (fixture ids, or foreign labels), the sentinel dropped, then cut
-        to ``query.limit``: the room asked for the sentinel is never scored.
+        to ``query.limit``: the room asked for the sentinel is never scored. A
+        store that answers sets (``capabilities.unranked``) is kept whole: it is
+        scored as a set, and a cut would keep an arbitrary part of it.
         """
         scores = list(hits.scores) or [None] * len(hits.ids)
         kept = [
             (self._owned.label(i, self._fixture_ids), s)
             for i, s in zip(hits.ids, scores, strict=True)
             if i not in self._sentinel_ids
-        ][: query.limit]
+        ]
+        if not self.store.capabilities.unranked:
+            kept = kept[: query.limit]
         return RankedIds([i for i, _ in kept], [s for _, s in kept])
 
     def load_sender(

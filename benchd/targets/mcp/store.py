@@ -1,9 +1,12 @@
 """The ``mcp`` kind as a store of the seam: tool calls behind :class:`~benchd.targets.store.Store`.
 
 Everything benchd promises about a namespace (owned ids, a seed verified by
-listing, deletes only of listed records and verified by listing again, the
-sentinel, purge) comes from the shared flow; this module only maps the
-seam's operations onto the tool map (:class:`~benchd.targets.mcp.tools.ToolStore`).
+listing, deletes only of listed records, the sentinel, purge) comes from the
+shared flow (:class:`~benchd.targets.flow.NamespaceFlow`, which
+:func:`mcp_target` builds over an :class:`McpStore`); this module only maps
+the seam's operations onto the tool map
+(:class:`~benchd.targets.mcp.tools.ToolStore`), and verifies each delete by
+listing again (an MCP delete tool's "done" is no proof).
 
 How benchd's records are kept apart (``namespace_by``): ``argument`` —
 every tool takes ``{namespace}`` (``user_id``, ``namespace``, ...), so the
@@ -17,7 +20,7 @@ their owned ids.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchd.config.kinds import CommonSettings, StoreCosts
@@ -25,7 +28,8 @@ from benchd.config.secrets import Secret
 from benchd.errors import ConfigError, OwnershipError, TargetProtocolError
 from benchd.logging import get_logger
 from benchd.result import TargetInfo
-from benchd.targets.base import SearchQuery
+from benchd.targets.base import ProbeTarget, SearchQuery
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.mcp.config import NO_NAMESPACE, McpConfig
 from benchd.targets.store import (
     Capabilities,
@@ -33,17 +37,23 @@ from benchd.targets.store import (
     Hits,
     Listed,
     Page,
+    Recheck,
     Record,
     SeedPlan,
     StoreDefaults,
 )
 
-__all__ = ["KIND", "McpMapError", "McpStore", "mcp_capabilities", "mcp_common", "mcp_costs"]
+__all__ = [
+    "KIND",
+    "McpMapError",
+    "McpStore",
+    "mcp_capabilities",
+    "mcp_common",
+    "mcp_costs",
+    "mcp_target",
+]
 
 KIND = "mcp"
-
-Recheck = Callable[[], Awaitable[bool]]
-"""Whether a record is still listed (the flow's, asked before a delete is retried)."""
 
 MAX_LIST_PAGES = 1000
 """Listing pages read at most (a server whose pages never end is cut there)."""
@@ -94,6 +104,11 @@ def mcp_costs(config: McpConfig) -> StoreCosts:
         lists=2 if config.verify else 1,
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
     )
+
+
+def mcp_target(config: McpConfig, secret: Secret | None) -> ProbeTarget:
+    """The kind's probe target: the shared namespace flow over an :class:`McpStore`."""
+    return NamespaceFlow(McpStore(config, secret))
 
 
 class McpStore(StoreDefaults):
