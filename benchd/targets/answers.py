@@ -284,13 +284,14 @@ async def decode(body: Body, what: str, reduce: Callable[[Any], T] | None = None
     """
     if isinstance(body, bytes) and len(body) <= INLINE_DECODE_BYTES:
         return reduced(body, what, reduce)
+    handle = decoder.Call()
     try:
         if isinstance(body, Spill):
             call: tuple[Any, ...] = (_reduced_file, body.path, what, reduce)
         else:
             call = (_reduced_in_worker, body, what, reduce)
         result: T = await anyio.to_thread.run_sync(
-            decoder.call, *call, abandon_on_cancel=True, limiter=_worker_limiter()
+            decoder.call, handle, *call, abandon_on_cancel=True, limiter=_worker_limiter()
         )
     except decoder.WorkerStopped:
         raise TargetProtocolError(
@@ -298,7 +299,7 @@ async def decode(body: Body, what: str, reduce: Callable[[Any], T] | None = None
             "(out of memory?); lower max_response_bytes"
         ) from None
     except anyio.get_cancelled_exc_class():
-        decoder.stop()  # the abandoned call ends with its worker; the next call starts one
+        decoder.cancel(handle)  # ends the worker only if it is decoding this answer
         raise
     finally:
         if isinstance(body, Spill):

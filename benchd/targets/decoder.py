@@ -11,8 +11,9 @@ The protocol is one request at a time, each frame an 8-byte big-endian length
 and a pickle: the parent sends ``sys.path`` once, then ``(function, args)``
 per call (the function must be importable by name from a benchd module); the
 worker answers ``(True, value)`` or ``(False, exception)``. The worker starts
-at the first call and stays until the process exits; a call that is
-cancelled, or a worker that dies, ends it, and the next call starts another.
+at the first call and stays until the process exits; cancelling the call it
+serves, or its death, ends it, and the next call starts another (a call
+cancelled while it waits is simply never sent).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
-__all__ = ["WorkerStopped", "call", "main", "stop", "worker_pid"]
+__all__ = ["Call", "WorkerStopped", "call", "cancel", "main", "stop", "worker_pid"]
 
 T = TypeVar("T")
 
@@ -57,12 +58,22 @@ def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(data)
 
 
+class Call:
+    """One call's handle, so that cancelling it ends only the worker serving it."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+
 class _Worker:
     """The parent's handle on the worker process; calls are serialised by a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._serving: Call | None = None
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
@@ -77,17 +88,22 @@ class _Worker:
             self._proc = proc
         return self._proc
 
-    def call(self, function: Callable[..., T], *args: Any) -> T:
+    def call(self, handle: Call, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in the worker (blocking: run it in a thread)."""
         with self._lock:
+            if handle.cancelled:  # given up while it waited for the worker: never sent
+                raise WorkerStopped
             proc = self._started()
             assert proc.stdin is not None and proc.stdout is not None
+            self._serving = handle
             try:
                 _send(proc.stdin, (function, args))
                 ok, value = _receive(proc.stdout)
             except (OSError, EOFError, pickle.UnpicklingError):
                 self._end(proc)
                 raise WorkerStopped from None
+            finally:
+                self._serving = None
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
@@ -102,6 +118,14 @@ class _Worker:
         proc.wait()
         if self._proc is proc:
             self._proc = None
+
+    def cancel(self, handle: Call) -> None:
+        """Give up ``handle``: never sent if it still waits, the worker killed if it serves it."""
+        handle.cancelled = True
+        proc = self._proc
+        if proc is not None and self._serving is handle:
+            with contextlib.suppress(OSError):
+                proc.kill()  # the serving thread reads EOF and ends the process
 
     def stop(self) -> None:
         """End the worker now (a call in flight raises :class:`WorkerStopped`)."""
@@ -124,12 +148,18 @@ _WORKER = _Worker()
 atexit.register(_WORKER.stop)
 
 
-def call(function: Callable[..., T], *args: Any) -> T:
+def call(handle: Call, function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` in this process's decode worker, started on first use.
 
-    Blocking; raises what the function raised, or :class:`WorkerStopped`.
+    Blocking; raises what the function raised, or :class:`WorkerStopped`
+    (also when ``handle`` was cancelled before the call reached the worker).
     """
-    return _WORKER.call(function, *args)
+    return _WORKER.call(handle, function, *args)
+
+
+def cancel(handle: Call) -> None:
+    """Give up a call: it is never sent, or the worker serving it is killed (not another's)."""
+    _WORKER.cancel(handle)
 
 
 def stop() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,36 @@ async def test_a_killed_worker_is_a_decode_error_and_the_next_call_starts_anothe
     value = await answers.decode(body, "GET /export")
     assert value["memories"][0]["id"] == "x"
     assert decoder.worker_pid() not in (None, pid)
+
+
+def test_a_call_cancelled_before_it_is_sent_never_runs_and_spares_the_worker() -> None:
+    assert decoder.call(decoder.Call(), len, b"abc") == 3
+    pid = decoder.worker_pid()
+    handle = decoder.Call()
+    decoder.cancel(handle)  # another probe's worker keeps serving
+    with pytest.raises(decoder.WorkerStopped):
+        decoder.call(handle, len, b"abc")
+    assert decoder.worker_pid() == pid is not None
+
+
+def test_cancelling_the_call_the_worker_serves_ends_that_worker() -> None:
+    handle, raised = decoder.Call(), threading.Event()
+
+    def serve() -> None:
+        try:
+            decoder.call(handle, time.sleep, 600)
+        except decoder.WorkerStopped:
+            raised.set()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    for _ in range(6000):  # until the worker serves it (it starts one first)
+        if decoder._WORKER._serving is handle:
+            break
+        time.sleep(0.01)
+    pid = decoder.worker_pid()
+    decoder.cancel(handle)
+    thread.join(timeout=600)
+    assert raised.is_set()
+    assert decoder.worker_pid() is None and pid is not None
+    assert decoder.call(decoder.Call(), len, b"ab") == 2  # the next call starts another
