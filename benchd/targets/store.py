@@ -139,7 +139,10 @@ class Capabilities:
         if not self.lease:
             out.append("no lease: a second writer on the same namespace is not detected")
         if self.unranked:
-            out.append("unranked answers: rank-based measures see the store's order as given")
+            out.append(
+                "unranked answers: scored as sets (hit, recall, recall_all, precision over the "
+                "whole answer); no rank measure (MRR, nDCG, MAP, P@k)"
+            )
         return tuple(out)
 
 
