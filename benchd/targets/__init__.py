@@ -26,6 +26,13 @@ from typing import Any, Generic, TypeVar
 from benchd.config.kinds import CommonSettings, StoreCosts, register_target_kind
 from benchd.config.secrets import Secret
 from benchd.targets.base import ProbeTarget, SearchQuery, Target
+from benchd.targets.chroma import (
+    ChromaConfig,
+    chroma_capabilities,
+    chroma_common,
+    chroma_costs,
+    chroma_target,
+)
 from benchd.targets.http.target import (
     HttpConfig,
     HttpTarget,
@@ -35,6 +42,20 @@ from benchd.targets.http.target import (
 )
 from benchd.targets.mcp.config import McpConfig
 from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
+from benchd.targets.milvus import (
+    MilvusConfig,
+    milvus_capabilities,
+    milvus_common,
+    milvus_costs,
+    milvus_target,
+)
+from benchd.targets.pgvector import (
+    PgvectorConfig,
+    pgvector_capabilities,
+    pgvector_common,
+    pgvector_costs,
+    pgvector_target,
+)
 from benchd.targets.python import (
     PythonConfig,
     python_capabilities,
@@ -104,6 +125,21 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_costs,
         ),
         TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
+        # vector stores (#23): benchd computes the vectors ([probe.target.embed])
+        TargetKind(
+            "pgvector",
+            PgvectorConfig,
+            pgvector_target,
+            pgvector_capabilities,
+            pgvector_common,
+            pgvector_costs,
+        ),
+        TargetKind(
+            "chroma", ChromaConfig, chroma_target, chroma_capabilities, chroma_common, chroma_costs
+        ),
+        TargetKind(
+            "milvus", MilvusConfig, milvus_target, milvus_capabilities, milvus_common, milvus_costs
+        ),
     )
 }
 

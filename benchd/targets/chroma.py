@@ -40,10 +40,12 @@ import httpx
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check
+from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import OwnershipError, TargetHTTPError, TargetProtocolError
 from benchd.logging import get_logger
 from benchd.targets.answers import decode
+from benchd.targets.base import ProbeTarget
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ErrorContext,
@@ -51,6 +53,7 @@ from benchd.targets.client import (
     open_clients,
     positive_problem,
 )
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.owned import namespace_problem
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import Marked, Row, Scored, VectorStore, embed_stage, vector_costs
@@ -423,3 +426,8 @@ def chroma_common(config: ChromaConfig) -> CommonSettings:
 
 def chroma_costs(config: ChromaConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
+
+
+def chroma_target(config: ChromaConfig, secret: Secret | None) -> ProbeTarget:
+    """The ``chroma`` kind: the shared namespace flow over :class:`ChromaStore`."""
+    return NamespaceFlow(ChromaStore(config, secret.reveal() if secret is not None else None))

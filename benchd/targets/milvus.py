@@ -40,6 +40,7 @@ import anyio.to_thread
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check, url_problem
+from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
     OwnershipError,
@@ -50,7 +51,9 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.logging import get_logger
+from benchd.targets.base import ProbeTarget
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES, positive_problem
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
@@ -494,3 +497,8 @@ def milvus_common(config: MilvusConfig) -> CommonSettings:
 
 def milvus_costs(config: MilvusConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
+
+
+def milvus_target(config: MilvusConfig, secret: Secret | None) -> ProbeTarget:
+    """The ``milvus`` kind: the shared namespace flow over :class:`MilvusStore`."""
+    return NamespaceFlow(MilvusStore(config, secret.reveal() if secret is not None else None))

@@ -51,6 +51,7 @@ import anyio
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check
+from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
     OwnershipError,
@@ -61,6 +62,8 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.logging import get_logger
+from benchd.targets.base import ProbeTarget
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.owned import namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
@@ -581,3 +584,10 @@ def pgvector_common(config: PgvectorConfig) -> CommonSettings:
 
 def pgvector_costs(config: PgvectorConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
+
+
+def pgvector_target(config: PgvectorConfig, secret: Secret | None) -> ProbeTarget:
+    """The ``pgvector`` kind: the shared namespace flow over :class:`PgvectorStore`."""
+    dsn = secret.reveal() if secret is not None else ""
+    register_dsn_password(dsn)
+    return NamespaceFlow(PgvectorStore(config, dsn))

@@ -46,6 +46,7 @@ __all__ = [
     "LEASE_KEY",
     "MODEL_KEY",
     "SENTINEL_KEY",
+    "SENTINEL_TEXT",
     "Marked",
     "Row",
     "Scored",

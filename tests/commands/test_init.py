@@ -31,3 +31,17 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert path.read_text() == "mine"
     assert main(["init", "--force", str(path)]) == 0
     assert path.read_text() != "mine"
+
+
+@pytest.mark.parametrize("kind", ["pgvector", "chroma", "milvus"])
+def test_init_kind_writes_a_config_of_that_kind_that_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    monkeypatch.setenv("BENCHD_PG_DSN", "postgresql://benchd:pw-123456@127.0.0.1:5432/benchd")
+    path = tmp_path / "benchd.toml"
+    assert main(["init", str(path), "--kind", kind]) == 0
+    (probe,) = load_config(path).probes
+    assert probe.target.kind == kind
+    assert probe.target.settings.embed.model == "minilm"
+    assert probe.target.settings.namespace == "benchd-eval"
+    assert "[probe.budget]" not in path.read_text()  # a database has no per-key request budget

@@ -522,7 +522,7 @@ def test_a_minimal_config_needs_only_url_and_search() -> None:
 def test_every_shipped_http_example_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("BRAIN_API_KEY", "MEM0_API_KEY", "CHROMA_TOKEN"):
         monkeypatch.setenv(var, "key")
-    for name in ("http-zengram.toml", "http-mem0-style.toml", "http-chroma-style.toml"):
+    for name in ("http-zengram.toml", "http-mem0-style.toml"):
         target = load_config(CONFIGS / name).probes[0].target
         assert target.kind == "http" and target.secret is not None
 

@@ -1,0 +1,182 @@
+"""Configs, ``benchd`` subprocesses and direct reads for the vector kinds' end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "EmbeddingsStandIn",
+    "benchd",
+    "benchd_rows",
+    "config_text",
+    "env_for",
+    "once_json",
+    "target_table",
+]
+
+
+def target_table(kind: str, server: Any, namespace: str, **extra: Any) -> str:
+    """The ``[probe.target]`` lines of ``kind`` on ``server`` (the DSN comes from $PG_DSN)."""
+    lines = [f'kind = "{kind}"', f'namespace = "{namespace}"']
+    if kind == "pgvector":
+        lines += ['dsn_env = "PG_DSN"', f'table = "t_{namespace.replace("-", "_")}"']
+    elif kind == "chroma":
+        lines.append(f'url = "{server.url}"')
+    else:
+        lines.append(f'uri = "{server.uri}"')
+    for key, value in extra.items():
+        lines = [line for line in lines if not line.startswith(f"{key} =")]
+        lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines)
+
+
+def config_text(
+    kind: str,
+    server: Any,
+    namespace: str,
+    *,
+    fixture: str = "packaged:smoke",
+    model: str = "hash:256",
+    cache_dir: Path,
+    probe: str = "",
+    embed: str = "",
+    **extra: Any,
+) -> str:
+    return f"""
+[[probe]]
+name = "{kind}"
+fixture = "{fixture}"
+k = [5, 10]
+timeout_s = 600
+interval_s = 3600
+{probe}
+
+[probe.target]
+{target_table(kind, server, namespace, **extra)}
+
+[probe.target.embed]
+model = "{model}"
+cache_dir = "{cache_dir}"
+{embed}
+"""
+
+
+def env_for(server: Any) -> dict[str, str]:
+    dsn = getattr(server, "dsn", "")
+    return {**os.environ, "PG_DSN": dsn} if dsn else dict(os.environ)
+
+
+def benchd(*args: str, server: Any, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchd", *args],
+        capture_output=True, text=True, check=False, env=env_for(server), cwd=cwd, timeout=600,
+    )  # fmt: skip
+
+
+def once_json(config: Path, server: Any, *more: str) -> dict[str, Any]:
+    """``benchd once --format json`` on ``config``: its one probe's document."""
+    proc = benchd("once", "--config", str(config), "--format", "json", *more, server=server)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    probe: dict[str, Any] = json.loads(proc.stdout)["probes"][0]
+    password = getattr(server, "password", "")
+    assert not password or password not in proc.stdout + proc.stderr
+    return probe
+
+
+def benchd_rows(kind: str, server: Any, namespace: str, where: str) -> int:
+    """How many records benchd's namespace holds, read with the store's own client."""
+    if kind == "pgvector":
+        import psycopg
+
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {where} WHERE namespace = %s", (namespace,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+    if kind == "chroma":
+        base = f"{server.url}/api/v2/tenants/default_tenant/databases/default_database/collections"
+        found = httpx.get(f"{base}/{where}", timeout=30)
+        if found.status_code == 404:
+            return 0
+        cid = found.json()["id"]
+        body = {"where": {"benchd_namespace": namespace}, "include": []}
+        got = httpx.post(f"{base}/{cid}/get", json=body, timeout=30).json()
+        return len(got["ids"])
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=server.uri)
+    try:
+        if not client.has_collection(where):
+            return 0
+        rows = client.query(
+            where, filter=f'namespace == "{namespace}"', output_fields=["id"], limit=16384
+        )
+        return len(rows)
+    finally:
+        client.close()
+
+
+class EmbeddingsStandIn:
+    """An OpenAI-compatible ``POST /v1/embeddings`` on loopback that records every text it embeds.
+
+    Backed by the hashing embedder (deterministic); a thread serves it so a
+    ``benchd`` subprocess can call it.
+    """
+
+    def __init__(self, dims: int = 256, *, hold_after: int | None = None) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from benchd.embed.models import HashEmbedder
+
+        self.texts: list[str] = []
+        self.requests = 0
+        self.holding = threading.Event()  # a request past hold_after is waiting
+        self.release = threading.Event()  # let held requests answer
+        model = HashEmbedder(dims)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                outer.requests += 1
+                if hold_after is not None and outer.requests > hold_after:
+                    outer.holding.set()
+                    outer.release.wait(timeout=120)
+                outer.texts.extend(body["input"])
+                rows = model.embed_sync(body["input"])
+                data = [
+                    {"index": i, "embedding": [float(x) for x in row]} for i, row in enumerate(rows)
+                ]
+                raw = json.dumps({"data": data, "model": body["model"]}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> EmbeddingsStandIn:
+        import threading
+
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
