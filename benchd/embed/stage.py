@@ -87,6 +87,11 @@ class EmbedStage:
         """One query's vector as a plain list (what client libraries take)."""
         return [float(x) for x in (await self.queries([text]))[0]]
 
+    def remembered_query(self, text: str) -> list[float] | None:
+        """A query's vector if this stage computed or read it before (no I/O, no model)."""
+        hit = self._memory.get(("query", text))
+        return None if hit is None else [float(x) for x in hit]
+
     async def aclose(self) -> None:
         """Release the model's resources and the cache file."""
         if self._embedder is not None:

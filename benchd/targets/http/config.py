@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from benchd.config.schema import check, headers_problem, label_problem
+from benchd.embed.config import EmbedConfig
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     http_url_problem,
@@ -32,8 +33,8 @@ __all__ = [
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 
-SEARCH_NAMES = ("q", "k", "namespace", "reference_date")
-RECORD_NAMES = ("id", "content", "namespace", "memory")
+SEARCH_NAMES = ("q", "k", "namespace", "reference_date", "q_embedding")
+RECORD_NAMES = ("id", "content", "namespace", "memory", "embedding")
 BATCH_NAMES = ("records", "namespace")
 EXPORT_NAMES = ("namespace", "offset", "limit", "page")
 DELETE_NAMES = ("id", "namespace")
@@ -216,8 +217,15 @@ class HttpConfig:
         default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
     )
     searchable_timeout_s: float = 30.0  # 0: do not measure time-to-searchable
+    # vectors computed by benchd for {embedding} / {q_embedding}; its label is the model label
+    embed: EmbedConfig | None = None
 
     def __post_init__(self) -> None:
+        if self.embed is not None and self.model:
+            raise ValueError(
+                "set model or [probe.target.embed], not both: the embedder's label "
+                f"({self.embed.label}) is this probe's model label"
+            )
         needed = {"seed": self.seed, "delete": self.delete, "export": self.export}
         lacking = [f"[probe.target.{name}]" for name, table in needed.items() if table is None]
         if self.cleanup != "never" and lacking:

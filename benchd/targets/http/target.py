@@ -51,6 +51,7 @@ from benchd.targets.store import (
     Record,
     SeedPlan,
 )
+from benchd.targets.vectors import SENTINEL_TEXT, embed_stage
 
 __all__ = [
     "KIND",
@@ -110,6 +111,8 @@ class HttpKindStore(HttpStore):
         )
         super().__init__(config, auth, transport, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
+        # {embedding} / {q_embedding}: vectors from benchd's embed stage (docs/targets.md)
+        self._embed = embed_stage(config.embed) if config.embed is not None else None
 
     def _what(self, template: Endpoint | None) -> str:
         assert template is not None
@@ -167,9 +170,13 @@ class HttpKindStore(HttpStore):
             what = self._what(health)
             found, version = await decode(answer.body, what, partial(health_labels, health, what))
             model = model or found
+        if self._embed is not None:
+            model = self._embed.label  # benchd computes the vectors: its embedder is the model
         return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
 
     async def search(self, query: SearchQuery) -> Hits:
+        if self._embed is not None:
+            await self._embed.query(query.q)  # remembered: the load pass builds requests sync
         answer = await self._call(self.config.search, self._search_values(query))
         return await self.parse_hits(answer, query)
 
@@ -181,7 +188,17 @@ class HttpKindStore(HttpStore):
             "k": min(k, max_k) if max_k else k,
             "namespace": self.config.namespace,
             "reference_date": MISSING if query.reference_date is None else query.reference_date,
+            "q_embedding": self._query_vector(query.q),
         }
+
+    def _query_vector(self, text: str) -> Any:
+        """The query's vector, remembered by the embed stage (MISSING without one)."""
+        if self._embed is None:
+            return MISSING
+        vector = self._embed.remembered_query(text)
+        if vector is None:  # the serial pass embeds every query before the load pass
+            raise TargetProtocolError(f"{self._search_what}: no vector for the query yet")
+        return vector
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:
         search = self.config.search
@@ -204,7 +221,7 @@ class HttpKindStore(HttpStore):
         ids, scores = await decode(answer.body, what, reduce)
         return Hits(ids, scores)
 
-    def _record(self, record: Record) -> Any:
+    def _record(self, record: Record, vector: Any = MISSING) -> Any:
         """One record as the templates render it, under benchd's own id."""
         seed = self.config.seed
         assert seed is not None
@@ -218,6 +235,7 @@ class HttpKindStore(HttpStore):
             "content": content_of(record.memory),
             "namespace": ns,
             "memory": {**record.memory, "id": sid, **keyed},
+            "embedding": vector,
         }
         rendered = render(seed.record, values)
         if seed.fields:
@@ -240,12 +258,25 @@ class HttpKindStore(HttpStore):
         """Send one batch; the store's counts if the config names them, else all imported."""
         seed = self.config.seed
         assert seed is not None
-        values = {"records": [self._record(r) for r in batch], "namespace": self.config.namespace}
+        vectors: list[Any] = [MISSING] * len(batch)
+        if self._embed is not None:
+            # the sentinel's text carries its lease (new each process): one fixed text instead
+            texts = [content_of(r.memory) if r.fixture_id else SENTINEL_TEXT for r in batch]
+            rows = await self._embed.passages(texts)
+            vectors = [[float(x) for x in row] for row in rows]
+        records = [self._record(r, v) for r, v in zip(batch, vectors, strict=True)]
+        values = {"records": records, "namespace": self.config.namespace}
         answer = await self._call(seed, values)
         if not any((seed.imported, seed.skipped, seed.errors)):
             return len(batch), 0, 0
         what = self._what(seed)
         return await decode(answer.body, what, partial(batch_counts, seed, len(batch), what))
+
+    async def aclose(self) -> None:
+        """Release the connection pool and the embed stage."""
+        await super().aclose()
+        if self._embed is not None:
+            await self._embed.aclose()
 
     async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
         """Delete one record; False if gone, or no longer listed after a retry's wait."""
