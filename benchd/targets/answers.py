@@ -56,6 +56,7 @@ from benchd.targets import decoder
 
 __all__ = [
     "INLINE_DECODE_BYTES",
+    "LABEL_SOURCE_CHARS",
     "MAX_CODINGS",
     "MAX_DEPTH",
     "MAX_HEADERS",
@@ -77,6 +78,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+LABEL_SOURCE_CHARS = 4096
+"""How much of a store's label (a model or version name) an adapter keeps.
+
+Far more than any output shows (``redact.LABEL_CHARS``): the output path then
+masks a key whole before it cuts. Cutting here at the shown length would leave
+the first characters of a key that straddles the cut standing, unmasked.
+"""
 
 MAX_DEPTH = 64
 """Deepest JSON nesting accepted (a store's answers nest 3-5 levels)."""

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchd.errors import TargetProtocolError
-from benchd.targets.answers import count, finite_number, first_ids
+from benchd.targets.answers import LABEL_SOURCE_CHARS, count, finite_number, first_ids
 from benchd.targets.flow import content_of
 from benchd.targets.listing import digest
 from benchd.targets.owned import OWNER_KEY
@@ -108,7 +108,7 @@ def keys(listed: Mapping[str, Mapping[str, Any]]) -> set[str]:
 
 
 def label(value: Any) -> str:
-    return str(value)[:200] if isinstance(value, str | int | float) else ""
+    return str(value)[:LABEL_SOURCE_CHARS] if isinstance(value, str | int | float) else ""
 
 
 def health_labels(data: Any) -> tuple[str, str]:

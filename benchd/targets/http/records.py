@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from benchd.errors import TargetProtocolError
-from benchd.targets.answers import count, finite_number
+from benchd.targets.answers import LABEL_SOURCE_CHARS, count, finite_number
 from benchd.targets.flow import content_of  # re-exported
 from benchd.targets.http.config import ExportTemplate, HealthTemplate, SeedTemplate
 from benchd.targets.http.templating import PathError, as_text, extract, lookup, parse_path
@@ -148,7 +148,7 @@ def search_hits(
 def health_labels(health: HealthTemplate, what: str, data: Any) -> tuple[str, str]:
     """(model, version) at the health template's paths ('' where it names none)."""
     labels = [
-        as_text(lookup(parse_path(path), data))[:200] if path else ""
+        as_text(lookup(parse_path(path), data))[:LABEL_SOURCE_CHARS] if path else ""
         for path in (health.model, health.version)
     ]
     return labels[0], labels[1]
