@@ -92,6 +92,8 @@ class TargetInfo:
     model: str = ""
     version: str = ""
     healthy: bool = True
+    # the guarantees a probe on this store lacks, one sentence each (its capabilities)
+    lacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,6 +201,23 @@ def budget_warnings(
     return [f"warning: {w}" for w in plan_budgets(config, sizes).warnings]
 
 
+def guarantee_warnings(path: str | Path) -> list[str]:
+    """One line per probe that lacks a guarantee benchd keeps for a namespace (its kind's
+    declared capabilities), saying which."""
+    from benchd.config.load import load_config
+    from benchd.targets import capabilities_of
+
+    lines = []
+    for probe in load_config(path, secrets=False).probes:
+        caps = capabilities_of(probe.target.kind, probe.target.settings)
+        who = f"warning: probe {probe.name!r} (kind {probe.target.kind})"
+        if caps.decided_by:
+            lines.append(f"{who}: its guarantees depend on {caps.decided_by}")
+        elif caps.lacks():
+            lines.append(f"{who} lacks: " + "; ".join(caps.lacks()))
+    return lines
+
+
 def _config_check(args: argparse.Namespace) -> tuple[list[Path], list[str], str]:
     """The config's fixtures, its problems (every one) and its ok line."""
     from benchd.errors import ConfigError
@@ -278,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
         )
     checks = [_shown(c) for c in check_paths(paths)]
     if args.config is not None and not config_problems:
-        for line in budget_warnings(args.config, checks, check_secrets=args.check_secrets):
+        warnings = budget_warnings(args.config, checks, check_secrets=args.check_secrets)
+        for line in [*warnings, *guarantee_warnings(args.config)]:
             print(line, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.format == "json":
         entries = [_as_json(c) for c in checks]

@@ -77,6 +77,11 @@ class KindSchema(Protocol):
     @property
     def costs(self) -> Callable[[Any], StoreCosts]: ...
 
+    @property
+    def namespace_default(self) -> Callable[[str], str | None]:
+        """The namespace of a probe whose table names none, from the probe's name."""
+        ...
+
 
 _KINDS: dict[str, KindSchema] = {}
 

@@ -388,7 +388,13 @@ def _probe(raw: Any, *, file: str, path: str, base: Path, secrets: bool) -> Prob
     if isinstance(raw_target, dict):  # checked even when another key of the probe is bad
         target = _collect(
             problems,
-            lambda: _target(raw_target, file=file, path=f"{path}.target", secrets=secrets),
+            lambda: _target(
+                raw_target,
+                file=file,
+                path=f"{path}.target",
+                secrets=secrets,
+                probe=str(raw.get("name", "")),
+            ),
         )
     if table is None or target is None:
         raise ConfigError(problems)
@@ -430,7 +436,9 @@ def _thresholds(table: _ProbeTable, *, file: str, path: str) -> tuple[Threshold,
     return out
 
 
-def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) -> TargetConfig:
+def _target(
+    raw: dict[str, Any], *, file: str, path: str, secrets: bool = True, probe: str = ""
+) -> TargetConfig:
     registered = target_kinds()
     kinds = ", ".join(sorted(registered))
     kind_name = raw.get("kind")
@@ -440,6 +448,9 @@ def _target(raw: dict[str, Any], *, file: str, path: str, secrets: bool = True) 
     if kind is None:
         raise ConfigError(f"{file}: {path}.kind: unknown kind {kind_name!r}; one of {kinds}")
     rest = {k: v for k, v in raw.items() if k != "kind"}
+    namespace = kind.namespace_default(probe) if "namespace" not in rest and probe else None
+    if namespace is not None:
+        rest["namespace"] = namespace
     settings = decode(kind.settings_type, rest, file=file, path=path)
     common = kind.common(settings)
     env, key_file = common.api_key_env, common.api_key_file

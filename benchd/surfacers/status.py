@@ -295,6 +295,7 @@ def _target_info(result: CycleResult) -> dict[str, Any] | None:
         "model": info.model,
         "version": info.version,
         "healthy": info.healthy,
+        "lacks": list(info.lacks),  # guarantees this probe lacks (docs/targets.md)
     }
 
 

@@ -61,6 +61,7 @@ from benchd.targets.python import (
     python_capabilities,
     python_common,
     python_costs,
+    python_namespace,
     python_target,
 )
 from benchd.targets.store import Capabilities
@@ -81,6 +82,7 @@ __all__ = [
     "TargetKind",
     "build_target",
     "capabilities_of",
+    "register",
     "register_kinds",
 ]
 
@@ -102,6 +104,9 @@ class TargetKind(Generic[S]):
     capabilities: Callable[[S], Capabilities]
     common: Callable[[S], CommonSettings]
     costs: Callable[[S], StoreCosts]
+    # the namespace of a probe whose table names none, from the probe's name (None: the
+    # settings type's own default)
+    namespace_default: Callable[[str], str | None] = lambda probe: None
 
 
 TARGET_KINDS: dict[str, TargetKind[Any]] = {
@@ -123,6 +128,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_capabilities,
             python_common,
             python_costs,
+            python_namespace,
         ),
         TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
         # vector stores (#23): benchd computes the vectors ([probe.target.embed])
@@ -152,6 +158,12 @@ def register_kinds() -> None:
     """
     for kind in TARGET_KINDS.values():
         register_target_kind(kind)
+
+
+def register(kind: TargetKind[Any]) -> None:
+    """Add a kind: one line for a new one (a test-only kind registers itself the same way)."""
+    TARGET_KINDS[kind.name] = kind
+    register_target_kind(kind)
 
 
 register_kinds()  # so that code holding a kind's settings can read their declarations

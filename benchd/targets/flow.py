@@ -20,6 +20,7 @@ listing taken just before the delete. What a store cannot do (its
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -122,7 +123,9 @@ class NamespaceFlow(NamespaceOwnership):
         return len(self._held)
 
     async def info(self) -> TargetInfo:
-        return await self.store.info()
+        """The store's own description, with the guarantees its capabilities leave out."""
+        info = await self.store.info()
+        return dataclasses.replace(info, lacks=self.store.capabilities.lacks())
 
     async def aclose(self) -> None:
         await self.store.aclose()

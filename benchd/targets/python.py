@@ -32,13 +32,14 @@ it. It may return either
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -47,12 +48,15 @@ from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.schema import check, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
+from benchd.logging import get_logger
 from benchd.result import SeedReport, TargetInfo
-from benchd.targets.base import Progress, SearchQuery, Target
+from benchd.targets.base import ProbeTarget, Progress, SearchQuery, Target
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.lease import LeaseHolder
-from benchd.targets.owned import OwnedIds
+from benchd.targets.owned import MAX_NAMESPACE_CHARS, OwnedIds, namespace_problem
+from benchd.targets.retriever import RetrieverPlan, RetrieverStore, has_hooks
 from benchd.targets.said import raised
-from benchd.targets.store import Capabilities, Purged
+from benchd.targets.store import Capabilities, Purged, SeedPlan
 
 __all__ = [
     "KIND",
@@ -63,6 +67,7 @@ __all__ = [
     "python_capabilities",
     "python_common",
     "python_costs",
+    "python_namespace",
     "python_target",
 ]
 
@@ -70,6 +75,7 @@ if TYPE_CHECKING:
     from benchd.hooks import Fire
 
 KIND = "python"
+log = get_logger("benchd.targets")
 T = TypeVar("T")
 
 
@@ -121,9 +127,13 @@ class PythonConfig:
     # label for the model; else the retriever's ``model`` attribute
     model: str = field(default="", metadata=check(label_problem))
     concurrency: int = field(default=1, metadata=check(_positive))
-    namespace: str = field(
-        default="benchd-eval", metadata=check(lambda v: None if v else "must not be empty")
-    )
+    # Read from a config file, a probe's namespace defaults to its own: benchd-<probe name>.
+    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
+    # With the batch hooks (write, list, delete): the namespace flow's settings.
+    cleanup: Literal["before", "after", "never"] = "never"
+    adopt_namespace: bool = False
+    batch_size: int = field(default=100, metadata=check(_positive))
+    searchable_timeout_s: float = 10.0  # 0: do not measure time-to-searchable
 
     def __post_init__(self) -> None:
         _check_options(self.factory, self.options)
@@ -135,8 +145,11 @@ def _check_options(spec: str, options: Mapping[str, Any]) -> None:
         signature = inspect.signature(load_factory(spec))
     except (TypeError, ValueError):  # no signature to check (a builtin, a C callable)
         return
+    given = dict(options)
+    if "namespace" in signature.parameters:
+        given.setdefault("namespace", "")  # benchd passes the probe's namespace
     try:
-        signature.bind(**options)
+        signature.bind(**given)
     except TypeError as exc:
         names = ", ".join(signature.parameters) or "none"
         raise ValueError(
@@ -150,39 +163,215 @@ def python_target(config: PythonConfig, secret: Secret | None) -> PythonTarget:
 
 
 def python_capabilities(config: PythonConfig) -> Capabilities:
-    """Before the factory runs: it indexes the corpus; nothing else is promised."""
-    return Capabilities(writes=True)
+    """Before the factory runs: what a retriever with the batch hooks gets (its best case)."""
+    return Capabilities(
+        lists=True,
+        writes=True,
+        deletes=True,
+        lease=True,
+        decided_by="its retriever's hooks (write, list, delete), known when the factory runs: "
+        "an index()-only retriever is unverified",
+    )
 
 
 def python_common(config: PythonConfig) -> CommonSettings:
-    return CommonSettings(namespace=config.namespace)
+    return CommonSettings(
+        namespace=config.namespace, cleanup=config.cleanup, adopt_namespace=config.adopt_namespace
+    )
 
 
 def python_costs(config: PythonConfig) -> StoreCosts:
-    """In-process: no listing, no polls (never planned: there is no key at a store)."""
-    return StoreCosts(lists=0, searchable_polls=0)
+    """In-process: no request budget (never planned: there is no key at a store)."""
+    return StoreCosts(lists=2, searchable_polls=1)
+
+
+def python_namespace(probe: str) -> str:
+    """The default namespace of a python probe: its own, from its name (``benchd-<name>``)."""
+    namespace = f"benchd-{probe}"
+    if len(namespace) <= MAX_NAMESPACE_CHARS:
+        return namespace
+    return f"benchd-{probe[:40]}-{hashlib.sha256(probe.encode()).hexdigest()[:12]}"
 
 
 class PythonTarget:
-    """Calls the factory on first use, in a worker thread, and delegates to what it made.
+    """Calls the factory on first use, in a worker thread, and drives what it made.
 
     Building lazily keeps a slow factory (loading a model, connecting a client)
     off the event loop and inside a cycle, where a failure is an error the
     cycle records (kind ``connect``), retried next cycle, instead of an
-    exception that would stop the daemon.
+    exception that would stop the daemon. A retriever with the batch hooks
+    runs under the namespace flow (:mod:`benchd.targets.retriever`); an
+    ``index``-only one is wrapped as it always was and reported unverified.
     """
 
     kind = KIND
 
     def __init__(self, config: PythonConfig) -> None:
         self.config = config
-        self._inner: Target | None = None
+        self._inner: Target | None = None  # what the factory made, as a Target
+        self._driver: ProbeTarget | None = None  # the same, where benchd drives it
         self._lock = anyio.Lock()
-        self.lease: LeaseHolder | None = None  # never set: no lease is declared
+        self._lease: LeaseHolder | None = None
+
+    @property
+    def lease(self) -> LeaseHolder | None:
+        return self._lease
+
+    @lease.setter
+    def lease(self, holder: LeaseHolder | None) -> None:
+        self._lease = holder
+        if self._driver is not None and self._driver.capabilities.lease:
+            self._driver.lease = holder
 
     @property
     def capabilities(self) -> Capabilities:
+        if self._driver is not None:
+            return self._driver.capabilities
+        if self._inner is not None:
+            return Capabilities(writes=True)  # a Target of its own: nothing benchd checks
         return python_capabilities(self.config)
+
+    @property
+    def retries(self) -> int:
+        return 0
+
+    @property
+    def retry_wait_s(self) -> float:
+        return 0.0
+
+    @property
+    def leftover_records(self) -> int:
+        return self._driver.leftover_records if self._driver is not None else 0
+
+    async def release(self) -> int:
+        return await self._driver.release() if self._driver is not None else 0
+
+    async def release_lease(self) -> bool:
+        return await self._driver.release_lease() if self._driver is not None else False
+
+    async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
+        await self.target()
+        if self._driver is None:
+            raise OwnershipError(
+                f"python target {self.config.factory}: it cannot list and delete records, "
+                "so benchd cannot purge it"
+            )
+        return await self._driver.purge(memories, force=force)
+
+    def load_sender(
+        self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
+    ) -> AbstractAsyncContextManager[Fire]:
+        raise NotImplementedError("the python kind declares no load sender")
+
+    async def target(self) -> Target:
+        """The Target the factory made (calling it the first time)."""
+        if self._inner is not None:
+            return self._inner
+        async with self._lock:
+            if self._inner is None:
+                made = await anyio.to_thread.run_sync(self._make)
+                self._adapt(made)
+        assert self._inner is not None
+        return self._inner
+
+    def _make(self) -> Any:
+        where = f"python target {self.config.factory}"
+        try:
+            factory = load_factory(self.config.factory)
+            return factory(**self._arguments(factory))
+        except Exception as exc:  # the factory is user code
+            keys = ", ".join(sorted(self.config.options)) or "no options"
+            raise TargetUnreachable(
+                f"{where}: the factory (with {keys}) raised {raised(exc)}; "
+                "it is called again next cycle"
+            ) from None
+
+    def _arguments(self, factory: Callable[..., Any]) -> dict[str, Any]:
+        """The options, and the probe's namespace where the factory takes one."""
+        options = dict(self.config.options)
+        try:
+            takes = "namespace" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # no signature to read
+            takes = False
+        if takes:
+            options.setdefault("namespace", self.config.namespace)
+        return options
+
+    def _adapt(self, made: Any) -> None:
+        if isinstance(made, Target):
+            self._inner = made
+        elif has_hooks(made):
+            flow = NamespaceFlow(RetrieverStore(made, _retriever_plan(self.config)))
+            flow.lease = self._lease
+            self._inner = self._driver = flow
+        elif callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
+            legacy = RetrieverTarget(made, self.config)
+            log.warning(
+                "python retriever unverified",
+                factory=self.config.factory,
+                lacks="; ".join(legacy.capabilities.lacks()),
+                fix="give it write(batch), list(cursor) and delete(id) (docs/targets.md)",
+            )
+            self._inner = self._driver = legacy
+        else:
+            raise TargetProtocolError(
+                f"python target {self.config.factory}: the factory returned an object of type "
+                f"{type(made).__name__}, which has neither the Target methods (info, seed, "
+                "search, cleanup, aclose), nor write(batch), list(cursor) and search(q, k), "
+                "nor index(memories) and search(q, k)"
+            )
+
+    async def info(self) -> TargetInfo:
+        return await (await self.target()).info()
+
+    async def seed(
+        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
+    ) -> SeedReport:
+        return await (await self.target()).seed(memories, progress=progress)
+
+    async def search(self, query: SearchQuery) -> tuple[str, ...]:
+        return await (await self.target()).search(query)
+
+    async def cleanup(self, ids: Sequence[str]) -> int:
+        return await (await self.target()).cleanup(ids)
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+            self._inner = self._driver = None
+
+
+def _retriever_plan(config: PythonConfig) -> RetrieverPlan:
+    plan = SeedPlan(
+        namespace=config.namespace,
+        cleanup=config.cleanup,
+        adopt_namespace=config.adopt_namespace,
+        batch_size=config.batch_size,
+        concurrency=config.concurrency,
+        delete_concurrency=config.concurrency,
+        endpoint=f"python:{config.factory}",
+        searchable_timeout_s=config.searchable_timeout_s,
+    )
+    return RetrieverPlan(config.factory, config.model, plan, config.concurrency)
+
+
+class RetrieverTarget:
+    """Adapts a simple ``index``/``search`` retriever to the Target protocol."""
+
+    kind = KIND
+
+    def __init__(self, retriever: Any, config: PythonConfig) -> None:
+        self.retriever = retriever
+        self.config = config
+        self._limiter = anyio.CapacityLimiter(config.concurrency)
+        self.private = getattr(retriever, "private", False) is True
+        self._owned = OwnedIds(config.namespace, ())
+        self.lease: LeaseHolder | None = None  # no lease: nothing to hold it in
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """It indexes the corpus; nothing is listed, so nothing is verified or deleted."""
+        return Capabilities(writes=True)
 
     @property
     def retries(self) -> int:
@@ -204,79 +393,14 @@ class PythonTarget:
 
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
         raise OwnershipError(
-            f"python target {self.config.factory}: it cannot list and delete records, "
-            "so benchd cannot purge it"
+            f"python target {self.config.factory}: its retriever cannot list and delete "
+            "records, so benchd cannot purge it"
         )
 
     def load_sender(
         self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
     ) -> AbstractAsyncContextManager[Fire]:
         raise NotImplementedError("the python kind declares no load sender")
-
-    async def target(self) -> Target:
-        """The Target the factory made (calling it the first time)."""
-        if self._inner is not None:
-            return self._inner
-        async with self._lock:
-            if self._inner is None:
-                made = await anyio.to_thread.run_sync(self._make)
-                self._inner = self._adapt(made)
-        return self._inner
-
-    def _make(self) -> Any:
-        where = f"python target {self.config.factory}"
-        try:
-            factory = load_factory(self.config.factory)
-            return factory(**self.config.options)
-        except Exception as exc:  # the factory is user code
-            keys = ", ".join(sorted(self.config.options)) or "no options"
-            raise TargetUnreachable(
-                f"{where}: the factory (with {keys}) raised {raised(exc)}; "
-                "it is called again next cycle"
-            ) from None
-
-    def _adapt(self, made: Any) -> Target:
-        if isinstance(made, Target):
-            return made
-        if callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
-            return RetrieverTarget(made, self.config)
-        raise TargetProtocolError(
-            f"python target {self.config.factory}: the factory returned an object of type "
-            f"{type(made).__name__}, which has neither the Target methods (info, seed, search, "
-            "cleanup, aclose) nor index(memories) and search(q, k)"
-        )
-
-    async def info(self) -> TargetInfo:
-        return await (await self.target()).info()
-
-    async def seed(
-        self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
-    ) -> SeedReport:
-        return await (await self.target()).seed(memories, progress=progress)
-
-    async def search(self, query: SearchQuery) -> tuple[str, ...]:
-        return await (await self.target()).search(query)
-
-    async def cleanup(self, ids: Sequence[str]) -> int:
-        return await (await self.target()).cleanup(ids)
-
-    async def aclose(self) -> None:
-        if self._inner is not None:
-            await self._inner.aclose()
-            self._inner = None
-
-
-class RetrieverTarget:
-    """Adapts a simple ``index``/``search`` retriever to the Target protocol."""
-
-    kind = KIND
-
-    def __init__(self, retriever: Any, config: PythonConfig) -> None:
-        self.retriever = retriever
-        self.config = config
-        self._limiter = anyio.CapacityLimiter(config.concurrency)
-        self.private = getattr(retriever, "private", False) is True
-        self._owned = OwnedIds(config.namespace, ())
 
     async def _run(self, method: str, fn: Callable[..., T], *args: Any) -> T:
         def call() -> T:
@@ -291,7 +415,12 @@ class RetrieverTarget:
 
     async def info(self) -> TargetInfo:
         model = self.config.model or str(getattr(self.retriever, "model", "") or "")
-        return TargetInfo(kind=KIND, endpoint=f"python:{self.config.factory}", model=model)
+        return TargetInfo(
+            kind=KIND,
+            endpoint=f"python:{self.config.factory}",
+            model=model,
+            lacks=self.capabilities.lacks(),
+        )
 
     async def seed(
         self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None

@@ -123,6 +123,9 @@ class Capabilities:
     # fewer is counted as a short answer (benchd_short_answers_total)
     full_answers: bool = False
     retries: bool = False  # retries requests itself and counts them
+    # where what the store can do is only known once it is built (the python kind's
+    # retriever): what decides it; the fields are then its best case
+    decided_by: str = ""
 
     def lacks(self) -> tuple[str, ...]:
         """The guarantees a probe on this store does not have, one plain sentence each."""

@@ -170,11 +170,11 @@ async def test_a_shared_retriever_gets_benchds_ids_and_a_foreign_result_is_never
     target = built(f"{user_module}:shared")
     await target.seed(MEMORIES)
     inner = (await target.target()).retriever  # type: ignore[attr-defined]
-    assert inner.ids[1:] == [owned_id("benchd-eval", m["id"]) for m in MEMORIES]
+    assert inner.ids[1:] == [owned_id("benchd-p", m["id"]) for m in MEMORIES]
     ranked = await target.search(SearchQuery("anything", 4))
     assert ranked == ("!m-port", "m-port", "m-deploy", "m-cert")  # its own m-port is not ours
     assert await target.cleanup(["m-port"]) == 1
-    assert inner.deleted == [owned_id("benchd-eval", "m-port")]
+    assert inner.deleted == [owned_id("benchd-p", "m-port")]
 
 
 async def test_a_retriever_that_declares_its_store_private_sees_fixture_ids(

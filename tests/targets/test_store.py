@@ -76,3 +76,19 @@ def test_generic_code_never_probes_a_target_or_its_settings_for_attributes(modul
         and any(word in ast.unparse(node.args[0]) for word in ("target", "settings", "ranked"))
     ]
     assert probed == []
+
+
+def test_validate_says_which_guarantees_a_probe_lacks(tmp_path: Path) -> None:
+    from benchd.commands.validate import guarantee_warnings
+
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[[probe]]\nname = "full"\nfixture = "packaged:smoke"\n'
+        '[probe.target]\nkind = "zengram"\nurl = "http://127.0.0.1:9"\n'
+        '[[probe]]\nname = "bare"\nfixture = "packaged:smoke"\n'
+        '[probe.target]\nkind = "http"\nurl = "http://127.0.0.1:8"\n'
+        '[probe.target.search]\npath = "/s"\nids = "ids"\n'
+    )
+    (line,) = guarantee_warnings(config)
+    assert line.startswith("warning: probe 'bare' (kind http) lacks: ")
+    assert "not verified" in line and "no purge" in line and "second writer" in line
