@@ -25,8 +25,8 @@ from benchd.hooks import Fire
 from benchd.result import RankedIds, SeedReport, TargetInfo
 
 if TYPE_CHECKING:
+    from benchd.targets.capabilities import Capabilities, Purged
     from benchd.targets.lease import LeaseHolder
-    from benchd.targets.store import Capabilities, Purged
 
 __all__ = [
     "ProbeTarget",
