@@ -75,7 +75,7 @@ Parse = Callable[
 ]
 """(query index, status, headers with lower-case names, body) -> ranked ids (or a coroutine).
 
-A body past 32 KiB is a :class:`~benchd.targets.answers.Spill` (a temporary
+A body past 512 KiB is a :class:`~benchd.targets.answers.Spill` (a temporary
 file); a parser that wants bytes reads ``Path(body.path).read_bytes()``, and
 :func:`benchd.targets.answers.decode` takes either.
 
