@@ -89,6 +89,7 @@ T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _METRICS = {"cosine": "COSINE", "l2": "L2", "ip": "IP"}
+MAX_QUERY_WINDOW = 16_384  # Milvus's limit on offset + limit of one query
 MAX_CONTENT_CHARS = 65_535  # Milvus's VARCHAR limit; longer texts are cut when written
 
 
@@ -456,6 +457,9 @@ class MilvusStore(VectorStore):
     """The ``milvus`` kind behind the store seam."""
 
     kind = KIND
+    # Milvus answers a query with a limit in no guaranteed id order, so a keyset page
+    # can skip records: list up to Milvus's whole query window (16,384) in one call.
+    page_size = MAX_QUERY_WINDOW
 
     def __init__(
         self, config: MilvusConfig, token: str | None, embed: EmbedStage | None = None
@@ -496,7 +500,7 @@ def milvus_common(config: MilvusConfig) -> CommonSettings:
 
 
 def milvus_costs(config: MilvusConfig) -> StoreCosts:
-    return vector_costs(config.batch_size, config.searchable_timeout_s)
+    return vector_costs(config.batch_size, config.searchable_timeout_s, MAX_QUERY_WINDOW)
 
 
 def milvus_target(config: MilvusConfig, secret: Secret | None) -> ProbeTarget:

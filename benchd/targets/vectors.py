@@ -241,10 +241,12 @@ class VectorStore(StoreDefaults):
             await self.embed.aclose()
 
 
-def vector_costs(batch_size: int, searchable_timeout_s: float) -> StoreCosts:
-    """Listing pages of :attr:`VectorStore.page_size`, writes of ``batch_size``, the sentinel."""
+def vector_costs(
+    batch_size: int, searchable_timeout_s: float, page_size: int = 500
+) -> StoreCosts:
+    """Listing pages of ``page_size``, writes of ``batch_size``, the sentinel."""
     return StoreCosts(
-        page_size=VectorStore.page_size,
+        page_size=page_size,
         batch_size=batch_size,
         lists=2,
         searchable_polls=1 if searchable_timeout_s > 0 else 0,
