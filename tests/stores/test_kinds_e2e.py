@@ -31,6 +31,10 @@ pytestmark = pytest.mark.timeout(900)
 KINDS = ("pgvector", "chroma", "milvus")
 EXACT = {"pgvector": {"index": "none"}, "chroma": {}, "milvus": {}}
 """The reference store's dense retriever is exact: pgvector without an ANN index compares alike."""
+TOLERANCE = {"synthetic": 0.02, "smoke": 0.025}
+"""recall@10 against the reference store. On the 16-query smoke fixture one relevant record
+of a 3-relevant query is 0.0208, and Chroma orders tied distances differently run to run
+(seen here: 0.854 vs 0.833, 0.896 vs 0.917): one record of slack there, 0.02 on 2,000."""
 MODEL = "hash:1024"
 """The reference store's default embedder; at 256 dimensions the hashed vectors of the smoke
 corpus tie often enough that two exact stores order the ties apart by one relevant record
@@ -113,7 +117,7 @@ def test_smoke_and_synthetic_corpora_score_as_the_reference_store_and_load_has_n
         assert probe["outcome"] == "success", probe["error"]
         seed = probe["seed"]
         assert seed["verified"] == seed["requested"] and seed["missing"] == []
-        assert abs(probe["aggregate"]["recall@10"] - reference[name]) <= 0.02, name
+        assert abs(probe["aggregate"]["recall@10"] - reference[name]) <= TOLERANCE[name], name
         assert probe["model"] == MODEL
         if name == "smoke":
             under_load = probe["load"]
