@@ -84,6 +84,10 @@ __all__ = [
 KIND = "milvus"
 EXTRA = "milvus"
 OWNER_PROPERTY = "benchd_owner"
+CONSISTENCY = "Strong"
+"""Every read sees every write before it: Milvus's default (Bounded) lets a query or
+search miss rows inserted or deleted a moment ago, so a verify right after the seed
+could call records missing and a listing right after a delete could still show them."""
 log = get_logger("benchd.targets.milvus")
 T = TypeVar("T")
 
@@ -293,6 +297,7 @@ class MilvusIO:
             client.create_collection(
                 name, schema=schema, index_params=index,
                 properties={OWNER_PROPERTY: c.namespace},
+                consistency_level=CONSISTENCY,
             )  # fmt: skip
 
         await self._sync("create collection", create)
@@ -326,6 +331,7 @@ class MilvusIO:
             "query", client.query, self.name,
             filter=f"{self.filter} and {c.id_field} > {literal(after)}",
             output_fields=[c.id_field, c.mark_field], limit=limit,
+            consistency_level=CONSISTENCY,
         )  # fmt: skip
         listed = sorted(_entities(rows, c.id_field, c.mark_field, self.where))[:limit]
         return listed, (listed[-1][0] if len(listed) == limit else None)
@@ -339,6 +345,7 @@ class MilvusIO:
             "query", client.query, self.name,
             filter=self._ids_filter(ids),
             output_fields=[c.id_field, c.mark_field], limit=len(ids),
+            consistency_level=CONSISTENCY,
         )  # fmt: skip
         return _entities(rows, c.id_field, c.mark_field, self.where)
 
@@ -384,6 +391,7 @@ class MilvusIO:
             "search", client.search, self.name, data=[[float(x) for x in vector]],
             filter=self.filter, limit=limit,
             output_fields=[c.id_field], anns_field=c.vector_field,
+            consistency_level=CONSISTENCY,
         )  # fmt: skip
         return _hits(found, limit, self.config.distance, self.where)
 
