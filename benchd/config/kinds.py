@@ -27,8 +27,10 @@ __all__ = [
     "CommonSettings",
     "KindSchema",
     "StoreCosts",
+    "UrlKeySettings",
     "register_target_kind",
     "target_kinds",
+    "url_key_common",
 ]
 
 
@@ -43,6 +45,35 @@ class CommonSettings:
     adopt_namespace: bool | None = None  # None: the kind has no such setting
     api_key_env: str | None = None
     api_key_file: str | None = None
+
+
+class UrlKeySettings(Protocol):
+    """A kind's settings that name the common settings by their common names."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def url(self) -> str | None: ...
+    @property
+    def cleanup(self) -> Literal["before", "after", "never"]: ...
+    @property
+    def adopt_namespace(self) -> bool: ...
+    @property
+    def api_key_env(self) -> str | None: ...
+    @property
+    def api_key_file(self) -> str | None: ...
+
+
+def url_key_common(config: UrlKeySettings) -> CommonSettings:
+    """The common settings of a kind whose settings use the common names (url, api_key_*)."""
+    return CommonSettings(
+        namespace=config.namespace,
+        url=config.url,
+        cleanup=config.cleanup,
+        adopt_namespace=config.adopt_namespace,
+        api_key_env=config.api_key_env,
+        api_key_file=config.api_key_file,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,13 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from benchd.config.kinds import CommonSettings, StoreCosts, register_target_kind
+from benchd.config.kinds import CommonSettings, StoreCosts, register_target_kind, url_key_common
 from benchd.config.secrets import Secret
 from benchd.targets.base import ProbeTarget, SearchQuery, Target
 from benchd.targets.chroma import (
     ChromaConfig,
     chroma_capabilities,
-    chroma_common,
     chroma_costs,
     chroma_target,
 )
@@ -37,11 +36,10 @@ from benchd.targets.http.target import (
     HttpConfig,
     HttpTarget,
     http_capabilities,
-    http_common,
     http_costs,
 )
 from benchd.targets.mcp.config import McpConfig
-from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
+from benchd.targets.mcp.store import mcp_capabilities, mcp_costs, mcp_target
 from benchd.targets.milvus import (
     MilvusConfig,
     milvus_capabilities,
@@ -69,7 +67,6 @@ from benchd.targets.zengram import (
     ZengramConfig,
     ZengramTarget,
     zengram_capabilities,
-    zengram_common,
     zengram_costs,
 )
 
@@ -117,10 +114,10 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             ZengramConfig,
             ZengramTarget,
             zengram_capabilities,
-            zengram_common,
+            url_key_common,
             zengram_costs,
         ),
-        TargetKind("http", HttpConfig, HttpTarget, http_capabilities, http_common, http_costs),
+        TargetKind("http", HttpConfig, HttpTarget, http_capabilities, url_key_common, http_costs),
         TargetKind(
             "python",
             PythonConfig,
@@ -130,7 +127,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_costs,
             python_namespace,
         ),
-        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
+        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, url_key_common, mcp_costs),
         # vector stores (#23): benchd computes the vectors ([probe.target.embed])
         TargetKind(
             "pgvector",
@@ -141,7 +138,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             pgvector_costs,
         ),
         TargetKind(
-            "chroma", ChromaConfig, chroma_target, chroma_capabilities, chroma_common, chroma_costs
+            "chroma", ChromaConfig, chroma_target, chroma_capabilities, url_key_common, chroma_costs
         ),
         TargetKind(
             "milvus", MilvusConfig, milvus_target, milvus_capabilities, milvus_common, milvus_costs

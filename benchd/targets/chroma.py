@@ -38,7 +38,7 @@ from urllib.parse import quote
 import httpx
 
 from benchd import redact
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import StoreCosts
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
@@ -412,16 +412,6 @@ class ChromaStore(VectorStore):
     def retry_wait_s(self) -> float:
         return self.chroma.http.retry_wait_s
 
-
-def chroma_common(config: ChromaConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.url,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.api_key_env,
-        api_key_file=config.api_key_file,
-    )
 
 
 def chroma_costs(config: ChromaConfig) -> StoreCosts:

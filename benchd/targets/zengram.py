@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 import httpx
 
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import StoreCosts
 from benchd.config.schema import check, headers_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
@@ -83,7 +83,6 @@ __all__ = [
     "ZengramTarget",
     "sentinel_id",
     "zengram_capabilities",
-    "zengram_common",
     "zengram_costs",
 ]
 
@@ -530,16 +529,6 @@ def zengram_capabilities(config: ZengramConfig) -> Capabilities:
         retries=True,
     )
 
-
-def zengram_common(config: ZengramConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.url,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.api_key_env,
-        api_key_file=config.api_key_file,
-    )
 
 
 def zengram_costs(config: ZengramConfig) -> StoreCosts:

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import StoreCosts
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.result import TargetInfo
@@ -59,7 +59,6 @@ __all__ = [
     "HttpKindStore",
     "HttpTarget",
     "http_capabilities",
-    "http_common",
     "http_costs",
 ]
 
@@ -352,16 +351,6 @@ def http_capabilities(config: HttpConfig) -> Capabilities:
         retries=True,
     )
 
-
-def http_common(config: HttpConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.url,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.api_key_env,
-        api_key_file=config.api_key_file,
-    )
 
 
 def http_costs(config: HttpConfig) -> StoreCosts:

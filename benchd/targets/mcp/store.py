@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import StoreCosts
 from benchd.config.secrets import Secret
 from benchd.errors import ConfigError, OwnershipError, TargetProtocolError
 from benchd.logging import get_logger
@@ -48,7 +48,6 @@ __all__ = [
     "McpMapError",
     "McpStore",
     "mcp_capabilities",
-    "mcp_common",
     "mcp_costs",
     "mcp_target",
 ]
@@ -83,16 +82,6 @@ def mcp_capabilities(config: McpConfig) -> Capabilities:
         retries=config.transport == "http",
     )
 
-
-def mcp_common(config: McpConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.url,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.api_key_env,
-        api_key_file=config.api_key_file,
-    )
 
 
 def mcp_costs(config: McpConfig) -> StoreCosts:
