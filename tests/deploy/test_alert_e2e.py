@@ -140,7 +140,7 @@ def _paged(hook: Running, deadline: float) -> dict[str, Any]:
 
 
 @pytest.mark.promtool
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_embedding_model_change_pages_through_the_shipped_alertmanager(tmp_path: Path) -> None:
     prometheus = require_tool("prometheus")
     alertmanager = require_tool("prometheus-alertmanager")
@@ -189,8 +189,11 @@ def test_embedding_model_change_pages_through_the_shipped_alertmanager(tmp_path:
                 timeout=_for_seconds() + 30,
                 what=f"{ALERT} firing for recall@10 within its for: window",
             )
-            # the shipped route waits group_wait (30 s) to gather a group, then pages
-            page = _paged(hook, time.monotonic() + _group_wait_seconds() + 60)
+            # the shipped route waits group_wait (30 s) to gather a group, then pages; the
+            # bound covers the rule evaluation and send before it on a loaded box (a full
+            # run once saw the page arrive past group_wait + 60 s). A bound against a hang,
+            # not a timing assertion.
+            page = _paged(hook, time.monotonic() + _group_wait_seconds() + 150)
     assert time.monotonic() - switched >= _for_seconds()  # its for: was honoured
     alert = firing[0]
     assert alert["labels"]["probe"] == PROBE and alert["labels"]["severity"] == "critical"
