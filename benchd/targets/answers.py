@@ -200,11 +200,15 @@ Body = bytes | Spill
 """An answer's body: bytes, or a :class:`Spill` past :data:`INLINE_DECODE_BYTES`."""
 
 
+_COALESCE_BYTES = 16384
+
+
 class BodyBuffer:
     """Collects a body in memory up to :data:`INLINE_DECODE_BYTES`, then in a :class:`Spill`."""
 
     def __init__(self, spill: bool = True) -> None:
         self._chunks: list[bytes] = []
+        self._small = bytearray()  # tiny reads, coalesced (one object per read costs ~7x)
         self._spill: Spill | None = None
         self._may_spill = spill  # False: keep it in memory (a body still to be inflated)
         self.size = 0
@@ -214,12 +218,25 @@ class BodyBuffer:
         if self._spill is not None:
             self._spill.write(chunk)
             return
-        self._chunks.append(chunk)
+        if len(chunk) < _COALESCE_BYTES:
+            self._small += chunk
+            if len(self._small) >= _COALESCE_BYTES:
+                self._chunks.append(bytes(self._small))
+                self._small.clear()
+        else:
+            self._flush_small()
+            self._chunks.append(chunk)
         if self._may_spill and self.size > INLINE_DECODE_BYTES:
+            self._flush_small()
             self._spill = Spill()
             for held in self._chunks:
                 self._spill.write(held)
             self._chunks = []
+
+    def _flush_small(self) -> None:
+        if self._small:
+            self._chunks.append(bytes(self._small))
+            self._small.clear()
 
     def take(self) -> Body:
         """The whole body (the buffer is empty afterwards)."""
@@ -227,11 +244,13 @@ class BodyBuffer:
         if spill is not None:
             spill.close()
             return spill
+        self._flush_small()
         body, self._chunks = b"".join(self._chunks), []
         return body
 
     def discard(self) -> None:
         self._chunks = []
+        self._small = bytearray()
         if self._spill is not None:
             self._spill.discard()
             self._spill = None
