@@ -256,11 +256,19 @@ class NamespaceFlow(NamespaceOwnership):
         budget a steady-state cycle then costs no writes.
         """
         keep: set[str] = set()
+        stale: list[str] = []
         if self.store.plan.cleanup != "before":
             for record in records:
                 listed = existing.records.get(record.store_id)
-                if listed is not None and self.store.unchanged(listed, record):
+                if listed is None:
+                    continue
+                if self.store.unchanged(listed, record):
                     keep.add(record.fixture_id)
+                elif record.store_id in existing.claimed and self.store.stale(listed, record):
+                    stale.append(record.store_id)  # only what the listing shows as benchd's
+        if stale and self._can_delete():
+            # the write would be skipped as a duplicate of the out-of-date copy
+            await self._delete_ids(stale)
         to_write = [r for r in records if r.fixture_id not in keep]
         return await self._write_batches(to_write, progress), len(keep)
 
@@ -474,4 +482,3 @@ class NamespaceFlow(NamespaceOwnership):
 
         await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
         return deleted
-

@@ -193,6 +193,8 @@ class Store(Protocol):
 
     def unchanged(self, listed: Listed, record: Record) -> bool: ...
 
+    def stale(self, listed: Listed, record: Record) -> bool: ...
+
     def seeded(self, records: Sequence[Record]) -> None: ...
 
     async def search(self, query: SearchQuery) -> Hits: ...
@@ -227,6 +229,10 @@ class StoreDefaults:
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
         """Every record is written; the store decides."""
+        return False
+
+    def stale(self, listed: Listed, record: Record) -> bool:
+        """Writing a record over its listed copy replaces it: nothing to delete first."""
         return False
 
     def seeded(self, records: Sequence[Record]) -> None:

@@ -316,13 +316,35 @@ class ZengramStore(HttpStore):
         return await delete_rechecked(self._http, f"/memory/{store_id}", (404,), recheck)
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
-        """Stored with the same content and type: the import's dedup would skip it."""
-        stored, memory = listed.data, record.memory
+        """Stored with the same content, type and namespaced keys: nothing to write."""
         return (
-            self.config.keep_ids
-            and content_of(stored) == content_of(memory)
-            and stored.get("type", "event") == memory.get("type", "event")
+            self.config.keep_ids and self._duplicate(listed, record) and self._keyed(listed, record)
         )
+
+    def stale(self, listed: Listed, record: Record) -> bool:
+        """The import would skip the record as a duplicate of a copy keyed the old way.
+
+        A corpus kept from a benchd version that sent the fixture's own
+        ``key``/``subject`` (global on the server) is deleted and written
+        again under the namespaced ones, so it stops sharing other tenants'
+        facts and statuses rows.
+        """
+        return self._duplicate(listed, record) and not self._keyed(listed, record)
+
+    @staticmethod
+    def _duplicate(listed: Listed, record: Record) -> bool:
+        """Same content and type: the import's dedup would skip the record."""
+        stored, memory = listed.data, record.memory
+        return content_of(stored) == content_of(memory) and stored.get(
+            "type", "event"
+        ) == memory.get("type", "event")
+
+    def _keyed(self, listed: Listed, record: Record) -> bool:
+        """The fields the server keys across tenants are stored as benchd namespaced them."""
+        if not record.fixture_id:
+            return True
+        wanted = namespaced_fields(self.config.namespace, record.fixture_id, record.memory)
+        return all(listed.data.get(name) == value for name, value in wanted.items())
 
     def seeded(self, records: Sequence[Record]) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
@@ -528,7 +550,6 @@ def zengram_capabilities(config: ZengramConfig) -> Capabilities:
         scores=True,
         retries=True,
     )
-
 
 
 def zengram_costs(config: ZengramConfig) -> StoreCosts:

@@ -328,3 +328,61 @@ def test_sigterm_releases_the_lease_so_another_instance_takes_it_at_once(
     once = _benchd("once", "--config", str(config))
     assert once.returncode == 0, once.stderr
     assert "read-only" not in once.stderr
+
+
+def test_a_corpus_kept_with_the_fixtures_own_keys_is_written_again_under_namespaced_ones(
+    store: RefStoreThread, tmp_path: Path
+) -> None:
+    """A corpus an earlier version kept, keyed as the fixture says, stops sharing those keys.
+
+    The import's dedup would skip a record whose content is unchanged, so the
+    out-of-date copy is deleted first; a second ``once`` then writes nothing.
+    """
+    config = _config(tmp_path, store.url, "keyed", target_extra='cleanup = "never"')
+    ns = "drill-keyed"
+    assert _benchd("once", "--config", str(config)).returncode == 0
+    mine = [m for m in export(store.url, KEY, ns) if m["active"] and m["type"] != "event"]
+    mine = [m for m in mine if (m.get("metadata") or {}).get(OWNER_KEY, {}).get("fixture_id")]
+    assert len(mine) == 5  # two keyed facts, one unkeyed, two statuses
+    for memory in mine:  # as the earlier version wrote them: the fixture's key and subject
+        fid = memory["metadata"][OWNER_KEY]["fixture_id"]
+        httpx.delete(
+            f"{store.url}/memory/{memory['id']}", headers={"x-api-key": KEY}, timeout=10
+        ).raise_for_status()
+        old = {k: v for k, v in memory.items() if k not in ("key", "subject")}
+        old.update({k: v for k, v in SHAPES[fid].items() if k in ("key", "subject")})
+        reply = httpx.post(
+            store.url + "/export/import",
+            json={"data": [old], "operator_approved": True},
+            headers={"x-api-key": KEY},
+            timeout=10,
+        )
+        assert reply.json()["imported"] == 1, reply.text
+    bare = [r for r in _rows(store.url, "fact") if r["key"] == "ferry-schedule"]
+    assert [r["client_id"] for r in bare] == [ns]  # the global row is benchd's, as it was then
+
+    once = _benchd("once", "--config", str(config))
+    assert once.returncode == 0, once.stderr
+    now = [m for m in export(store.url, KEY, ns) if m["active"] and m["type"] != "event"]
+    by_fixture = {
+        m["metadata"][OWNER_KEY]["fixture_id"]: m
+        for m in now
+        if (m.get("metadata") or {}).get(OWNER_KEY, {}).get("fixture_id")
+    }
+    assert set(by_fixture) == {m["metadata"][OWNER_KEY]["fixture_id"] for m in mine}
+    for fid, memory in by_fixture.items():
+        wanted = {"key": owned_id(ns, SHAPES[fid].get("key", fid))}
+        if SHAPES[fid]["type"] == "status":
+            wanted = {"subject": owned_id(ns, SHAPES[fid].get("subject", fid))}
+        assert {k: memory[k] for k in wanted} == wanted, memory
+
+    def corpus() -> str:  # benchd's records (the sentinel carries the lease: it is rewritten)
+        return json.dumps(
+            [m for m in export(store.url, KEY, ns) if not m["id"].startswith("benchd-sentinel")],
+            sort_keys=True,
+        )
+
+    kept = corpus()
+    again = _benchd("once", "--config", str(config))
+    assert again.returncode == 0, again.stderr
+    assert corpus() == kept  # nothing deleted or written again
