@@ -137,18 +137,38 @@ class ListTool:
         return any(f"{{{name}" in text for name in ("offset", "limit", "page"))
 
 
+DELETE_SET_NAMES = (*DELETE_NAMES, "ids")
+"""A delete tool's placeholders: ``{id}`` (one record a call) or ``{ids}`` (a list of them)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DeleteTool:
-    """``[probe.target.tools.delete]``: remove one record by ``{id}``."""
+    """``[probe.target.tools.delete]``: remove records by ``{id}`` (one a call) or ``{ids}``.
+
+    Deletes go in sets of up to ``batch_size``: the tool is called for the
+    set (once with ``{ids}``, else once per id, ``concurrency`` calls at a
+    time), then one listing verifies every delete of the set.
+    """
 
     name: str = field(metadata=check(_name_problem))
     arguments: dict[str, Any] = field(default_factory=lambda: {"id": "{id}"})
     concurrency: int = field(default=1, metadata=check(positive_problem))
+    batch_size: int = field(default=100, metadata=check(positive_problem))
 
     def __post_init__(self) -> None:
-        _arguments_problem(self.arguments, DELETE_NAMES)
-        if "{id" not in repr(self.arguments):
-            raise ValueError("arguments: must name the record to delete with {id}")
+        _arguments_problem(self.arguments, DELETE_SET_NAMES)
+        text = repr(self.arguments)
+        named = [p for p in ("{id}", "{ids}") if p in text]
+        if len(named) != 1:
+            raise ValueError(
+                "arguments: must name the records to delete with {id} (one a call) or "
+                "{ids} (the list), not both"
+            )
+
+    @property
+    def takes_set(self) -> bool:
+        """Whether one call deletes a list of ids (``{ids}``)."""
+        return "{ids}" in repr(self.arguments)
 
 
 @dataclass(frozen=True, slots=True)

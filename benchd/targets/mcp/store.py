@@ -5,8 +5,12 @@ listing, deletes only of listed records, the sentinel, purge) comes from the
 shared flow (:class:`~benchd.targets.flow.NamespaceFlow`, which
 :func:`mcp_target` builds over an :class:`McpStore`); this module only maps
 the seam's operations onto the tool map
-(:class:`~benchd.targets.mcp.tools.ToolStore`), and verifies each delete by
-listing again (an MCP delete tool's "done" is no proof).
+(:class:`~benchd.targets.mcp.tools.ToolStore`), verifies deletes by listing
+again (an MCP delete tool's "done" is no proof; the deletes in flight go as
+one set and one listing verifies them all, :mod:`.deletes`), and keeps the
+lease in records named by their holder, since a listing of names cannot
+carry the sentinel's metadata (:mod:`.lease`; a tool map with write, list
+and delete tools holds one).
 
 How benchd's records are kept apart (``namespace_by``): ``argument`` —
 every tool takes ``{namespace}`` (``user_id``, ``namespace``, ...), so the
@@ -30,7 +34,11 @@ from benchd.logging import get_logger
 from benchd.result import TargetInfo
 from benchd.targets.base import ProbeTarget, SearchQuery
 from benchd.targets.flow import NamespaceFlow
+from benchd.targets.lease import Holder
 from benchd.targets.mcp.config import NO_NAMESPACE, McpConfig
+from benchd.targets.mcp.deletes import VerifiedDeletes
+from benchd.targets.mcp.lease import lease_name, lease_prefix, parse_lease, shown
+from benchd.targets.owned import sentinel_id
 from benchd.targets.store import (
     Capabilities,
     Counts,
@@ -73,10 +81,14 @@ class McpMapError(TargetProtocolError):
 def mcp_capabilities(config: McpConfig) -> Capabilities:
     """What the tool map allows: listing, writing and deleting each need their tool."""
     tools = config.tools
+    lists, writes, deletes = (t is not None for t in (tools.list, tools.write, tools.delete))
     return Capabilities(
-        lists=tools.list is not None,
-        writes=tools.write is not None,
-        deletes=tools.delete is not None,
+        lists=lists,
+        writes=writes,
+        deletes=deletes,
+        # a lease record per heartbeat, named by its holder: written, listed, and the
+        # holder's older ones deleted (see benchd.targets.mcp.lease)
+        lease=lists and writes and deletes,
         scores=tools.search.scores is not None,
         unranked=tools.search.returns == "set",
         retries=config.transport == "http",
@@ -117,6 +129,20 @@ class McpStore(StoreDefaults):
         self.config = config
         self.session = open_session(config, secret)
         self.tools = ToolStore(config, self.session)
+        delete = config.tools.delete
+        self.deletes = VerifiedDeletes(
+            self.tools.delete,
+            self._all_ids,
+            self._still_listed,
+            batch_size=delete.batch_size if delete is not None else 1,
+        )
+        self._sentinel = sentinel_id(config.namespace)
+        self._token: str | None = None  # this process's lease token, once it wrote one
+        self._leases: dict[str, Holder] = {}  # lease records of the latest listing, by name
+        self._shown: Holder | None = None  # the lease that listing showed the flow
+        self._ids: set[str] = set()  # every id of the latest listing, lease records included
+        self._reading: dict[str, Holder] = {}  # lease records of the listing being read ...
+        self._reading_ids: set[str] = set()  # ... and its ids
 
     @property
     def plan(self) -> SeedPlan:
@@ -127,7 +153,8 @@ class McpStore(StoreDefaults):
             adopt_namespace=config.adopt_namespace,
             batch_size=tools.write.batch_size if tools.write is not None else 1,
             concurrency=tools.write.concurrency if tools.write is not None else 1,
-            delete_concurrency=tools.delete.concurrency if tools.delete is not None else 1,
+            # the deletes offered at once: they go as one set, verified by one listing
+            delete_concurrency=tools.delete.batch_size if tools.delete is not None else 1,
             verifies=config.verify,
             namespace_label="namespace",
             endpoint=config.endpoint,
@@ -166,9 +193,28 @@ class McpStore(StoreDefaults):
         return TargetInfo(kind=KIND, endpoint=self.config.endpoint, model=model, version=version)
 
     async def list_page(self, cursor: str | None) -> Page:
+        """One page of the listing; lease records are read, not shown (the sentinel carries
+        the lease shown, on the last page)."""
         page = int(cursor or 0)
         ids, more = await self.tools.list_page(page)
-        return Page([Listed(id=i) for i in ids], str(page + 1) if more else None)
+        if page == 0:
+            self._reading, self._reading_ids = {}, set()
+        self._reading_ids.update(ids)
+        records: list[Listed] = []
+        for store_id in ids:
+            holder = self._lease_of(store_id)
+            if holder is None:
+                records.append(Listed(id=store_id))
+            else:
+                self._reading[store_id] = holder
+        if more:
+            return Page(records, str(page + 1))
+        self._leases, self._ids = self._reading, self._reading_ids
+        lease = shown(self._leases.values(), self._token)
+        self._shown = lease
+        if lease is not None:  # read by the flow as the sentinel's lease
+            records.append(Listed(id=self._sentinel, lease=lease))
+        return Page(records, None)
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         self._may_write()
@@ -176,37 +222,78 @@ class McpStore(StoreDefaults):
         return sent, 0, 0
 
     async def write_sentinel(self, record: Record) -> None:
-        await self.write([record])
+        """The sentinel, and with a lease the heartbeat: a new lease record, then the holder's
+        older ones (and the lease the flow took over) deleted (see :mod:`.lease`)."""
+        token = record.mark.get("token")
+        if not self.capabilities.lease or token is None:
+            await self.write([record])
+            return
+        self._token = str(token)
+        if record.mark.get("released") is True:  # handed back: its records go
+            await self.deletes.delete([n for n, h in self._leases.items() if h.token == token])
+            return
+        taken = self._shown.token if self._shown is not None else None
+        stale = [n for n, h in self._leases.items() if h.token in (token, taken) or not h.live()]
+        if self._sentinel not in self._ids:  # the sentinel itself is written once
+            await self.write([record])
+        name = lease_name(self.config.namespace, record.mark)
+        memory = {**record.memory, "id": name, "key": name, "content": _lease_text(record.mark)}
+        await self.write([Record(name, "", memory, record.mark)])
+        if stale:
+            await self.deletes.delete(stale)  # its listing reads the leases again
+        else:
+            await self._all_ids()
+        if any(h.token != token and h.live() for h in self._leases.values()):
+            log.warning("lease contended: backing off", namespace=self.config.namespace)
+            await self.deletes.delete([name])  # the other writer keeps it
 
     async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
-        """Call the delete tool, then list: its "done" is no proof (server-memory says it
-        for a name it never held), so a record still listed after it is an error."""
-        del recheck  # deletes are not retried here: the listing below is the proof
+        """Delete through the tool, verified by listing: the deletes in flight go as one set,
+        and one listing after them verifies them all (a delete tool's "done" is no proof:
+        server-memory says it for a name it never held). The sentinel takes the namespace's
+        lease records with it."""
+        del recheck  # deletes are not retried here: the listing is the proof
         self._may_write()
-        await self.tools.delete(store_id)
-        if await self._listed(store_id):
-            tool = self.config.tools.delete
-            raise TargetProtocolError(
-                f"namespace {self.config.namespace!r} at {self.config.endpoint}: the delete "
-                f"tool {tool.name if tool else ''!r} answered success for {store_id!r}, which "
-                "is still listed; benchd verifies every delete by listing"
-            )
+        ids = [store_id]
+        if store_id == self._sentinel:
+            ids += list(self._leases)
+        await self.deletes.delete(ids)
         return True
 
-    async def _listed(self, store_id: str) -> bool:
-        """Whether a fresh listing (every page, until found) shows ``store_id``."""
+    async def _all_ids(self) -> set[str]:
+        """Every id a fresh listing shows (every page), lease records included."""
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
-            page = await self.list_page(cursor)
-            if any(record.id == store_id for record in page.records):
-                return True
-            cursor = page.next
+            cursor = (await self.list_page(cursor)).next
             if cursor is None:
-                return False
-        return False
+                return set(self._ids)
+        raise TargetProtocolError(f"{self._where()}: the listing pages without end")
+
+    def _still_listed(self, store_ids: Sequence[str]) -> str:
+        tool = self.config.tools.delete
+        shown = ", ".join(repr(i) for i in store_ids[:3])
+        more = f" and {len(store_ids) - 3} more" if len(store_ids) > 3 else ""
+        return (
+            f"{self._where()}: the delete tool {tool.name if tool else ''!r} answered success "
+            f"for {len(store_ids)} record(s) still listed ({shown}{more}); benchd verifies "
+            "every delete by listing"
+        )
+
+    def _where(self) -> str:
+        return f"namespace {self.config.namespace!r} at {self.config.endpoint}"
+
+    def _lease_of(self, store_id: str) -> Holder | None:
+        if not self.capabilities.lease:
+            return None
+        return parse_lease(self.config.namespace, store_id)
 
     async def search(self, query: SearchQuery) -> Hits:
         ids, scores = await self.tools.search(query.q, query.limit, query.reference_date)
+        prefix = lease_prefix(self.config.namespace)
+        if any(i.startswith(prefix) for i in ids):  # a lease record is never a result
+            kept = [n for n, i in enumerate(ids) if not i.startswith(prefix)]
+            ids = [ids[n] for n in kept]
+            scores = [scores[n] for n in kept] if scores else scores
         return Hits(ids, scores)
 
     async def aclose(self) -> None:
@@ -225,3 +312,12 @@ def _values(record: Record, namespace: str) -> Mapping[str, Any]:
     memory = record.memory
     content = str(memory.get("content") or memory.get("text") or "")
     return {"id": record.store_id, "content": content, "namespace": namespace, "memory": memory}
+
+
+def _lease_text(mark: Mapping[str, Any]) -> str:
+    """A lease record's text: who writes the namespace (the name is what benchd reads)."""
+    return (
+        f"benchd lease: namespace {mark['namespace']} is written by benchd instance "
+        f"{mark['instance']} (pid {mark['pid']}) while its heartbeat is under "
+        f"{float(mark['ttl_s']):g}s old"
+    )

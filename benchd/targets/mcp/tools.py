@@ -19,6 +19,7 @@ from typing import Any
 
 from benchd.errors import TargetProtocolError
 from benchd.targets.answers import finite_number, loads
+from benchd.targets.client import run_bounded
 from benchd.targets.http.templating import MISSING, PathError, extract, parse_path, render
 from benchd.targets.mcp.config import ListTool, McpConfig
 from benchd.targets.mcp.session import McpSession, ToolAnswer, ToolSpec
@@ -140,11 +141,19 @@ class ToolStore:
         ids = _ids(_at(tool.ids, data, what), what)
         return ids, _more(tool, len(ids))
 
-    async def delete(self, store_id: str) -> None:
-        """Ask the delete tool to remove ``store_id`` (its "done" proves nothing: list after)."""
+    async def delete(self, store_ids: Sequence[str]) -> None:
+        """Ask the delete tool to remove ``store_ids``: one call for the list where the tool
+        takes ``{ids}``, else one per id (its "done" proves nothing: list after)."""
         tool = self.config.tools.delete
         assert tool is not None
-        await self._call("delete", tool.name, tool.arguments, {"id": store_id})
+        if tool.takes_set:
+            await self._call("delete", tool.name, tool.arguments, {"ids": list(store_ids)})
+            return
+
+        async def one(store_id: str) -> None:
+            await self._call("delete", tool.name, tool.arguments, {"id": store_id})
+
+        await run_bounded(store_ids, one, limit=tool.concurrency)
 
     async def labels(self) -> tuple[str, str]:
         """The model label and version the info tool gives ("" where it gives none)."""

@@ -63,7 +63,7 @@ ids = "entities[*].name"
 
 [probe.target.tools.delete]
 name = "delete_entities"
-arguments = { entityNames = ["{id}"] }
+arguments = { entityNames = "{ids}" }
 """
 
 MEM0_TOOLS = """
@@ -141,7 +141,8 @@ def server_memory_stdio(memory: Path, rest: str = 'namespace_by = "server"') -> 
 async def cycles(
     config_text: str, tmp_path: Path, n: int = 1, *, shutdown: bool = False
 ) -> list[CycleResult]:
-    """``n`` cycles of the config's one probe, in process; then its shutdown cleanup if asked."""
+    """``n`` cycles of the config's one probe, in process; then its shutdown: the cleanup
+    if asked, the lease handed back (as a stopped daemon hands it back)."""
     path = tmp_path / "benchd.toml"
     path.write_text(config_text)
     (probe,) = load_config(path).probes
@@ -151,6 +152,8 @@ async def cycles(
         if shutdown:
             report = await runner.cleanup()
             assert report is not None and report.leftover == 0 and not report.timed_out
+        else:
+            await runner.release_lease()
         return results
     finally:
         await runner.aclose()
@@ -302,7 +305,7 @@ async def test_a_map_mismatch_fails_the_info_phase_with_one_log_line_per_mismatc
     tmp_path: Path,
 ) -> None:
     tools = SERVER_MEMORY_TOOLS.replace('name = "search_nodes"', 'name = "search_memories"')
-    tools = tools.replace("entityNames = [", "names = [")
+    tools = tools.replace('entityNames = "', 'names = "')
     config = probe_toml(server_memory_stdio(tmp_path / "m.jsonl"), tools)
     with capture_logs() as logs:
         (result,) = await cycles(config, tmp_path)

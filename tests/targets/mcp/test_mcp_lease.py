@@ -1,0 +1,214 @@
+"""One writer per namespace on the mcp kind, and deletes verified a set per listing.
+
+server-memory lists names only, so the lease lives in a record named by its
+holder (benchd.targets.mcp.lease). Against the real server (npm): a second
+instance on a live daemon's memory file fails with kind ``ownership`` and
+writes nothing, over stdio and through the HTTP bridge; ``once`` beside it
+measures read-only; a restarted daemon of the same instance name takes the
+lease over at once; a stale lease is taken over; a stopped one hands it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp_servers import server_memory_over_http
+from test_mcp_kind import SERVER_MEMORY_TOOLS, probe_toml, server_memory_stdio
+
+from benchd.config.load import load_config
+from benchd.errors import TargetProtocolError
+from benchd.probe import ProbeRunner
+from benchd.targets.lease import Holder
+from benchd.targets.mcp.deletes import VerifiedDeletes
+from benchd.targets.mcp.lease import lease_name, lease_prefix, parse_lease, shown
+from benchd.targets.owned import sentinel_id
+
+NS = "benchd-eval"
+PREFIX = lease_prefix(NS)
+
+
+@asynccontextmanager
+async def runner(
+    target: str, tmp_path: Path, name: str, instance: str, **kw: Any
+) -> AsyncIterator[ProbeRunner]:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(probe_toml(target, SERVER_MEMORY_TOOLS, extra="interval_s = 600"))
+    (probe,) = load_config(path).probes
+    r = ProbeRunner(probe, instance=instance, **kw)
+    try:
+        yield r
+    finally:
+        await r.aclose()
+
+
+def names(memory: Path) -> list[str]:
+    return [json.loads(line)["name"] for line in memory.read_text().splitlines() if line.strip()]
+
+
+def leases(memory: Path) -> list[Holder]:
+    found = [parse_lease(NS, n) for n in names(memory) if n.startswith(PREFIX)]
+    return [h for h in found if h is not None]
+
+
+@pytest.mark.anyio
+async def test_a_second_instance_on_a_live_daemons_memory_file_is_refused_or_reads_only(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "benchd.jsonl"
+    stdio = server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "before"')
+    async with runner(stdio, tmp_path, "daemon", "pod-0") as daemon:
+        first = await daemon.run_once()
+        assert first.outcome == "success", first.error_message
+        (held,) = leases(memory)
+        assert (held.instance, held.role) == ("pod-0", "run") and held.live()
+        before = memory.read_bytes()
+
+        async with runner(stdio, tmp_path, "other", "pod-1") as other:
+            refused = await other.run_once()
+        assert (refused.outcome, refused.error_kind) == ("failed", "ownership")
+        assert "leased by benchd instance 'pod-0'" in (refused.error_message or "")
+        assert memory.read_bytes() == before
+
+        with server_memory_over_http(memory) as url:  # another server process, over HTTP
+            bridged = f'transport = "http"\nurl = "{url}"\nnamespace_by = "server"'
+            async with runner(bridged, tmp_path, "bridged", "pod-2") as other:
+                refused = await other.run_once()
+        assert (refused.outcome, refused.error_kind) == ("failed", "ownership")
+        assert memory.read_bytes() == before
+
+        async with runner(stdio, tmp_path, "once", "ci", read_only_beside_live=True) as once:
+            measured = await once.run_once()
+            await once.release_lease()  # the end of once: it holds nothing to hand back
+        assert measured.outcome == "success", measured.error_message
+        assert measured.seed is not None and "pod-0" in (measured.seed.read_only_beside or "")
+        assert dict(measured.aggregate) == dict(first.aggregate)
+        assert memory.read_bytes() == before
+
+        second = await daemon.run_once()  # the holder heartbeats: a new record, the old gone
+        assert second.outcome == "success", second.error_message
+        (beat,) = leases(memory)
+        assert beat.token == held.token and beat.heartbeat >= held.heartbeat
+        await daemon.release_lease()
+    assert leases(memory) == []  # handed back on stop
+    assert sentinel_id(NS) in names(memory)
+
+
+@pytest.mark.anyio
+async def test_a_restart_under_the_same_name_takes_over_at_once_and_a_stale_lease_is_taken(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "benchd.jsonl"
+    stdio = server_memory_stdio(memory)
+    async with runner(stdio, tmp_path, "a", "pod-0") as first:
+        assert (await first.run_once()).outcome == "success"
+    (old,) = leases(memory)
+    async with runner(stdio, tmp_path, "b", "pod-0") as restarted:
+        result = await restarted.run_once()
+    assert result.outcome == "success", result.error_message
+    (new,) = leases(memory)
+    assert new.instance == "pod-0" and new.token != old.token
+
+    # the lease record as a holder that stopped heartbeating an hour ago left it
+    mark = {
+        "namespace": NS, "token": new.token, "heartbeat": new.heartbeat - 3600,
+        "ttl_s": 60, "role": "run", "pid": new.pid, "fixture_hash": new.fixture_hash,
+        "instance": "pod-0",
+    }  # fmt: skip
+    text = memory.read_text().replace(
+        lease_name(NS, {**mark, "heartbeat": new.heartbeat, "ttl_s": new.ttl_s}),
+        lease_name(NS, mark),
+    )
+    memory.write_text(text)
+    assert not leases(memory)[0].live()
+    async with runner(stdio, tmp_path, "c", "pod-1") as other:
+        taken = await other.run_once()
+    assert taken.outcome == "success", taken.error_message
+    (now,) = leases(memory)
+    assert now.instance == "pod-1" and now.live()
+
+
+@pytest.mark.anyio
+async def test_a_cleanup_deletes_the_corpus_as_one_set_verified_by_one_listing(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "benchd.jsonl"
+    stdio = server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "after"')
+    async with runner(stdio, tmp_path, "a", "pod-0") as r:
+        deletes = r.target.store.deletes  # type: ignore[attr-defined]
+        result = await r.run_once()  # its cleanup phase deletes the 36 records
+        assert result.outcome == "success", result.error_message
+        assert (deletes.sets, deletes.listings) == (1, 1)
+        assert sorted(n[: len(PREFIX)] for n in names(memory)) == [sentinel_id(NS), PREFIX]
+        report = await r.cleanup()  # on stop: the sentinel, its lease record with it
+    assert report is not None and report.deleted == 1 and report.leftover == 0
+    assert (deletes.sets, deletes.listings) == (2, 2)
+    assert names(memory) == []
+
+
+def holder(token: str, heartbeat: float, ttl_s: float = 60.0) -> Holder:
+    return Holder(instance="i", pid=1, token=token, heartbeat=heartbeat, ttl_s=ttl_s,
+                  fixture_hash="f")  # fmt: skip
+
+
+def test_a_lease_name_reads_back_as_the_holder_it_was_written_for() -> None:
+    mark = {
+        "namespace": NS, "token": "ab12", "heartbeat": 1700000000.123, "ttl_s": 1830.0,
+        "role": "once", "pid": 42, "fixture_hash": "c0ffee", "instance": "pod:0/a b",
+    }  # fmt: skip
+    back = parse_lease(NS, lease_name(NS, mark))
+    assert back == Holder(instance="pod:0/a b", pid=42, token="ab12", heartbeat=1700000000.123,
+                          ttl_s=1830.0, fixture_hash="c0ffee", role="once")  # fmt: skip
+    assert parse_lease(NS, sentinel_id(NS)) is None
+    assert parse_lease("other", lease_name(NS, mark)) is None
+
+
+def test_another_live_lease_is_shown_before_ones_own_and_the_earliest_of_them_wins() -> None:
+    now = 10_000.0
+    mine, early, late, dead = (
+        holder("m", now), holder("x", now - 5), holder("y", now - 1), holder("z", now - 999)
+    )
+    assert shown([mine, late, early, dead], "m", now) == early
+    assert shown([mine, dead], "m", now) == mine
+    assert shown([dead], None, now) == dead
+    assert shown([], "m", now) is None
+
+
+@pytest.mark.anyio
+async def test_deletes_in_flight_go_as_one_set_and_a_record_still_listed_fails_every_caller() -> (
+    None
+):
+    held = {f"r{i}" for i in range(10)} | {"stuck"}
+    sent: list[list[str]] = []
+
+    async def send(ids: Sequence[str]) -> None:
+        sent.append(list(ids))
+        held.difference_update(i for i in ids if i != "stuck")
+
+    async def listed() -> set[str]:
+        return set(held)
+
+    deletes = VerifiedDeletes(send, listed, lambda ids: f"still listed: {ids}", batch_size=4)
+    failures: list[str] = []
+
+    async def one(ids: list[str]) -> None:
+        try:
+            await deletes.delete(ids)
+        except TargetProtocolError as exc:
+            failures.append(str(exc))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(one, [f"r{i}"])
+    assert sent == [["r0", "r1", "r2", "r3"], ["r4", "r5", "r6", "r7"]]
+    assert deletes.listings == 2 and not failures
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, ["r8"])
+        tg.start_soon(one, ["stuck", "r9"])
+    assert sent[-1] == ["r8", "stuck", "r9"] and deletes.listings == 3
+    assert failures == ["still listed: ['stuck']"] * 2
