@@ -186,6 +186,23 @@ TARGET_STARTERS: dict[str, tuple[tuple[str, Sequence[Entry]], ...]] = {
         ),
         _EMBED,
     ),
+    "qdrant": (
+        (
+            "probe.target",
+            (
+                ("kind", "qdrant", "EXPERIMENTAL: Qdrant through qdrant-client (benchd[qdrant]); "
+                 "tested in its local mode only (docs/targets.md)"),
+                ("path", "./qdrant-data", "local mode: qdrant-client's store in this directory "
+                 "(one process at a time); or url = \"http://HOST:6333\" for a Qdrant server"),
+                ("collection", "", "default benchd_<namespace>; a shared collection's name"),
+                _SHARED,
+                ("distance", "cosine", "cosine | l2 | ip (benchd's own collection)"),
+                _NAMESPACE,
+                _CLEANUP,
+            ),
+        ),
+        _EMBED,
+    ),
 }  # fmt: skip
 """The ``[probe.target]`` tables ``--kind`` writes instead of the zengram one."""
 

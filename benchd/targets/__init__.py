@@ -62,6 +62,13 @@ from benchd.targets.python import (
     python_namespace,
     python_target,
 )
+from benchd.targets.qdrant import (
+    QdrantConfig,
+    qdrant_capabilities,
+    qdrant_common,
+    qdrant_costs,
+    qdrant_target,
+)
 from benchd.targets.store import Capabilities
 from benchd.targets.zengram import (
     ZengramConfig,
@@ -142,6 +149,10 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
         ),
         TargetKind(
             "milvus", MilvusConfig, milvus_target, milvus_capabilities, milvus_common, milvus_costs
+        ),
+        # experimental: tested in qdrant-client's local mode only (docs/targets.md)
+        TargetKind(
+            "qdrant", QdrantConfig, qdrant_target, qdrant_capabilities, qdrant_common, qdrant_costs
         ),
     )
 }

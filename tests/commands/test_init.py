@@ -33,7 +33,7 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert path.read_text() != "mine"
 
 
-@pytest.mark.parametrize("kind", ["pgvector", "chroma", "milvus"])
+@pytest.mark.parametrize("kind", ["pgvector", "chroma", "milvus", "qdrant"])
 def test_init_kind_writes_a_config_of_that_kind_that_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:

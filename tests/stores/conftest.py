@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from store_servers import Chroma, Milvus, Postgres, run_chroma, run_milvus, run_postgres
+from store_servers import (
+    Chroma,
+    Milvus,
+    Postgres,
+    QdrantLocal,
+    run_chroma,
+    run_milvus,
+    run_postgres,
+    run_qdrant,
+)
 
 
 @pytest.fixture(scope="session")
@@ -24,3 +33,9 @@ def chroma() -> Iterator[Chroma]:
 def milvus() -> Iterator[Milvus]:
     with run_milvus() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def qdrant() -> Iterator[QdrantLocal]:
+    with run_qdrant() as store:
+        yield store

@@ -29,6 +29,8 @@ def target_table(kind: str, server: Any, namespace: str, **extra: Any) -> str:
         lines += ['dsn_env = "PG_DSN"', f'table = "t_{namespace.replace("-", "_")}"']
     elif kind == "chroma":
         lines.append(f'url = "{server.url}"')
+    elif kind == "qdrant":
+        lines.append(f'path = "{server.path}"')
     else:
         lines.append(f'uri = "{server.uri}"')
     for key, value in extra.items():
@@ -109,6 +111,10 @@ def benchd_rows(kind: str, server: Any, namespace: str, where: str) -> int:
         body = {"where": {"benchd_namespace": namespace}, "include": []}
         got = httpx.post(f"{base}/{cid}/get", json=body, timeout=30).json()
         return len(got["ids"])
+    if kind == "qdrant":  # local mode: only while no benchd process holds the directory
+        from tenants import QdrantTenant
+
+        return QdrantTenant(server.path, 0).rows_in(namespace, where)
     from pymilvus import MilvusClient
 
     client = MilvusClient(uri=server.uri)

@@ -39,10 +39,12 @@ __all__ = [
     "Chroma",
     "Milvus",
     "Postgres",
+    "QdrantLocal",
     "missing",
     "run_chroma",
     "run_milvus",
     "run_postgres",
+    "run_qdrant",
     "stores_venv",
 ]
 
@@ -285,3 +287,24 @@ def run_milvus() -> Iterator[Milvus]:
     finally:
         _stop(proc, output)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class QdrantLocal:
+    """qdrant-client's local mode: a directory, opened by one client (one process) at a time.
+
+    No Qdrant server runs here (the kind is experimental: docs/targets.md); benchd and the
+    tests' other tenant take turns on the directory.
+    """
+
+    path: str
+
+
+@contextmanager
+def run_qdrant() -> Iterator[QdrantLocal]:
+    try:
+        import qdrant_client  # noqa: F401
+    except ImportError:
+        missing("qdrant-client (benchd[qdrant]) is not installed")
+    with tempfile.TemporaryDirectory(prefix="benchd-qdrant-") as tmp:
+        yield QdrantLocal(str(Path(tmp) / "store"))

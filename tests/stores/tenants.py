@@ -18,7 +18,7 @@ import numpy as np
 
 from benchd.embed.models import HashEmbedder
 
-__all__ = ["ChromaTenant", "MilvusTenant", "PostgresTenant", "vectors"]
+__all__ = ["ChromaTenant", "MilvusTenant", "PostgresTenant", "QdrantTenant", "vectors"]
 
 TENANT = "tenant-a"
 
@@ -185,5 +185,105 @@ class MilvusTenant:
                 )
                 for r in rows
             )
+        finally:
+            client.close()
+
+
+class QdrantTenant:
+    """A collection ``shared_docs`` in qdrant-client's local mode, with the tenant's points.
+
+    The tenant's payload uses benchd's default namespace key (``benchd_namespace``) with its
+    own value, and its point ids are UUIDs of the fixture's ids. Local mode admits one client
+    at a time: each call opens the directory and closes it.
+    """
+
+    name = "shared_docs"
+
+    def __init__(self, path: str, dims: int) -> None:
+        self.path = path
+        self.dims = dims
+
+    def _client(self) -> Any:
+        from qdrant_client import QdrantClient
+
+        return QdrantClient(path=self.path)
+
+    @staticmethod
+    def point(fixture_id: str) -> str:
+        import uuid
+
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, fixture_id))
+
+    def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
+        from qdrant_client import models
+
+        client = self._client()
+        try:
+            if client.collection_exists(self.name):
+                client.delete_collection(self.name)
+            client.create_collection(
+                self.name,
+                vectors_config=models.VectorParams(size=self.dims, distance=models.Distance.COSINE),
+                metadata={"owner": "tenant"},
+            )
+            rows = _records(memories)
+            points = [
+                models.PointStruct(
+                    id=self.point(i), vector=v,
+                    payload={"benchd_namespace": TENANT, "content": t, "fixture_id": i},
+                )
+                for (i, t), v in zip(rows, vectors([t for _, t in rows], self.dims), strict=True)
+            ]  # fmt: skip
+            client.upsert(self.name, points=points)
+        finally:
+            client.close()
+
+    def add(self, point_id: str, text: str) -> None:
+        """One more point of the tenant's, at an id of its choosing."""
+        from qdrant_client import models
+
+        client = self._client()
+        try:
+            (vector,) = vectors([text], self.dims)
+            payload = {"benchd_namespace": TENANT, "content": text, "fixture_id": "planted"}
+            client.upsert(
+                self.name, points=[models.PointStruct(id=point_id, vector=vector, payload=payload)]
+            )
+        finally:
+            client.close()
+
+    def snapshot(self) -> list[Any]:
+        from qdrant_client import models
+
+        client = self._client()
+        try:
+            only = models.Filter(must=[models.FieldCondition(
+                key="benchd_namespace", match=models.MatchValue(value=TENANT))])  # fmt: skip
+            points, _ = client.scroll(
+                self.name, scroll_filter=only, limit=100_000, with_payload=True, with_vectors=True
+            )
+            return sorted(
+                (
+                    str(p.id),
+                    json.dumps(p.payload, sort_keys=True),
+                    np.asarray(p.vector, dtype=np.float32).tobytes().hex(),
+                )
+                for p in points
+            )
+        finally:
+            client.close()
+
+    def rows_in(self, namespace: str, collection: str | None = None) -> int:
+        """How many points carry ``benchd_namespace = namespace`` (benchd's, when it is its)."""
+        from qdrant_client import models
+
+        client = self._client()
+        try:
+            name = collection or self.name
+            if not client.collection_exists(name):
+                return 0
+            only = models.Filter(must=[models.FieldCondition(
+                key="benchd_namespace", match=models.MatchValue(value=namespace))])  # fmt: skip
+            return int(client.count(name, count_filter=only, exact=True).count)
         finally:
             client.close()

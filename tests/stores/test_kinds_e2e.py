@@ -8,6 +8,10 @@ is not embedded again; another tenant's rows in a shared table/collection stay
 byte-identical through once, run, SIGTERM during seeding and purge; a second
 instance on a leased namespace is refused (or measures read-only); and an
 embedder switch after a pinned baseline is a model change.
+
+Qdrant (experimental) runs in qdrant-client's local mode: one process at a time on its
+directory, so what another tenant or a second instance does *beside* a running daemon is
+tested as local mode allows (after the daemon stops; a second process is refused).
 """
 
 from __future__ import annotations
@@ -22,14 +26,14 @@ import pytest
 from kinds import EmbeddingsStandIn, benchd, benchd_rows, config_text, env_for, once_json
 from store_servers import missing
 from support import BenchdProcess
-from tenants import ChromaTenant, MilvusTenant, PostgresTenant
+from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.refstore.testing import started_refstore
 
 pytestmark = pytest.mark.timeout(900)
-KINDS = ("pgvector", "chroma", "milvus")
-EXACT = {"pgvector": {"index": "none"}, "chroma": {}, "milvus": {}}
+KINDS = ("pgvector", "chroma", "milvus", "qdrant")
+EXACT = {"pgvector": {"index": "none"}, "chroma": {}, "milvus": {}, "qdrant": {}}
 """The reference store's dense retriever is exact: pgvector without an ANN index compares alike."""
 TOLERANCE = {"synthetic": 0.02, "smoke": 0.025}
 """recall@10 against the reference store. On the 16-query smoke fixture one relevant record
@@ -44,7 +48,9 @@ REF_KEY = "ref-key-0123456789"
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    needs = {"pgvector": "psycopg", "milvus": "pymilvus"}.get(str(request.param))
+    needs = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}.get(
+        str(request.param)
+    )
     if needs is not None:
         try:
             __import__(needs)
@@ -164,6 +170,8 @@ def tenant_of(kind: str, server: Any) -> Any:
         return PostgresTenant(server.admin_dsn, 256)
     if kind == "chroma":
         return ChromaTenant(server.url, 256)
+    if kind == "qdrant":
+        return QdrantTenant(server.path, 256)
     return MilvusTenant(server.uri, 256)
 
 
@@ -195,8 +203,11 @@ def test_another_tenants_rows_stay_byte_identical_through_once_run_sigterm_and_p
             concurrency=1, **shared(kind, tenant)))  # fmt: skip
         with BenchdProcess(["--config", str(run)], env=env_for(server)) as daemon:
             assert endpoint.holding.wait(timeout=300), "".join(daemon.lines[-20:])
-            assert benchd_rows(kind, server, ns, where) == 1 + 2 * 50  # sentinel, 2 batches
+            if kind != "qdrant":  # local mode: the daemon holds the directory
+                assert benchd_rows(kind, server, ns, where) == 1 + 2 * 50  # sentinel, 2 batches
             assert daemon.stop(timeout=120) == 0
+    if kind == "qdrant":
+        assert benchd_rows(kind, server, ns, where) == 1 + 2 * 50
     assert tenant.snapshot() == before
 
     proc = benchd("purge", "--config", str(run), server=server)
@@ -208,6 +219,8 @@ def test_another_tenants_rows_stay_byte_identical_through_once_run_sigterm_and_p
 def test_a_second_instance_on_a_leased_namespace_is_refused_or_reads_only(
     kind: str, server: Any, tmp_path: Path
 ) -> None:
+    if kind == "qdrant":
+        pytest.skip("local mode: one process per directory (test_qdrant_second_instance_...)")
     def config(name: str, instance: str, fixture: str = "packaged:smoke") -> Path:
         text = f'[server]\ninstance = "{instance}"\n' + config_text(
             kind, server, "e2e-lease", fixture=fixture, cache_dir=tmp_path
@@ -290,3 +303,66 @@ def test_a_filtered_hnsw_search_over_a_shared_table_is_counted_as_short(
     short = probe["short_answers"]["serial"]
     assert short > 0
     assert short == sum(1 for q in probe["queries"] if len(q["ranked_ids"]) < 10)
+
+
+def test_qdrant_second_instance_is_refused_beside_a_daemon_and_by_a_live_lease(
+    qdrant: Any, tmp_path: Path
+) -> None:
+    """Local mode admits one process per directory: a second ``once`` beside a running daemon
+    fails with kind ``ownership``. The lease itself is checked the way local mode allows: a
+    live lease of replica-a written on the sentinel (as a daemon on a Qdrant server would
+    hold it), then ``once`` as replica-b on the same corpus measures read-only and as
+    replica-c on another corpus is refused."""
+    try:
+        import qdrant_client  # noqa: F401
+    except ImportError:
+        missing("qdrant-client (benchd[qdrant]) is not installed")
+    import anyio
+
+    from benchd.embed.config import EmbedConfig
+    from benchd.targets.lease import LeaseHolder
+    from benchd.targets.owned import sentinel_id, sentinel_text
+    from benchd.targets.qdrant import QdrantConfig, QdrantStore
+    from benchd.targets.store import Record
+
+    ns = "e2e-lease"
+
+    def config(name: str, instance: str, fixture: str = "packaged:smoke") -> Path:
+        text = f'[server]\ninstance = "{instance}"\n' + config_text(
+            "qdrant", qdrant, ns, fixture=fixture, cache_dir=tmp_path
+        )
+        return write(tmp_path / name, text)
+
+    with BenchdProcess(["--config", str(config("a.toml", "replica-a"))], env=env_for(qdrant)) as a:
+        a.wait_cycles("qdrant", 1, timeout=300)
+        proc = benchd("once", "-c", str(config("b.toml", "replica-b")), "--format", "json",
+                      server=qdrant)  # fmt: skip
+        beside = json.loads(proc.stdout)["probes"][0]
+        assert beside["outcome"] == "failed" and beside["error"]["kind"] == "ownership"
+        assert "held by another process" in beside["error"]["message"]
+        assert a.stop(timeout=60) == 0
+
+    async def lease_for_a() -> None:
+        embed = EmbedConfig(model="hash:256", cache_dir=str(tmp_path))
+        store = QdrantStore(QdrantConfig(path=qdrant.path, embed=embed, namespace=ns), None)
+        smoke = load_fixture(packaged_fixture("smoke")).content_hash
+        holder = LeaseHolder(instance="replica-a", ttl_s=600.0, fixture_hash=smoke)
+        memory = {"id": sentinel_id(ns), "content": sentinel_text(ns)}
+        try:
+            await store.write_sentinel(Record(sentinel_id(ns), "", memory, holder.mark(ns)))
+        finally:
+            await store.aclose()
+
+    anyio.run(lease_for_a)
+    proc = benchd("once", "-c", str(config("b.toml", "replica-b")), "--format", "json",
+                  server=qdrant)  # fmt: skip
+    beside = json.loads(proc.stdout)["probes"][0]
+    assert beside["outcome"] == "success" and beside["seed"]["imported"] == 0, proc.stderr
+    assert "leased by live benchd instance 'replica-a'" in proc.stderr
+    assert "measured its corpus read-only" in proc.stderr
+    proc = benchd("once", "-c", str(config("c.toml", "replica-c", "packaged:temporal")),
+                  "--format", "json", server=qdrant)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    other = json.loads(proc.stdout)["probes"][0]
+    assert other["outcome"] == "failed" and other["error"]["kind"] == "ownership"
+    assert "leased by benchd instance 'replica-a'" in other["error"]["message"]

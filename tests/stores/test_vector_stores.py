@@ -7,6 +7,9 @@ rank by the vectors benchd computed, deletes take only benchd's rows, a
 table/collection benchd did not create is refused in own mode, and in shared
 mode another tenant's rows (the fixture's own ids and texts) stay
 byte-identical through all of it.
+
+Qdrant (experimental) runs in qdrant-client's local mode, which admits one client
+per directory at a time: every test here closes one store before it opens the next.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import pytest
 from store_servers import Postgres, missing
-from tenants import ChromaTenant, MilvusTenant, PostgresTenant
+from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
 from benchd import redact
 from benchd.embed.config import EmbedConfig
@@ -31,7 +34,7 @@ from benchd.targets.vectors import VectorStore
 
 pytestmark = pytest.mark.anyio
 DIMS = 256
-KINDS = ("pgvector", "chroma", "milvus")
+KINDS = ("pgvector", "chroma", "milvus", "qdrant")
 
 
 def corpus() -> tuple[list[dict[str, Any]], list[Any]]:
@@ -83,6 +86,12 @@ def make_store(
 
         config = ChromaConfig(url=server.url, embed=embed, namespace=namespace, **kw)
         return ChromaStore(config, None)
+    if kind == "qdrant":
+        _need("qdrant_client", "qdrant")
+        from benchd.targets.qdrant import QdrantConfig, QdrantStore
+
+        settings = {"path": server.path, "embed": embed, "namespace": namespace, **kw}
+        return QdrantStore(QdrantConfig(**settings), None)
     _need("pymilvus", "milvus")
     from benchd.targets.milvus import MilvusConfig, MilvusStore
 
@@ -137,10 +146,13 @@ async def test_a_switched_embedder_makes_every_record_changed(
     memories, _ = corpus()
     ns = f"switch-{kind}"
     store = make_store(kind, servers(kind), ns, tmp_path)
+    batch = records(ns, memories)
+    try:
+        await store.write(batch)
+    finally:
+        await store.aclose()
     other = make_store(kind, servers(kind), ns, tmp_path, model="hash:128")
     try:
-        batch = records(ns, memories)
-        await store.write(batch)
         seen = await listed(other)
         assert not any(other.unchanged(seen[r.store_id], r) for r in batch)
         await other.write(batch[:2])  # 128 dims: benchd's own table/collection is recreated
@@ -148,7 +160,6 @@ async def test_a_switched_embedder_makes_every_record_changed(
         hits = await other.search(SearchQuery(q=memories[1]["content"], limit=3))
         assert hits.ids[0] == batch[1].store_id
     finally:
-        await store.aclose()
         await other.aclose()
 
 
@@ -173,23 +184,30 @@ async def test_own_mode_refuses_what_another_namespace_created(
 ) -> None:
     memories, _ = corpus()
     first = make_store(kind, servers(kind), f"first-{kind}", tmp_path)
+    try:
+        await first.write(records(f"first-{kind}", memories[:3]))
+    finally:
+        await first.aclose()
     name = {
         "pgvector": {"table": f"benchd_first_{kind}"},
         "chroma": {"collection": f"benchd-first-{kind}"},
         "milvus": {"collection": f"benchd_first_{kind}"},
+        "qdrant": {"collection": f"benchd_first_{kind}"},
     }[kind]
     second = make_store(kind, servers(kind), f"second-{kind}", tmp_path, **name)
     try:
-        await first.write(records(f"first-{kind}", memories[:3]))
         with pytest.raises(OwnershipError, match="another namespace") as caught:
             await second.list_page(None)
         assert caught.value.kind == "ownership"
         with pytest.raises(OwnershipError):
             await second.write(records(f"second-{kind}", memories[:1]))
-        assert len(await listed(first)) == 3
     finally:
-        await first.aclose()
         await second.aclose()
+    again = make_store(kind, servers(kind), f"first-{kind}", tmp_path)
+    try:
+        assert len(await listed(again)) == 3
+    finally:
+        await again.aclose()
 
 
 def tenant_of(kind: str, server: Any) -> Any:
@@ -197,6 +215,8 @@ def tenant_of(kind: str, server: Any) -> Any:
         return PostgresTenant(server.admin_dsn, DIMS)
     if kind == "chroma":
         return ChromaTenant(server.url, DIMS)
+    if kind == "qdrant":
+        return QdrantTenant(server.path, DIMS)
     return MilvusTenant(server.uri, DIMS)
 
 
@@ -225,6 +245,9 @@ async def test_shared_mode_leaves_another_tenants_rows_byte_identical(
         assert all(h.startswith(f"benchd:{ns}:") for h in hits.ids)
         for fid in [str(m["id"]) for m in memories[:5]]:
             assert await store.delete(fid) is False  # the tenant's id, outside benchd's namespace
+        if kind == "qdrant":  # the tenant's own point ids, as benchd would read them listed
+            for fid in [str(m["id"]) for m in memories[:5]]:
+                assert await store.delete(QdrantTenant.point(fid)) is False
         for r in batch:
             assert await store.delete(r.store_id) is True
         assert await listed(store) == {}
@@ -274,3 +297,49 @@ async def test_pgvector_refuses_a_bad_password_and_shows_no_secret(
         assert redact.text(info.endpoint) == info.endpoint  # nothing in it looks like the DSN
     finally:
         await store.aclose()
+
+
+async def test_qdrant_never_overwrites_a_foreign_point_at_benchds_point_id(
+    servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    """Qdrant's upsert replaces a point by id whoever wrote it: benchd reads the ids first and
+    refuses (ownership) when one is another tenant's, even at the UUID benchd derives."""
+    from benchd.targets.qdrant import point_id
+
+    _need("qdrant_client", "qdrant")
+    memories, _ = corpus()
+    server = servers("qdrant")
+    tenant = QdrantTenant(server.path, DIMS)
+    tenant.create(memories)
+    ns = "benchd-planted"
+    batch = records(ns, memories)
+    tenant.add(point_id(batch[2].store_id), "the tenant's own text at benchd's point id")
+    before = tenant.snapshot()
+    store = make_store("qdrant", server, ns, tmp_path, shared=True, collection=tenant.name)
+    try:
+        with pytest.raises(OwnershipError, match="never overwrites") as caught:
+            await store.write(batch)
+        assert caught.value.kind == "ownership"
+        assert await store.delete(batch[2].store_id) is False
+        assert (await store.list_page(None)).records == []
+    finally:
+        await store.aclose()
+    assert tenant.snapshot() == before
+
+
+async def test_qdrant_local_storage_held_by_another_client_is_an_ownership_error(
+    servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    _need("qdrant_client", "qdrant")
+    from qdrant_client import QdrantClient
+
+    path = str(tmp_path / "held")
+    holder = QdrantClient(path=path)
+    store = make_store("qdrant", servers("qdrant"), "benchd-held", tmp_path, path=path)
+    try:
+        with pytest.raises(OwnershipError, match="held by another process") as caught:
+            await store.list_page(None)
+        assert caught.value.kind == "ownership"
+    finally:
+        await store.aclose()
+        holder.close()
