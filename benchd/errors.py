@@ -20,13 +20,15 @@ Every error a user can cause or meet carries a one-line, actionable message
     │   │   ├── TargetRateLimited                429 (.retry_after_s; kind "rate_limited")
     │   │   └── TargetRedirect                   3xx, never followed (kind "redirect")
     │   ├── TargetProtocolError              a 2xx whose body breaks the contract (kind "decode")
+    │   ├── TargetToolError                  a tool call the store answered as failed (MCP
+    │   │                                    ``isError``; kind "tool_error", never an HTTP status)
     │   └── OwnershipError                   namespace holds records benchd did not write
     ├── ThresholdBreached            exit 1  a --fail-under threshold was not met
     └── OutputError                  exit 5  writing a file or stream failed (disk full, read-only)
 
 Each :class:`TargetError` has a ``kind`` — one of ``timeout``, ``connect``,
 ``auth``, ``redirect``, ``http_4xx``, ``rate_limited``, ``http_5xx``, ``decode``,
-``ownership`` — the bounded label value used for error counters. Which
+``tool_error``, ``ownership`` — the bounded label value used for error counters. Which
 answer becomes which error is decided in one place,
 :func:`benchd.targets.client.status_error`.
 """
@@ -58,6 +60,7 @@ __all__ = [
     "TargetRateLimited",
     "TargetRedirect",
     "TargetTimeout",
+    "TargetToolError",
     "TargetUnreachable",
     "ThresholdBreached",
     "UsageError",
@@ -79,6 +82,7 @@ ERROR_KINDS = (
     "rate_limited",
     "http_5xx",
     "decode",
+    "tool_error",
     "ownership",
 )
 
@@ -199,6 +203,18 @@ class TargetProtocolError(TargetError):
     """A successful status whose body does not follow the store's contract."""
 
     kind = "decode"
+
+
+class TargetToolError(TargetError):
+    """A tool the store offers answered its call as failed (MCP's ``isError``).
+
+    The answer itself was well formed, and its transport succeeded (MCP
+    carries a tool's failure inside an HTTP 200 or a stdio line): not an
+    HTTP status, not a broken contract. The message is the tool's own text,
+    masked and cut.
+    """
+
+    kind = "tool_error"
 
 
 class OwnershipError(TargetError):

@@ -22,7 +22,7 @@ import mcp_types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from benchd.errors import TargetError, TargetProtocolError
+from benchd.errors import TargetProtocolError, TargetToolError
 from benchd.targets.client import RetryingClient
 from benchd.targets.mcp.wire import Message, Wire
 from benchd.targets.said import words
@@ -34,14 +34,13 @@ MAX_TOOL_PAGES = 100
 
 
 
-class McpToolError(TargetError):
-    """A tool answered with ``isError``: the store refused the call (kind ``http_4xx``).
+class McpToolError(TargetToolError):
+    """A tool answered with ``isError``, or the server a call with a JSON-RPC error (kind
+    ``tool_error``), carrying its own text.
 
-    MCP carries a tool's failure inside a successful answer; benchd counts it
-    as the store refusing the request, the way an HTTP store's 4xx is.
+    MCP carries a tool's failure inside a successful answer (an HTTP 200, a
+    stdio line): no HTTP status to count it as, so it has a kind of its own.
     """
-
-    kind = "http_4xx"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ switches the model by restarting the server with another value.
 exits the process at once (a server dying mid-cycle, once).
 ``MEMSERVER_FAKE_DELETE=1``: delete_memory answers ``deleted: true`` and
 deletes nothing (a delete tool whose "done" is no proof).
+``MEMSERVER_SEARCH_ERROR=TEXT``: every search fails with TEXT (``isError``).
 
 Run: ``python memory_server.py [--transport stdio|http] [--port N]``.
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from benchd.embed.models import parse_embedder
@@ -85,6 +87,8 @@ def build(embedder_spec: str) -> MCPServer:
         if flag and os.path.exists(flag):
             os.unlink(flag)
             os._exit(3)
+        if refusal := os.environ.get("MEMSERVER_SEARCH_ERROR"):
+            raise ToolError(refusal)  # an anticipated failure: isError with this text
         rows = users.get(user_id, {})
         if not rows:
             return Found(results=[])

@@ -438,3 +438,24 @@ def test_the_shipped_tool_maps_load(tmp_path: Path) -> None:
         config = load_config(REPO / "configs" / name, secrets=False)
         assert config.probes[0].target.kind == "mcp"
 
+
+
+@pytest.mark.anyio
+async def test_a_tool_answering_is_error_is_counted_as_tool_error_not_as_an_http_status(
+    tmp_path: Path,
+) -> None:
+    argv = sdk_server_argv("--embedder", "hash:64")
+    target = stdio_target(argv, {"MEMSERVER_SEARCH_ERROR": "index offline"},
+                          'namespace_by = "argument"')  # fmt: skip
+    config = probe_toml(target, MEM0_TOOLS, fixture=REPO / "fixtures" / "smoke.json")
+    (result,) = await cycles(config, tmp_path)
+    assert set(result.errors) == {"tool_error"}, result.errors
+    assert result.error_message is not None
+    assert result.outcome == "failed" and result.error_kind == "tool_error"
+    assert "tool 'search_memories' failed: " in result.error_message
+    assert result.error_message.endswith(": index offline")  # the tool's own words
+    book = ResultBook()
+    book.record(result)
+    metrics = generate_latest(build_registry(book)).decode()
+    counted = [line for line in metrics.splitlines() if line.startswith("benchd_errors_total{")]
+    assert counted and all('kind="tool_error"' in line for line in counted), counted

@@ -16,6 +16,7 @@ from mcp_servers import (
 )
 
 from benchd.errors import TargetProtocolError, TargetUnreachable
+from benchd.redact import clear_secrets, register_secret
 from benchd.targets.mcp.config import McpConfig, SearchTool, ToolMap, WriteTool
 from benchd.targets.mcp.connect import open_session
 from benchd.targets.mcp.session import McpSession, McpToolError
@@ -67,7 +68,24 @@ async def test_a_tool_error_is_a_target_error_carrying_the_tools_message(tmp_pat
     finally:
         await session.aclose()
     assert "search_nodes" in str(caught.value) and "query" in str(caught.value)
-    assert caught.value.kind == "http_4xx"
+    assert caught.value.kind == "tool_error"  # not an HTTP status: the call itself went fine
+
+
+async def test_a_tool_errors_text_is_masked_then_cut_to_one_line() -> None:
+    secret = "sk-tool-0123456789abcdef"
+    register_secret(secret)
+    text = f"upstream refused key {secret}\n" + "x" * 5000
+    session = open_session(stdio(sdk_server_argv(), {"MEMSERVER_SEARCH_ERROR": text}), None)
+    try:
+        with pytest.raises(McpToolError) as caught:
+            await session.call_tool("search_memories", {"user_id": "u", "query": "q"})
+    finally:
+        await session.aclose()
+        clear_secrets()
+    message = str(caught.value)
+    assert "tool 'search_memories' failed: " in message and "upstream refused key" in message
+    assert secret not in message and "sk-tool" not in message
+    assert "\n" not in message and len(message) < 600 and "x" * 200 in message
 
 
 async def test_concurrent_calls_share_one_stdio_process_and_each_gets_its_answer() -> None:
