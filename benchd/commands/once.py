@@ -133,7 +133,9 @@ def check_cli_thresholds(config: Config, thresholds: Sequence[Threshold]) -> Non
     """Fail before any cycle if a probe cannot measure a command-line threshold."""
     for probe in config.probes:
         for t in thresholds:
-            problem = check_threshold(t, ks=probe.k, load_mode=probe.load.mode)
+            problem = check_threshold(
+                t, ks=probe.k, load_mode=probe.load.mode, unranked=probe.target.common.unranked
+            )
             if problem:
                 flag = "--fail-under" if t.op == ">=" and t.family == "quality" else "--threshold"
                 raise UsageError(f"{flag} {t.name}: probe {probe.name}: {problem}")

@@ -45,6 +45,9 @@ class CommonSettings:
     adopt_namespace: bool | None = None  # None: the kind has no such setting
     api_key_env: str | None = None
     api_key_file: str | None = None
+    # its search answers a set, scored whole (hit, recall, recall_all, precision; no @k):
+    # what thresholds may name (the kind's capabilities say the same to the cycle)
+    unranked: bool = False
 
 
 class UrlKeySettings(Protocol):

@@ -402,7 +402,10 @@ def _probe(raw: Any, *, file: str, path: str, base: Path, secrets: bool) -> Prob
     if not 0 <= jitter < table.interval_s:
         problems.append(f"{file}: {path}.jitter_s: must be >= 0 and below interval_s")
     thresholds = _collect(
-        problems, lambda: _thresholds(table, file=file, path=f"{path}.thresholds")
+        problems,
+        lambda: _thresholds(
+            table, file=file, path=f"{path}.thresholds", unranked=target.common.unranked
+        ),
     )
     if problems or thresholds is None:
         raise ConfigError(problems)
@@ -422,13 +425,18 @@ def _probe(raw: Any, *, file: str, path: str, base: Path, secrets: bool) -> Prob
     )
 
 
-def _thresholds(table: _ProbeTable, *, file: str, path: str) -> tuple[Threshold, ...]:
-    """``[probe.thresholds]`` checked against the probe's own k and load mode."""
+def _thresholds(
+    table: _ProbeTable, *, file: str, path: str, unranked: bool
+) -> tuple[Threshold, ...]:
+    """``[probe.thresholds]`` checked against the probe's own k, load mode and answers."""
     out = table.thresholds.thresholds()
     ks = sorted(set(table.k))
+    mode = table.load.mode
     problems = []
     for t in out:
-        problem = threshold_problem(t) or check_threshold(t, ks=ks, load_mode=table.load.mode)
+        problem = threshold_problem(t) or check_threshold(
+            t, ks=ks, load_mode=mode, unranked=unranked
+        )
         if problem:
             problems.append(f"{file}: {join_key(f'{path}.{t.pass_}', t.measure)}: {problem}")
     if problems:

@@ -5,9 +5,12 @@ A threshold is ``[PASS:]MEASURE OP BOUND``:
 - ``PASS`` is ``serial`` (the default: the exact, one-at-a-time pass) or
   ``load`` (the answers timed under load);
 - ``MEASURE`` is a ranking measure (``recall@10``, ``ndcg@5``, ``rr``, ...,
-  0-1), a latency percentile in seconds (``p50``, ``p90``, ``p95``, ``p99``,
-  ``max``; under open-loop load the corrected latency), or ``error_ratio``
-  (failed requests / requests in that pass, 0-1);
+  0-1), a set measure of a store whose search answers a set (``hit``,
+  ``recall``, ``recall_all``, ``precision``: over the whole answer, no
+  ``@k``; ``recall@all`` as ``/metrics`` labels it is the same), a latency
+  percentile in seconds (``p50``, ``p90``, ``p95``, ``p99``, ``max``; under
+  open-loop load the corrected latency), or ``error_ratio`` (failed
+  requests / requests in that pass, 0-1);
 - ``OP`` is ``<``, ``<=``, ``>`` or ``>=``: the condition that must *hold*.
 
 ``--fail-under recall@10=0.8`` is ``recall@10>=0.8``. The config's
@@ -16,8 +19,9 @@ measure to a bound: ranking measures are floors (``>=``), latency and
 ``error_ratio`` are ceilings (``<=``).
 
 Everything a threshold can get wrong (an unknown measure, a bound out of
-range, a cut-off the probe does not measure, a load pass the probe does not
-run) is found by :func:`parse_threshold` and :func:`check_threshold` before
+range, a cut-off the probe does not measure, a set measure on a probe that
+ranks or a rank measure on one that answers sets, a load pass the probe
+does not run) is found by :func:`parse_threshold` and :func:`check_threshold` before
 any cycle runs. Judging a cycle against a threshold is
 :func:`benchd.scoring.thresholds.evaluate`; its verdict
 (:class:`benchd.result.Verdict`) is carried in the result.
@@ -39,6 +43,7 @@ __all__ = [
     "LATENCY_MEASURES",
     "METRIC_NAMES",
     "PASSES",
+    "SET_METRIC_NAMES",
     "UNCUT_METRIC_NAMES",
     "Threshold",
     "ThresholdSettings",
@@ -59,11 +64,14 @@ METRIC_NAMES: tuple[str, ...] = (
     "map",
 )
 UNCUT_METRIC_NAMES: tuple[str, ...] = ("rr", "ap", "r_precision")
+SET_METRIC_NAMES: tuple[str, ...] = ("hit", "recall", "recall_all", "precision")
+"""The measures of a search that answers a set, over the whole set (no ``@k``)."""
+UNCUT_K = "all"  # how /metrics labels the k of a measure without a cut-off
 PASSES: tuple[str, ...] = ("serial", "load")
 LATENCY_MEASURES: tuple[str, ...] = ("p50", "p90", "p95", "p99", "max")
 
 _PASS = r"(?:(?P<pass>[a-z]+):)?"
-_MEASURE = r"(?P<measure>[a-z_0-9]+(?:@\d+)?)"
+_MEASURE = rf"(?P<measure>[a-z_0-9]+(?:@(?:\d+|{UNCUT_K}))?)"
 _NUMBER = r"(?P<bound>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _EXPR = re.compile(rf"^{_PASS}{_MEASURE}\s*(?P<op><=|>=|<|>)\s*{_NUMBER}$")
 _FAIL_UNDER = re.compile(rf"^{_PASS}{_MEASURE}={_NUMBER}$")
@@ -106,10 +114,17 @@ class ThresholdSettings:
         """The tables as thresholds (unvalidated: see :func:`threshold_problem`)."""
         out = []
         for pass_, table in (("serial", self.serial), ("load", self.load)):
-            for measure, bound in table.items():
+            for key, bound in table.items():
+                measure = uncut(key)
                 op = ">=" if _family(measure) == "quality" else "<="
                 out.append(Threshold(pass_, measure, op, float(bound)))
         return tuple(out)
+
+
+def uncut(measure: str) -> str:
+    """``recall@all`` (as ``/metrics`` labels a measure without a cut-off) -> ``recall``."""
+    name, at, k = measure.partition("@")
+    return name if at and k == UNCUT_K else measure
 
 
 def _family(measure: str) -> str:
@@ -126,12 +141,16 @@ def threshold_problem(t: Threshold) -> str | None:
     if t.family == "quality":
         if name in UNCUT_METRIC_NAMES and at:
             return f"{name} has no cut-off; write {name} without @{k}"
-        if name in METRIC_NAMES and not at:
+        if name in METRIC_NAMES and name not in SET_METRIC_NAMES and not at:
             return f"{name} needs a cut-off, e.g. {name}@10"
         if name not in METRIC_NAMES and name not in UNCUT_METRIC_NAMES:
             known = ", ".join([*(f"{m}@K" for m in METRIC_NAMES), *UNCUT_METRIC_NAMES])
+            sets = ", ".join(SET_METRIC_NAMES)
             extra = ", ".join([*LATENCY_MEASURES, "error_ratio"])
-            return f"unknown measure {t.measure!r}; one of {known}, {extra}"
+            return (
+                f"unknown measure {t.measure!r}; one of {known}, {extra} "
+                f"(and {sets} for a store whose search answers a set)"
+            )
         if at and not 1 <= int(k) <= 100:
             return f"cut-off @{k} is out of range; k is 1..100"
     if not math.isfinite(t.bound):
@@ -151,9 +170,8 @@ def parse_threshold(text: str, flag: str = "--threshold") -> Threshold:
             f"{flag} {text!r}: expected [serial:|load:]MEASURE<BOUND or MEASURE>=BOUND, "
             "e.g. p99<0.2, load:error_ratio<0.01, recall@10>=0.8"
         )
-    return _checked(
-        Threshold(m["pass"] or "serial", m["measure"], m["op"], float(m["bound"])), flag, text
-    )
+    spec = Threshold(m["pass"] or "serial", uncut(m["measure"]), m["op"], float(m["bound"]))
+    return _checked(spec, flag, text)
 
 
 def parse_fail_under(text: str) -> Threshold:
@@ -163,7 +181,7 @@ def parse_fail_under(text: str) -> Threshold:
         raise UsageError(
             f"--fail-under {text!r}: expected METRIC@K=VALUE such as recall@10=0.8 or rr=0.5"
         )
-    spec = Threshold(m["pass"] or "serial", m["measure"], ">=", float(m["bound"]))
+    spec = Threshold(m["pass"] or "serial", uncut(m["measure"]), ">=", float(m["bound"]))
     t = _checked(spec, "--fail-under", text)
     if t.family != "quality":
         raise UsageError(
@@ -180,11 +198,36 @@ def _checked(t: Threshold, flag: str, text: str) -> Threshold:
     return t
 
 
-def check_threshold(t: Threshold, *, ks: Sequence[int], load_mode: str) -> str | None:
-    """What keeps ``t`` from being measured by a probe with cut-offs ``ks`` and that load mode."""
+def check_threshold(
+    t: Threshold, *, ks: Sequence[int], load_mode: str, unranked: bool = False
+) -> str | None:
+    """What keeps ``t`` from being measured by a probe with cut-offs ``ks``, that load mode,
+    and a search that ranks or (``unranked``) answers a set."""
     if t.pass_ == "load" and load_mode == "serial":
         return "the probe has no load pass (load.mode = 'serial')"
+    if t.family == "quality" and (problem := _shape_problem(t.measure, ks, unranked)):
+        return problem
     k = t.cutoff
     if k is not None and k not in ks:
         return f"the probe measures k = {', '.join(map(str, ks))}, not {k}"
+    return None
+
+
+def _shape_problem(measure: str, ks: Sequence[int], unranked: bool) -> str | None:
+    """A set measure on a probe that ranks, or a rank measure on one that answers sets."""
+    is_set = measure in SET_METRIC_NAMES
+    if unranked and not is_set:
+        name = measure.partition("@")[0]
+        instead = f"{name} (over the whole set)" if name in SET_METRIC_NAMES else (
+            ", ".join(SET_METRIC_NAMES)
+        )
+        return (
+            f"the probe's search answers a set (scored whole): {measure} is not measured "
+            f"there (no rank, no cut-off); use {instead}"
+        )
+    if is_set and not unranked:
+        return (
+            f"{measure} without @k is the set measure of a store whose search answers a set; "
+            f"this probe ranks: write {measure}@K (k = {', '.join(map(str, ks))})"
+        )
     return None

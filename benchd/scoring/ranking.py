@@ -41,7 +41,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, count
 
-from benchd.config.thresholds import METRIC_NAMES, UNCUT_METRIC_NAMES
+from benchd.config.thresholds import METRIC_NAMES, SET_METRIC_NAMES, UNCUT_METRIC_NAMES
 
 __all__ = [
     "METRIC_NAMES",
@@ -56,8 +56,6 @@ __all__ = [
     "set_metrics",
 ]
 
-SET_METRIC_NAMES: tuple[str, ...] = ("hit", "recall", "recall_all", "precision")
-"""The measures of a search that answers a set, over the whole set (no ``@k``)."""
 
 RANK_ONLY_REASON = (
     "the store's search answers an unordered set: rank measures (mrr, ndcg, map, "

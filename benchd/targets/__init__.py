@@ -39,7 +39,7 @@ from benchd.targets.http.target import (
     http_costs,
 )
 from benchd.targets.mcp.config import McpConfig
-from benchd.targets.mcp.store import mcp_capabilities, mcp_costs, mcp_target
+from benchd.targets.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
 from benchd.targets.milvus import (
     MilvusConfig,
     milvus_capabilities,
@@ -134,7 +134,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_costs,
             python_namespace,
         ),
-        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, url_key_common, mcp_costs),
+        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
         # vector stores (#23): benchd computes the vectors ([probe.target.embed])
         TargetKind(
             "pgvector",

@@ -75,7 +75,8 @@ DEAD = "http://127.0.0.1:9"  # nothing listens: a cycle that ran would exit 3
     [
         (["--fail-under", "recal@10=0.5"], "--fail-under 'recal@10=0.5': unknown measure"),
         (["--fail-under", "recall@10=1.5"], "--fail-under 'recall@10=1.5': recall@10 is a ratio"),
-        (["--fail-under", "recall=0.5"], "recall needs a cut-off"),
+        (["--fail-under", "mrr=0.5"], "mrr needs a cut-off"),
+        (["--fail-under", "recall=0.5"], "probe smoke: recall without @k is the set measure"),
         (["--fail-under", "p99=0.5"], "p99 is not a ranking measure"),
         (["--threshold", "p99<0"], "--threshold 'p99<0': p99 is a latency in seconds"),
         (["--threshold", "error_ratio<2"], "error_ratio is a ratio in 0..1"),

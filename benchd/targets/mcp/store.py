@@ -24,10 +24,11 @@ their owned ids.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchd.config.kinds import StoreCosts
+from benchd.config.kinds import CommonSettings, StoreCosts, url_key_common
 from benchd.config.secrets import Secret
 from benchd.errors import ConfigError, OwnershipError, TargetProtocolError
 from benchd.logging import get_logger
@@ -56,6 +57,7 @@ __all__ = [
     "McpMapError",
     "McpStore",
     "mcp_capabilities",
+    "mcp_common",
     "mcp_costs",
     "mcp_target",
 ]
@@ -94,6 +96,12 @@ def mcp_capabilities(config: McpConfig) -> Capabilities:
         retries=config.transport == "http",
     )
 
+
+
+def mcp_common(config: McpConfig) -> CommonSettings:
+    """The common settings, and whether its search answers a set (what thresholds may name)."""
+    common = url_key_common(config)
+    return dataclasses.replace(common, unranked=config.tools.search.returns == "set")
 
 
 def mcp_costs(config: McpConfig) -> StoreCosts:

@@ -459,3 +459,56 @@ async def test_a_tool_answering_is_error_is_counted_as_tool_error_not_as_an_http
     metrics = generate_latest(build_registry(book)).decode()
     counted = [line for line in metrics.splitlines() if line.startswith("benchd_errors_total{")]
     assert counted and all('kind="tool_error"' in line for line in counted), counted
+
+
+SET_THRESHOLDS = """
+[probe.thresholds.serial]
+recall = 0.5
+"hit@all" = 0.5
+"""
+
+
+def test_thresholds_on_set_measures_are_checked_against_how_the_probe_answers(
+    tmp_path: Path,
+) -> None:
+    """Set measures (hit, recall, recall_all, precision; ``@all`` as /metrics labels them)
+    on a probe answering sets; a rank measure there, or a set one on a ranked probe, is a
+    validate error naming the key."""
+    unranked = server_memory_stdio(tmp_path / "m.jsonl")
+    path = tmp_path / "benchd.toml"
+    path.write_text(probe_toml(unranked, SERVER_MEMORY_TOOLS, extra=SET_THRESHOLDS))
+    (probe,) = load_config(path).probes
+    assert [t.name for t in probe.thresholds] == ["serial:recall>=0.5", "serial:hit>=0.5"]
+
+    path.write_text(probe_toml(unranked, SERVER_MEMORY_TOOLS,
+                               extra='[probe.thresholds.serial]\n"recall@10" = 0.5'))  # fmt: skip
+    proc = benchd("validate", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "thresholds.serial.\"recall@10\"" in proc.stdout or "recall@10" in proc.stdout
+    assert "answers a set (scored whole): recall@10 is not measured there" in proc.stdout
+    assert "use recall (over the whole set)" in proc.stdout
+
+    ranked = sdk_stdio("hash:64")
+    path.write_text(probe_toml(ranked, MEM0_TOOLS, extra=SET_THRESHOLDS))
+    proc = benchd("validate", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "recall without @k is the set measure" in proc.stdout
+    assert "this probe ranks: write recall@K (k = 10)" in proc.stdout
+
+
+def test_once_judges_a_set_measure_threshold_on_server_memory(tmp_path: Path) -> None:
+    path = tmp_path / "benchd.toml"
+    path.write_text(probe_toml(server_memory_stdio(tmp_path / "m.jsonl"), SERVER_MEMORY_TOOLS))
+    recall = keyword_set_scores()["recall"]
+    kept = benchd("once", "-c", str(path), "--threshold", f"recall@all>={recall - 0.01}",
+                  "--fail-under", "hit=0.5", cwd=tmp_path)  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    broken = benchd("once", "-c", str(path), "--threshold", f"recall>{recall}", "--format",
+                    "json", cwd=tmp_path)  # fmt: skip
+    assert broken.returncode == 1, broken.stderr
+    (verdict,) = json.loads(broken.stdout)["probes"][0]["thresholds"]
+    assert verdict["name"] == f"serial:recall>{recall:g}" and verdict["breached"]
+    assert verdict["value"] == pytest.approx(recall)
+    ranked_only = benchd("once", "-c", str(path), "--fail-under", "ndcg@10=0.5", cwd=tmp_path)
+    assert ranked_only.returncode == 2
+    assert "ndcg@10 is not measured there" in ranked_only.stderr
