@@ -241,15 +241,20 @@ def store_problems(path: str | Path) -> list[str]:
 
     One line per problem, ``FILE: probe NAME: what``: a store error (it cannot
     be reached, refuses the key) is one line; an error that carries several
-    problems (an mcp tool map's mismatches) gives each its own line.
+    problems (an mcp tool map's mismatches) gives each its own line. These
+    lines are the command's output (stdout), so the warnings a cycle's
+    ``info`` phase logs about the same problems are not logged here: each
+    problem is printed once.
     """
     import anyio
 
     from benchd.config.load import load_config
     from benchd.errors import TargetError
+    from benchd.logging import configure_logging
     from benchd.targets import build_target
 
     config = load_config(path)
+    configure_logging("error")
 
     async def ask() -> list[str]:
         lines: list[str] = []

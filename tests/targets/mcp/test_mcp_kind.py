@@ -298,6 +298,8 @@ def test_validate_check_store_names_the_missing_tool_in_one_line_and_exits_2(
     assert "probe mcp: [probe.target.tools.search]: the server has no tool 'search_memories'" in (
         lines[0]
     )
+    assert "search_memories" not in proc.stderr  # once: stdout is the report, no log line too
+    assert proc.stderr.strip() == "benchd validate: 1 problem in 1 of 2 files"
 
 
 @pytest.mark.anyio
