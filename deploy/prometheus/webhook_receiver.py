@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +31,10 @@ DEFAULT_LISTEN = "127.0.0.1:5001"  # alertmanager.yml's webhook URL
 
 MAX_BODY = 1 << 20  # Alertmanager's payloads are a few KB; refuse anything absurd
 LABELS = ("probe", "metric", "k", "severity")
+# Pages arrive on parallel connections (Alertmanager flushes groups that fired
+# together at the same instant); print() writes the text and its newline
+# separately, so two threads could print two pages onto one line.
+_OUTPUT = threading.Lock()
 
 
 def describe(payload: dict[str, Any]) -> list[str]:
@@ -47,6 +52,13 @@ def describe(payload: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _emit(lines: list[str]) -> None:
+    """Write a page's lines whole: one write, one page at a time."""
+    with _OUTPUT:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+
+
 def handler(as_json: bool) -> type[BaseHTTPRequestHandler]:
     class Receiver(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -59,7 +71,7 @@ def handler(as_json: bool) -> type[BaseHTTPRequestHandler]:
             except ValueError as exc:
                 self.send_error(400, f"not an Alertmanager payload: {exc}")
                 return
-            print("\n".join(lines), flush=True)
+            _emit(lines)
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -26,6 +26,7 @@ import httpx
 import yaml
 
 __all__ = [
+    "EVALUATION_INTERVAL",
     "LogReader",
     "Running",
     "free_port",
@@ -44,6 +45,7 @@ PROMETHEUS_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 SHIPPED_ALERTMANAGER = PROMETHEUS_DIR / "alertmanager.yml"
 SHIPPED_WEBHOOK_URL = "http://127.0.0.1:5001/"
 _STOP_TIMEOUT_S = 10.0
+EVALUATION_INTERVAL = "1s"  # run_prometheus's scrape and rule evaluation interval
 
 
 @dataclass
@@ -206,7 +208,10 @@ def run_prometheus(
     ``alertmanagers`` (``host:port``) receive the firing alerts.
     """
     config: dict[str, Any] = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "global": {
+            "scrape_interval": EVALUATION_INTERVAL,
+            "evaluation_interval": EVALUATION_INTERVAL,
+        },
         "rule_files": [str(p) for p in rule_files],
         "scrape_configs": [{"job_name": "benchd", "static_configs": [{"targets": list(targets)}]}],
     }

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -127,6 +128,47 @@ def test_webhook_receiver_json_mode_prints_the_payload_as_one_line() -> None:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
     assert [json.loads(line) for line in out.splitlines()] == [PAYLOAD]
+
+
+def test_pages_posted_at_once_come_out_one_per_line(tmp_path: Path) -> None:
+    """Alertmanager flushes groups that fired together at the same instant, on parallel
+    connections: each page is still one whole line (test_alert_e2e read two pages printed
+    into one line as no page at all)."""
+    port = free_port()
+    printed = tmp_path / "pages.jsonl"  # a file, not a pipe: nothing here reads it meanwhile
+    with printed.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(RECEIVER), "--listen", f"127.0.0.1:{port}", "--json"],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    pages = [
+        {**PAYLOAD, "groupKey": f"group-{i}", "pad": "x" * (i * 997 % 8_000)} for i in range(200)
+    ]
+    posters = 4  # below the receiver's listen backlog (5): a connection is never refused
+    barrier = threading.Barrier(posters)
+
+    def post_some(share: list[dict[str, object]]) -> None:
+        with httpx.Client(timeout=30) as client:
+            barrier.wait()
+            for page in share:
+                assert client.post(f"http://127.0.0.1:{port}/", json=page).status_code == 200
+
+    try:
+        assert proc.stderr is not None and "webhook receiver on" in proc.stderr.readline()
+        threads = [
+            threading.Thread(target=post_some, args=(pages[i::posters],)) for i in range(posters)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    got = [json.loads(line) for line in printed.read_text(encoding="utf-8").splitlines()]
+    assert sorted(p["groupKey"] for p in got) == sorted(p["groupKey"] for p in pages)
 
 
 def _unit_lines(key: str) -> list[str]:
