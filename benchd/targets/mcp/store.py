@@ -135,11 +135,12 @@ class McpStore(StoreDefaults):
             ) from None
 
         self.config = config
+        self._capabilities = mcp_capabilities(config)
         self.session = open_session(config, secret)
         self.tools = ToolStore(config, self.session)
         delete = config.tools.delete
         self.deletes = VerifiedDeletes(
-            self.tools.delete,
+            self._send_deletes,
             self._all_ids,
             self._still_listed,
             batch_size=delete.batch_size if delete is not None else 1,
@@ -171,7 +172,7 @@ class McpStore(StoreDefaults):
 
     @property
     def capabilities(self) -> Capabilities:
-        return mcp_capabilities(self.config)
+        return self._capabilities
 
     @property
     def retries(self) -> int:
@@ -251,9 +252,15 @@ class McpStore(StoreDefaults):
             await self.deletes.delete(stale)  # its listing reads the leases again
         else:
             await self._all_ids()
-        if any(h.token != token and h.live() for h in self._leases.values()):
-            log.warning("lease contended: backing off", namespace=self.config.namespace)
-            await self.deletes.delete([name])  # the other writer keeps it
+        rivals = [h for h in self._leases.values() if h.token != token and h.live()]
+        if rivals:
+            # Both may have written at once: each that sees the other deletes its own and
+            # fails here (not at the flow's read-back, which may find neither by then).
+            await self.deletes.delete([name])
+            raise OwnershipError(
+                f"{self._where()}: {rivals[0].describe()} took the lease at the same time; "
+                "backing off (one writer per namespace)"
+            )
 
     async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool:
         """Delete through the tool, verified by listing: the deletes in flight go as one set,
@@ -267,6 +274,9 @@ class McpStore(StoreDefaults):
             ids += list(self._leases)
         await self.deletes.delete(ids)
         return True
+
+    async def _send_deletes(self, store_ids: Sequence[str]) -> None:
+        await self.tools.delete(store_ids)
 
     async def _all_ids(self) -> set[str]:
         """Every id a fresh listing shows (every page), lease records included."""
@@ -291,7 +301,7 @@ class McpStore(StoreDefaults):
         return f"namespace {self.config.namespace!r} at {self.config.endpoint}"
 
     def _lease_of(self, store_id: str) -> Holder | None:
-        if not self.capabilities.lease:
+        if not self._capabilities.lease:
             return None
         return parse_lease(self.config.namespace, store_id)
 

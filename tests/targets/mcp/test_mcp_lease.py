@@ -11,6 +11,7 @@ lease over at once; a stale lease is taken over; a stopped one hands it back.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -149,6 +150,47 @@ async def test_a_cleanup_deletes_the_corpus_as_one_set_verified_by_one_listing(
     assert report is not None and report.deleted == 1 and report.leftover == 0
     assert (deletes.sets, deletes.listings) == (2, 2)
     assert names(memory) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("rival_backs_off", [False, True])
+async def test_of_two_writers_at_once_one_that_lists_the_other_deletes_its_own_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rival_backs_off: bool
+) -> None:
+    """Another instance's lease record lands right after this one's (unseen by the listing
+    before): this one lists, sees it, deletes its own and fails, writing no corpus — also
+    when the other backs off at the same moment, leaving no lease to read back."""
+    memory = tmp_path / "benchd.jsonl"
+    rival = {
+        "namespace": NS, "token": "rival", "heartbeat": time.time(), "ttl_s": 600.0,
+        "role": "run", "pid": 7, "fixture_hash": "", "instance": "pod-1",
+    }  # fmt: skip
+    async with runner(server_memory_stdio(memory), tmp_path, "a", "pod-0") as r:
+        tools = r.target.store.tools  # type: ignore[attr-defined]
+        write, delete = tools.write, tools.delete
+
+        async def and_the_rivals(records: Sequence[dict[str, Any]]) -> int:
+            sent: int = await write(records)
+            if any(str(record["id"]).startswith(PREFIX) for record in records):
+                theirs = {"id": lease_name(NS, rival), "content": "", "namespace": NS}
+                await write([{**theirs, "memory": {}}])
+            return sent
+
+        async def the_rival_too(ids: Sequence[str]) -> None:
+            await delete(ids)
+            if any(i.startswith(PREFIX) for i in ids):  # this one's own: the rival saw it
+                await delete([lease_name(NS, rival)])
+
+        monkeypatch.setattr(tools, "write", and_the_rivals)
+        if rival_backs_off:
+            monkeypatch.setattr(tools, "delete", the_rival_too)
+        result = await r.run_once()
+    assert (result.outcome, result.error_kind) == ("failed", "ownership")
+    assert "instance 'pod-1'" in (result.error_message or "")
+    assert "took the lease at the same time" in (result.error_message or "")
+    left = [h.instance for h in leases(memory)]
+    assert left == ([] if rival_backs_off else ["pod-1"])  # its own deleted
+    assert not [n for n in names(memory) if n.startswith("benchd:")]  # no corpus written
 
 
 def holder(token: str, heartbeat: float, ttl_s: float = 60.0) -> Holder:
