@@ -169,9 +169,9 @@ class NamespaceFlow(NamespaceOwnership):
 
     # -- listing ----------------------------------------------------------------------
 
-    async def export_namespace(self) -> dict[str, Mapping[str, Any]]:
-        """Every record listed in the namespace, by store id, as the store gave it."""
-        return {sid: rec.data for sid, rec in (await self._list()).records.items()}
+    async def export_namespace(self) -> Mapping[str, Listed]:
+        """Every record listed in the namespace, by store id, as the listing keeps it."""
+        return (await self._list()).records
 
     async def _list(self) -> Listing:
         """The whole namespace, page by page; bounded in records and in pages."""

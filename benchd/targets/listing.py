@@ -11,6 +11,7 @@ recognised by its id, or, where the store assigns its own ids, by its text.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Literal
 
@@ -18,7 +19,14 @@ from benchd.targets.lease import Holder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id, sentinel_text
 from benchd.targets.store import Listed
 
-__all__ = ["Listing", "Which", "digest", "legacy_sentinel_text", "sentinel_digests"]
+__all__ = [
+    "Listing",
+    "Which",
+    "digest",
+    "fingerprint",
+    "legacy_sentinel_text",
+    "sentinel_digests",
+]
 
 Which = Literal["current", "legacy"]
 """A sentinel of this benchd version, or of an earlier one (migrated)."""
@@ -27,6 +35,21 @@ Which = Literal["current", "legacy"]
 def digest(text: str) -> str:
     """The sha256 of a text, used to recognise a record by its content."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint(*values: object) -> bytes | None:
+    """A 16-byte digest of JSON values, equal exactly when the values are (dict order aside).
+
+    What a listing keeps of a record for a kind's ``unchanged``, instead of the
+    record: a value JSON cannot say exactly (NaN, an object, keys of mixed types)
+    gives None, and a record without a fingerprint is written again, never
+    assumed unchanged.
+    """
+    try:
+        text = json.dumps(values, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def legacy_sentinel_text(namespace: str) -> str:

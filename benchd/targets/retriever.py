@@ -36,6 +36,7 @@ from benchd.result import TargetInfo
 from benchd.targets.answers import finite_number
 from benchd.targets.base import SearchQuery
 from benchd.targets.lease import holder_of
+from benchd.targets.listing import fingerprint
 from benchd.targets.owned import OWNER_KEY, owned_id, owned_prefix
 from benchd.targets.said import raised
 from benchd.targets.store import (
@@ -133,7 +134,7 @@ class RetrieverStore(StoreDefaults):
         if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = mark.get("fixture_id")
             written_as = owned_id(ns, str(fid)) if fid is not None else owned_prefix(ns)
-        return Listed(str(rid), written_as, lease=holder_of(mark), data=record)
+        return Listed(str(rid), written_as, lease=holder_of(mark), kept=fingerprint(record))
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         records = [_wire(r) for r in batch]
@@ -162,7 +163,7 @@ class RetrieverStore(StoreDefaults):
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
         """Listed as written (text and mark): writing it again would change nothing."""
-        return listed.data == _wire(record)
+        return listed.kept is not None and listed.kept == fingerprint(_wire(record))
 
     async def search(self, query: SearchQuery) -> Hits:
         k = query.limit + 1  # room for the sentinel, which is dropped, never scored

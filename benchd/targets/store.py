@@ -23,8 +23,11 @@ What a kind implements (:class:`Store`)
 ``list_page(cursor)``
     One page of the records in benchd's namespace, each as a :class:`Listed`:
     the store's id, the id benchd wrote it under where the store keeps one
-    beside its own (a column, a metadata mark), a digest of its text, and
-    the lease where the record is benchd's sentinel. ``cursor`` is None for
+    beside its own (a column, a metadata mark), a digest of its text, the
+    lease where the record is benchd's sentinel, and a fingerprint of what
+    ``unchanged`` compares. A listing of 10^5 records is held whole, so a
+    Listed is small and fixed: reduce each record as its page arrives and
+    keep nothing of the page. ``cursor`` is None for
     the first page and the page's ``next`` after; ``next = None`` ends the
     listing. The flow bounds the listing (records, pages without anything
     new), so a store need not.
@@ -71,7 +74,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from benchd.result import TargetInfo
@@ -138,7 +141,10 @@ class Listed:
     # recognised then (None where the store keeps benchd's ids)
     digest: str | None = None
     lease: Holder | None = None  # the lease, on benchd's sentinel where the store keeps one
-    data: Mapping[str, Any] = field(default_factory=dict)  # the store's own fields, for its hooks
+    # What the kind's ``unchanged`` compares, reduced as the page arrives
+    # (:func:`benchd.targets.listing.fingerprint`): a listing keeps a few small fields per
+    # record, never its text or metadata. None: not comparable (the record is rewritten).
+    kept: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,7 +138,6 @@ def listed_of(store_id: str, mark: Mapping[str, Any]) -> Listed:
         id=store_id,
         digest=digest if isinstance(digest, str) else None,
         lease=_lease(mark) if mark.get(SENTINEL_KEY) == "true" else None,
-        data={k: v for k, v in mark.items() if k in (FIXTURE_KEY, MODEL_KEY, SENTINEL_KEY)},
     )
 
 

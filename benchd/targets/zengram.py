@@ -139,6 +139,16 @@ class ZengramConfig:
     headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What the store keeps of a listed record, small and fixed (never its text)."""
+
+    listed: Listed  # as the flow sees it
+    fixture_id: str | None  # the fixture id benchd's mark names
+    content: bytes  # wire.content_digest of its text: the sentinel's rewrite, read-backs
+    created_s: float | None  # its created_at (epoch seconds): the corpus's time
+
+
 class ZengramStore(HttpStore):
     """The :class:`~benchd.targets.store.Store` of a Zengram-compatible API."""
 
@@ -157,8 +167,8 @@ class ZengramStore(HttpStore):
         self._sent = 0  # records sent this process: bounds a read-back listing
         self._most = 0  # ... and so does the largest namespace the flow listed
         self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
-        self._listed: dict[str, dict[str, Any]] = {}  # the latest listing, by server id
-        self._paging: dict[str, dict[str, Any]] = {}  # the listing being paged
+        self._listed: dict[str, Stored] = {}  # the latest listing, by server id
+        self._paging: dict[str, Stored] = {}  # the listing being paged
         self._seen: set[str] = set()  # ids of the listing being paged, active or not
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
 
@@ -231,26 +241,36 @@ class ZengramStore(HttpStore):
         if cursor is None:
             self._paging, self._seen = {}, set()
         page, more = await self._fetch_page(offset)
-        kept = wire.active(page)
+        kept = self._stored_of(page)  # the page's records, reduced; the page is dropped
         self._paging.update(kept)
-        listed = [self._listed_of(r) for r in kept.values()]
+        listed = [s.listed for s in kept.values()]
         if not page or not more:
-            self._listed = self._paging
-            self._most = max(self._most, listing_limit(len(self._paging)))
+            self._listed, self._paging, self._seen = self._paging, {}, set()
+            self._most = max(self._most, listing_limit(len(self._listed)))
             return Page(listed)
         self._check_progress(offset, page, self._seen)
         return Page(listed, str(offset + len(page)))
 
-    def _listed_of(self, record: dict[str, Any]) -> Listed:
-        """A listed record: benchd's id from its mark (store-assigned ids), its lease."""
+    def _stored_of(self, page: Sequence[dict[str, Any]]) -> dict[str, Stored]:
+        """A page's active records, by server id, reduced to what benchd keeps of each."""
+        return {sid: self._kept(sid, r) for sid, r in wire.active(page).items()}
+
+    def _kept(self, sid: str, record: Mapping[str, Any]) -> Stored:
+        """A listed record: benchd's id from its mark (store-assigned ids), its lease, and
+        digests of its text and of what the import's dedup compares; never the text."""
         ns = self.config.namespace
         metadata = record.get("metadata")
         mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
-        written_as = None
-        if isinstance(mark, dict) and mark.get("namespace") == ns:
-            fid = mark.get("fixture_id")
-            written_as = owned_id(ns, str(fid)) if fid is not None else owned_prefix(ns)
-        return Listed(str(record["id"]), written_as, lease=holder_of(mark), data=record)
+        written_as, fid = None, None
+        if isinstance(mark, dict):
+            fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
+            if mark.get("namespace") == ns:
+                written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
+                written_as = sid if written_as == sid else written_as  # one string, not two
+        listed = Listed(sid, written_as, lease=holder_of(mark), kept=wire.kept_of(record))
+        stamp = record.get("created_at")
+        created = wire.epoch_s(stamp) if stamp else None
+        return Stored(listed, fid, wire.content_digest(content_of(record)), created)
 
     async def read_back(self, store_ids: Sequence[str]) -> list[Listed]:
         """Records the listing did not show, looked for in listings with other page sizes.
@@ -262,14 +282,18 @@ class ZengramStore(HttpStore):
         found. Only active records of benchd's namespace are listed, so only
         those count.
         """
+        return [s.listed for s in (await self._found(store_ids)).values()]
+
+    async def _found(self, store_ids: Sequence[str]) -> dict[str, Stored]:
+        """:meth:`read_back`'s records, as the store keeps them."""
         wanted = set(store_ids)
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, Stored] = {}
         for size in RESCUE_PAGES:
             if wanted <= found.keys():
                 break
             listed = await self._export_all(size)
             found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
-        return [self._listed_of(rec) for rec in found.values()]
+        return found
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         return await self._import_batch([self._prepare(r) for r in batch])
@@ -288,7 +312,7 @@ class ZengramStore(HttpStore):
         listed = self._listed.get(record.store_id)
         with anyio.CancelScope(shield=True) as shield:
             shield.deadline = anyio.current_time() + self._sentinel_bound_s()
-            if listed is not None and content_of(listed) == sentinel["content"]:
+            if listed is not None and listed.content == wire.content_digest(sentinel["content"]):
                 await self.delete(record.store_id)
             counts = await self._import_batch([sentinel])
         if shield.cancelled_caught:
@@ -334,17 +358,16 @@ class ZengramStore(HttpStore):
     @staticmethod
     def _duplicate(listed: Listed, record: Record) -> bool:
         """Same content and type: the import's dedup would skip the record."""
-        stored, memory = listed.data, record.memory
-        return content_of(stored) == content_of(memory) and stored.get(
-            "type", "event"
-        ) == memory.get("type", "event")
+        return listed.kept is not None and wire.same_dedup(listed.kept, record.memory)
 
     def _keyed(self, listed: Listed, record: Record) -> bool:
         """The fields the server keys across tenants are stored as benchd namespaced them."""
         if not record.fixture_id:
             return True
         wanted = namespaced_fields(self.config.namespace, record.fixture_id, record.memory)
-        return all(listed.data.get(name) == value for name, value in wanted.items())
+        return listed.kept is not None and all(
+            wire.same_field(listed.kept, name, value) for name, value in wanted.items()
+        )
 
     def seeded(self, records: Sequence[Record]) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
@@ -399,13 +422,19 @@ class ZengramStore(HttpStore):
         same records however long ago that seed was.
         """
         latest: float | None = None
-        marked = wire.by_fixture(self._listed)
+        marked: dict[str, Stored] = {}
+        for stored in self._listed.values():
+            if stored.fixture_id is not None:
+                marked.setdefault(stored.fixture_id, stored)
         for record in records:
             stamp = record.memory.get("created_at")
-            if stamp is None:
-                stored = marked.get(record.fixture_id) or self._listed.get(record.store_id, {})
-                stamp = stored.get("created_at") or self._sent_created.get(record.fixture_id)
-            moment = wire.epoch_s(stamp)
+            if stamp is not None:
+                moment = wire.epoch_s(stamp)
+            else:
+                kept = marked.get(record.fixture_id) or self._listed.get(record.store_id)
+                moment = kept.created_s if kept is not None else None
+                if moment is None:
+                    moment = wire.epoch_s(self._sent_created.get(record.fixture_id))
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
         return None if latest is None else wire.iso_ms(round(latest * 1000))
@@ -450,13 +479,13 @@ class ZengramStore(HttpStore):
             if poll:
                 await anyio.sleep(wait)  # the server may still be writing the timed-out import
             before = len(missing)
-            held = wire.keys(await self._export_all())
+            held = wire.keys({sid: s.content for sid, s in (await self._export_all()).items()})
             missing = [r for r in missing if wire.key(r) not in held]
             if not missing or (poll and len(missing) == before):
                 break
         ids = [str(r["id"]) for r in missing if r.get("id") is not None]
         if ids and len(ids) < len(records):  # some written: the rest may sit on a page boundary
-            held = wire.keys({r.id: r.data for r in await self.read_back(ids)})
+            held = wire.keys({sid: s.content for sid, s in (await self._found(ids)).items()})
             missing = [r for r in missing if wire.key(r) not in held]
         return missing
 
@@ -495,19 +524,19 @@ class ZengramStore(HttpStore):
             )
         seen.update(ids)
 
-    async def _export_all(self, size: int = EXPORT_PAGE) -> dict[str, dict[str, Any]]:
+    async def _export_all(self, size: int = EXPORT_PAGE) -> dict[str, Stored]:
         """Every active record in the namespace, by server id: a read-back's own listing.
 
         Its paging state is its own (imports are read back concurrently);
         bounded like the flow's listing, by what this store was sent.
         """
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, Stored] = {}
         seen: set[str] = set()
         offset = 0
         most = max(listing_limit(self._sent), self._most)
         for _ in range(most // size + 2):
             page, more = await self._fetch_page(offset, size)
-            records.update(wire.active(page))
+            records.update(self._stored_of(page))
             if not page or not more:
                 self._listed = records
                 return records

@@ -6,6 +6,7 @@ worker (:func:`benchd.targets.answers.decode`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -14,20 +15,24 @@ from typing import Any
 from benchd.errors import TargetProtocolError
 from benchd.targets.answers import LABEL_SOURCE_CHARS, count, finite_number, first_ids
 from benchd.targets.flow import content_of
-from benchd.targets.listing import digest
-from benchd.targets.owned import OWNER_KEY
+from benchd.targets.listing import fingerprint
+from benchd.targets.owned import GLOBAL_KEYED
 from benchd.targets.store import Counts
 
 __all__ = [
+    "Key",
     "active",
-    "by_fixture",
+    "content_digest",
     "epoch_s",
     "export_page",
     "health_labels",
     "import_counts",
     "iso_ms",
+    "kept_of",
     "key",
     "keys",
+    "same_dedup",
+    "same_field",
     "search_hits",
     "to_ms",
 ]
@@ -74,33 +79,61 @@ def active(page: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {str(r["id"]): r for r in page if r.get("active", True) is not False}
 
 
-def by_fixture(listed: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """Listed records by the fixture id benchd's mark on them names."""
-    out: dict[str, Mapping[str, Any]] = {}
-    for record in listed.values():
-        metadata = record.get("metadata")
-        mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
-        if isinstance(mark, dict) and mark.get("fixture_id") is not None:
-            out.setdefault(str(mark["fixture_id"]), record)
-    return out
+def content_digest(text: str) -> bytes:
+    """A record's text as a listing keeps it: 16 bytes (the sentinel's rewrite, read-backs)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def key(record: Mapping[str, Any]) -> str:
-    """How a read-back recognises a prepared record: ``id#digest`` (``#digest`` without an id).
+_PART = 16  # bytes of each fingerprint in what a listing keeps
+
+
+def kept_of(record: Mapping[str, Any]) -> bytes | None:
+    """What benchd compares of a stored record, as a listing keeps it (never its text).
+
+    Fingerprints (16 bytes each) of what the import's dedup compares
+    (content and type), then of each field the server keys across tenants
+    (``key``, ``subject``: :data:`~benchd.targets.owned.GLOBAL_KEYED`); None
+    where one cannot be taken (the record is then written again).
+    """
+    parts = [_dedup(record), *(fingerprint(record.get(name)) for name in GLOBAL_KEYED)]
+    return None if None in parts else b"".join(p for p in parts if p is not None)
+
+
+def _dedup(record: Mapping[str, Any]) -> bytes | None:
+    return fingerprint(content_of(record), record.get("type", "event"))
+
+
+def same_dedup(kept: bytes, memory: Mapping[str, Any]) -> bool:
+    """The stored record (as :func:`kept_of` keeps it) has ``memory``'s content and type."""
+    return kept[:_PART] == _dedup(memory)
+
+
+def same_field(kept: bytes, name: str, value: object) -> bool:
+    """The stored record (as :func:`kept_of` keeps it) holds ``value`` in field ``name``
+    (one of :data:`~benchd.targets.owned.GLOBAL_KEYED`)."""
+    at = (1 + GLOBAL_KEYED.index(name)) * _PART
+    return kept[at : at + _PART] == fingerprint(value)
+
+
+Key = tuple[str, bytes]
+"""How a read-back recognises a record: its id ("" for none) and its content digest."""
+
+
+def key(record: Mapping[str, Any]) -> Key:
+    """A prepared record's read-back key.
 
     The content is part of it, so a changed record whose old version is still
     stored under its id is not mistaken for written.
     """
     rid = record.get("id")
-    return ("" if rid is None else str(rid)) + "#" + digest(content_of(record))
+    return ("" if rid is None else str(rid)), content_digest(content_of(record))
 
 
-def keys(listed: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    """The read-back keys of listed records, by id and by content alone."""
-    held: set[str] = set()
-    for server_id, record in listed.items():
-        content = "#" + digest(content_of(record))
-        held.update((server_id + content, content))
+def keys(contents: Mapping[str, bytes]) -> set[Key]:
+    """The read-back keys of listed records (server id -> content digest), by id and alone."""
+    held: set[Key] = set()
+    for server_id, content in contents.items():
+        held.update(((server_id, content), ("", content)))
     return held
 
 

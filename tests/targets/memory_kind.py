@@ -8,7 +8,6 @@ into the writer's namespace, exactly the trap benchd's owned ids avoid.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +82,7 @@ class MemoryStore(StoreDefaults):
 
     def _listed(self, rid: str) -> Listed:
         mark = TENANTS[rid].get("metadata", {}).get(OWNER_KEY)
-        return Listed(rid, lease=holder_of(mark), data=copy.deepcopy(TENANTS[rid]))
+        return Listed(rid, lease=holder_of(mark))
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         for record in batch:

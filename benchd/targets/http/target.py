@@ -309,9 +309,7 @@ class HttpKindStore(HttpStore):
         listed, n, more = await decode(
             answer.body, what, partial(export_page, export, offset, what)
         )
-        records = [
-            Listed(sid, rec.get("fid"), rec.get("digest"), data=rec) for sid, rec in listed.items()
-        ]
+        records = [Listed(sid, rec.get("fid"), rec.get("digest")) for sid, rec in listed.items()]
         if not more:
             return Page(records)
         if number >= export.max_pages:

@@ -1,0 +1,137 @@
+"""What a listing keeps per record is small and fixed: never the record's text or metadata.
+
+A namespace of 10^5 records is listed whole (verify, cleanup, the lease's
+read-back), and the flow and the store keep the latest listing between
+cycles; held as decoded records it cost ~1.8 KiB a record (598 MiB peak at
+10^5, docs/load.md). These tests bound what stays allocated after a
+listing, measured with tracemalloc, by a count of bytes per record.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from benchd.config.secrets import Secret
+from benchd.targets.listing import fingerprint
+from benchd.targets.owned import OWNER_KEY, owned_id
+from benchd.targets.store import Listed, Record
+from benchd.targets.zengram import ZengramConfig, ZengramTarget
+
+pytestmark = pytest.mark.anyio
+
+KEY = "test-key-listing-0123456789"
+NS = "benchd-eval"
+RECORDS = 3_000
+PAGE = 100  # records per answer: each page decodes inline (no decode worker)
+TEXT = 1_000  # characters of text per record, as in a real corpus (synth's are ~300)
+KEPT_PER_RECORD = 700  # bytes a listed record may keep (flow and store together)
+
+
+def _record(i: int) -> dict[str, Any]:
+    fid = f"doc-{i:06d}"
+    return {
+        "id": owned_id(NS, fid),
+        "client_id": NS,
+        "type": "event",
+        "content": f"record {i} " + "lorem ipsum dolor sit amet " * (TEXT // 27),
+        "content_hash": f"{i:064x}",
+        "created_at": f"2026-05-01T00:00:{i % 60:02d}.{i % 1000:03d}Z",
+        "metadata": {OWNER_KEY: {"namespace": NS, "fixture_id": fid}, "source": "bench", "n": i},
+        "tags": ["a", "b", f"t{i}"],
+        "active": True,
+    } | _keyed(i)
+
+
+def _keyed(i: int) -> dict[str, str]:
+    """Records 7 and 9 are facts: 7 keyed as benchd keys them, 9 as an earlier version did."""
+    if i == 7:
+        return {"type": "fact", "key": owned_id(NS, "k7")}
+    if i == 9:
+        return {"type": "fact", "key": "k9"}
+    return {}
+
+
+def _export(request: httpx.Request) -> httpx.Response:
+    """``GET /export``: PAGE records a page, generated, so the store holds nothing here."""
+    offset = int(request.url.params.get("offset", 0))
+    page = [_record(i) for i in range(offset, min(offset + PAGE, RECORDS))]
+    body = {"memories": page, "total": RECORDS, "has_more": offset + len(page) < RECORDS}
+    return httpx.Response(200, content=json.dumps(body).encode())
+
+
+def _target() -> ZengramTarget:
+    config = ZengramConfig(url="http://store.test", cleanup="never")
+    return ZengramTarget(config, Secret(KEY, "test"), transport=httpx.MockTransport(_export))
+
+
+@contextmanager
+def _held() -> Iterator[list[int]]:
+    """Bytes still allocated after the block (collected first), in ``out[0]``."""
+    out = [0]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        yield out
+        gc.collect()
+        out[0] = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+async def test_a_listing_keeps_a_few_hundred_bytes_per_record_not_its_text() -> None:
+    t = _target()
+    try:
+        await t.export_namespace()  # warm: connections, caches, first-use imports
+        with _held() as held:
+            listed = await t.export_namespace()
+            assert len(listed) == RECORDS
+            del listed
+    finally:
+        await t.aclose()
+    # the old listing kept every decoded record (~2.2 KiB each here): ~6.6 MB
+    assert held[0] < RECORDS * KEPT_PER_RECORD, f"{held[0] / RECORDS:.0f} bytes per record"
+
+
+async def test_the_listing_still_tells_what_a_rewrite_would_change() -> None:
+    """Kept small, the listing still decides 'unchanged' exactly: text and type."""
+    t = _target()
+    try:
+        listed = await t.export_namespace()
+    finally:
+        await t.aclose()
+    store = t.store
+
+    def record(i: int, **changes: Any) -> tuple[Listed, Record]:
+        fid = f"doc-{i:06d}"
+        memory = {k: v for k, v in _record(i).items() if k in ("content", "type", "created_at")}
+        memory |= {"id": fid, "key": f"k{i}"} if i in (7, 9) else {"id": fid}
+        return listed[owned_id(NS, fid)], Record(owned_id(NS, fid), fid, memory | changes, {})
+
+    assert store.unchanged(*record(3))
+    assert store.unchanged(*record(3, created_at="2030-01-01T00:00:00Z"))  # not deduped
+    assert not store.unchanged(*record(3, content=_record(3)["content"] + "!"))
+    assert not store.unchanged(*record(3, type="fact"))
+    assert not store.unchanged(Listed(owned_id(NS, "doc-000003")), record(3)[1])  # nothing kept
+    assert store.unchanged(*record(7)) and not store.stale(*record(7))  # keyed as benchd keys
+    assert store.stale(*record(9)) and not store.unchanged(*record(9))  # keyed the old way
+    assert not store.unchanged(*record(7, key="k8"))
+
+
+def test_a_fingerprint_is_equal_exactly_when_the_json_values_are() -> None:
+    assert fingerprint({"a": 1, "b": [1, "x"]}) == fingerprint({"b": [1, "x"], "a": 1})
+    assert fingerprint("text", "event") != fingerprint("text", "fact")
+    assert fingerprint("text", None) != fingerprint("text", "None")
+    assert fingerprint(1) != fingerprint(1.0) != fingerprint(True)  # written again: safe side
+    assert fingerprint(["ab", "c"]) != fingerprint(["a", "bc"])
+    for unsayable in (math.nan, object(), {1: "a", "b": 2}):
+        assert fingerprint({"v": unsayable}) is None  # never taken for unchanged
