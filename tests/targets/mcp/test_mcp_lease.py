@@ -11,6 +11,8 @@ lease over at once; a stale lease is taken over; a stopped one hands it back.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -20,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp_servers import server_memory_over_http
+from support import BenchdProcess
 from test_mcp_kind import SERVER_MEMORY_TOOLS, probe_toml, server_memory_stdio
 
 from benchd.config.load import load_config
@@ -98,6 +101,37 @@ async def test_a_second_instance_on_a_live_daemons_memory_file_is_refused_or_rea
         await daemon.release_lease()
     assert leases(memory) == []  # handed back on stop
     assert sentinel_id(NS) in names(memory)
+
+
+def test_benchd_once_beside_a_running_daemon_measures_read_only_and_the_stop_hands_back(
+    tmp_path: Path,
+) -> None:
+    """The commands as an operator runs them: ``benchd run`` holds the memory file's lease,
+    ``benchd once`` beside it (its own server process on the same file) writes nothing,
+    and SIGTERM deletes the daemon's lease record (the sentinel stays)."""
+    memory = tmp_path / "benchd.jsonl"
+    daemon = tmp_path / "daemon.toml"
+    stdio = server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "before"')
+    daemon.write_text('[server]\ninstance = "pod-0"\n' + probe_toml(
+        stdio, SERVER_MEMORY_TOOLS, extra="interval_s = 600"))  # fmt: skip
+    once = tmp_path / "once.toml"
+    once.write_text('[server]\ninstance = "ci"\n' + probe_toml(
+        server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "after"'),
+        SERVER_MEMORY_TOOLS))  # fmt: skip
+    with BenchdProcess(["--config", str(daemon)]) as benchd:
+        (cycle,) = benchd.wait_cycles("mcp", 1, timeout=300)
+        assert cycle["outcome"] == "success", cycle
+        before = memory.read_bytes()
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchd", "once", "-c", str(once)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "leased by live benchd instance 'pod-0'" in proc.stderr
+        assert "read-only (wrote and deleted nothing)" in proc.stderr
+        assert memory.read_bytes() == before
+        assert benchd.stop() == 0
+    assert leases(memory) == [] and sentinel_id(NS) in names(memory)
 
 
 @pytest.mark.anyio
