@@ -25,9 +25,9 @@ import functools
 import math
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -60,6 +60,8 @@ from benchd.targets.store import (
 __all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
 
 log = get_logger("benchd.targets")
+
+T = TypeVar("T")
 
 RELIST_AFTER_S = 15.0
 """A delete goes out at most this long after the listing that showed the record in benchd's
@@ -212,15 +214,14 @@ class NamespaceFlow(NamespaceOwnership):
             await self._migrate(existing)
         if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(existing)
-        records = [self._record(m) for m in memories]
         counts, unchanged = (0, 0, 0), 0
         if caps.writes and self._read_only is None:
-            counts, unchanged = await self._write_all(existing, records, progress)
+            counts, unchanged = await self._write_all(existing, memories, progress)
         verified, missing = len(memories), tuple[str, ...]()
         if caps.lists and plan.verifies:
             enter_phase(progress, "verify")
             verified, missing = await self._verify(memories, progress)
-        self.store.seeded(records)
+        self.store.seeded(self._records(memories))
         enter_phase(progress, "searchable")
         self._progress = progress
         searchable = await self._searchable_after(memories, missing)
@@ -239,6 +240,10 @@ class NamespaceFlow(NamespaceOwnership):
             unchanged=unchanged,
         )
 
+    def _records(self, memories: Iterable[Mapping[str, Any]]) -> Iterator[Record]:
+        """The corpus's records, made as they are read (never a list of 10^5 beside it)."""
+        return (self._record(m) for m in memories)
+
     def _record(self, memory: Mapping[str, Any]) -> Record:
         """What the flow writes for a fixture memory: benchd's id and mark."""
         fid = str(memory["id"])
@@ -247,7 +252,7 @@ class NamespaceFlow(NamespaceOwnership):
         )
 
     async def _write_all(
-        self, existing: Listing, records: Sequence[Record], progress: Progress | None
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]], progress: Progress | None
     ) -> tuple[Counts, int]:
         """Write what the store would not skip as a duplicate; its counts, and how many were
         unchanged (not sent).
@@ -258,7 +263,7 @@ class NamespaceFlow(NamespaceOwnership):
         keep: set[str] = set()
         stale: list[str] = []
         if self.store.plan.cleanup != "before":
-            for record in records:
+            for record in self._records(memories):
                 listed = existing.records.get(record.store_id)
                 if listed is None:
                     continue
@@ -269,14 +274,19 @@ class NamespaceFlow(NamespaceOwnership):
         if stale and self._can_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
             await self._delete_ids(stale)
-        to_write = [r for r in records if r.fixture_id not in keep]
-        return await self._write_batches(to_write, progress), len(keep)
+        to_write = (r for r in self._records(memories) if r.fixture_id not in keep)
+        counts = await self._write_batches(to_write, len(memories) - len(keep), progress)
+        return counts, len(keep)
 
-    async def _write_batches(self, records: Sequence[Record], progress: Progress | None) -> Counts:
-        """Write every record in batches, ``plan.concurrency`` at a time; summed counts."""
+    async def _write_batches(
+        self, records: Iterable[Record], total: int, progress: Progress | None
+    ) -> Counts:
+        """Write ``total`` records in batches, ``plan.concurrency`` at a time; summed counts.
+
+        Batches are cut as the workers take them: only those in flight are held.
+        """
         plan = self.store.plan
-        size = plan.batch_size
-        batches = [records[i : i + size] for i in range(0, len(records), size)]
+        batches = _chunks(records, plan.batch_size)
         totals = [0, 0, 0]
         done = 0
 
@@ -288,7 +298,7 @@ class NamespaceFlow(NamespaceOwnership):
                 totals[i] += n
             done += len(batch)
             if progress is not None:
-                progress(done, len(records))
+                progress(done, total)
 
         await run_bounded(batches, one, limit=plan.concurrency)
         return totals[0], totals[1], totals[2]
@@ -482,3 +492,15 @@ class NamespaceFlow(NamespaceOwnership):
 
         await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
         return deleted
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last shorter), cut as they are read."""
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -72,7 +72,7 @@ not detected. benchd runs such a probe and reports what it lacks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -201,7 +201,7 @@ class Store(Protocol):
 
     def stale(self, listed: Listed, record: Record) -> bool: ...
 
-    def seeded(self, records: Sequence[Record]) -> None: ...
+    def seeded(self, records: Iterable[Record]) -> None: ...
 
     async def search(self, query: SearchQuery) -> Hits: ...
 
@@ -241,7 +241,7 @@ class StoreDefaults:
         """Writing a record over its listed copy replaces it: nothing to delete first."""
         return False
 
-    def seeded(self, records: Sequence[Record]) -> None:
+    def seeded(self, records: Iterable[Record]) -> None:
         """Nothing to learn from the corpus."""
 
     def load_sender(

@@ -31,7 +31,7 @@ week.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -369,7 +369,7 @@ class ZengramStore(HttpStore):
             wire.same_field(listed.kept, name, value) for name, value in wanted.items()
         )
 
-    def seeded(self, records: Sequence[Record]) -> None:
+    def seeded(self, records: Iterable[Record]) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
         self._anchor = self._corpus_time(records)
 
@@ -412,7 +412,7 @@ class ZengramStore(HttpStore):
         self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
         return wire.iso_ms(self._last_fill_ms)
 
-    def _corpus_time(self, records: Sequence[Record]) -> str | None:
+    def _corpus_time(self, records: Iterable[Record]) -> str | None:
         """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
 
         Sent as ``reference_date`` to a query that has none, it makes date

@@ -13,17 +13,19 @@ import gc
 import json
 import math
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
+from memory_kind import TENANTS, MemorySettings, MemoryStore
 
 from benchd.config.secrets import Secret
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.listing import fingerprint
 from benchd.targets.owned import OWNER_KEY, owned_id
-from benchd.targets.store import Listed, Record
+from benchd.targets.store import Counts, Listed, Record
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -135,3 +137,24 @@ def test_a_fingerprint_is_equal_exactly_when_the_json_values_are() -> None:
     assert fingerprint(["ab", "c"]) != fingerprint(["a", "bc"])
     for unsayable in (math.nan, object(), {1: "a", "b": 2}):
         assert fingerprint({"v": unsayable}) is None  # never taken for unchanged
+
+
+async def test_a_seed_holds_the_records_of_the_batches_in_flight_not_of_the_corpus() -> None:
+    """The flow makes each record (benchd's id and mark) as a writer takes its batch."""
+    alive: list[int] = []
+
+    class Counting(MemoryStore):
+        async def write(self, batch: Sequence[Record]) -> Counts:
+            alive.append(sum(isinstance(o, Record) for o in gc.get_objects()))
+            return await super().write(batch)
+
+    corpus = [{"id": f"m{i}", "content": f"note {i}"} for i in range(300)]
+    TENANTS.clear()
+    flow = NamespaceFlow(Counting(MemorySettings(page=500)))
+    try:
+        report = await flow.seed(corpus)
+    finally:
+        TENANTS.clear()
+    assert report.imported == 300 and report.verified == 300
+    plan = flow.store.plan
+    assert max(alive) <= (plan.concurrency + 2) * plan.batch_size  # was 300: every record
