@@ -343,8 +343,10 @@ def hits_of(got: Any, where: str, limit: int, distance: str) -> list[Scored]:
     try:
         ids = got["ids"][0][:limit]
         dists = (got.get("distances") or [[None] * len(ids)])[0]
-    except (KeyError, IndexError, TypeError):
+    except (KeyError, IndexError, TypeError, AttributeError):
         raise TargetProtocolError(f"{where}: a query answer without ids[0]") from None
+    if not isinstance(ids, list):  # "ids": "abc" would read as the id "a"
+        raise TargetProtocolError(f"{where}: a query answer whose ids[0] is not a list")
     out: list[Scored] = []
     for i, sid in enumerate(ids):
         if not isinstance(sid, str):

@@ -94,6 +94,7 @@ T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _METRICS = {"cosine": "COSINE", "l2": "L2", "ip": "IP"}
 MAX_QUERY_WINDOW = 16_384  # Milvus's limit on offset + limit of one query
+GRPC_MAX_RECEIVE = b"grpc.max_receive_message_length"  # grpc's ChannelArgKey (bytes)
 MAX_CONTENT_CHARS = 65_535  # Milvus's VARCHAR limit; longer texts are cut when written
 
 
@@ -192,9 +193,13 @@ class MilvusIO:
             "token": self._token,
             "db_name": self.config.db_name,
             "timeout": self.config.timeout_s,
-            "grpc_options": {
-                "grpc.max_receive_message_length": self.config.max_response_bytes,
-            },
+            # the key as bytes, as pymilvus spells its own default (-1, unbounded): under the
+            # str key both went to the channel and the default won (a 1.8 MB answer was read
+            # past a 1 MiB bound)
+            "grpc_options": {GRPC_MAX_RECEIVE: self.config.max_response_bytes},
+            # pymilvus shares one channel per address and token: another client's options
+            # (another probe's bound) would apply to this one
+            "dedicated": True,
         }
 
     async def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

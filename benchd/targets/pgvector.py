@@ -64,7 +64,7 @@ from benchd.errors import (
 from benchd.logging import get_logger
 from benchd.targets.base import ProbeTarget
 from benchd.targets.flow import NamespaceFlow
-from benchd.targets.owned import namespace_problem
+from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
@@ -102,6 +102,7 @@ _OPS = {"cosine": ("<=>", "vector_cosine_ops"), "l2": ("<->", "vector_l2_ops"),
         "ip": ("<#>", "vector_ip_ops")}  # fmt: skip
 _OWN_MARK = "benchd: created by benchd for namespace "
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction left open
+MAX_SHOWN_ID = 2 * MAX_ID_CHARS  # the longest id a listing or a search reads
 MAX_MARK_BYTES = 4096  # the metadata a listing reads per row (a lease is ~250 bytes)
 
 
@@ -209,16 +210,23 @@ class PgvectorSQL:
         "AND NOT attisdropped) FROM pg_class c WHERE c.oid = to_regclass(%s)"
     )
 
+    @property
+    def shown_id(self) -> str:
+        """An id as read: cut one past the longest id benchd could have written (a longer one,
+        another writer's, is refused by :func:`_id` without reading it whole)."""
+        return f"left({self.id}::text, {MAX_SHOWN_ID + 1})"
+
     def listing(self) -> str:
         return (
-            f"SELECT {self.id}, left({self.meta}::text, {MAX_MARK_BYTES}) FROM {self.table} "
-            f"WHERE {self.ns} = %s AND {self.id} > %s ORDER BY {self.id} LIMIT %s"
+            f"SELECT {self.shown_id}, left({self.meta}::text, {MAX_MARK_BYTES}) "
+            f"FROM {self.table} WHERE {self.ns} = %s AND {self.id} > %s ORDER BY {self.id} "
+            "LIMIT %s"
         )
 
     def read_back(self) -> str:
         return (
-            f"SELECT {self.id}, left({self.meta}::text, {MAX_MARK_BYTES}) FROM {self.table} "
-            f"WHERE {self.ns} = %s AND {self.id} = ANY(%s)"
+            f"SELECT {self.shown_id}, left({self.meta}::text, {MAX_MARK_BYTES}) "
+            f"FROM {self.table} WHERE {self.ns} = %s AND {self.id} = ANY(%s)"
         )
 
     def clear(self) -> str:
@@ -236,7 +244,7 @@ class PgvectorSQL:
 
     def search(self) -> str:
         return (
-            f"SELECT {self.id}, {self.vec} {self.op} %s::vector FROM {self.table} "
+            f"SELECT {self.shown_id}, {self.vec} {self.op} %s::vector FROM {self.table} "
             f"WHERE {self.ns} = %s ORDER BY {self.vec} {self.op} %s::vector LIMIT %s"
         )
 
@@ -430,7 +438,7 @@ class PgvectorIO:
             cur = await conn.execute(
                 self.sql.listing(), (self.config.namespace, cursor or "", limit)
             )
-            rows = [(str(i), _mark(m)) for i, m in await cur.fetchall()]
+            rows = [(self._id(i), _mark(m)) for i, m in await cur.fetchall()]
         return rows, (rows[-1][0] if len(rows) == limit else None)
 
     async def rows(self, ids: Sequence[str]) -> list[Marked]:
@@ -439,7 +447,7 @@ class PgvectorIO:
         async with self.connection() as conn:
             cur = await conn.execute(self.sql.read_back(), (self.config.namespace, list(ids)))
             rows = await cur.fetchall()
-        return [(str(i), _mark(m)) for i, m in rows]
+        return [(self._id(i), _mark(m)) for i, m in rows]
 
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's rows with these ids in its namespace, in one transaction."""
@@ -470,7 +478,17 @@ class PgvectorIO:
         async with self.connection() as conn:
             cur = await conn.execute(self.sql.search(), (text, self.config.namespace, text, limit))
             rows = await cur.fetchmany(limit)
-        return [(str(i), self.sql.score(float(d))) for i, d in rows]
+        # a NULL vector (a shared table's) has a NULL distance; a zero one a NaN cosine
+        return [(self._id(i), None if d is None else self.sql.score(float(d))) for i, d in rows]
+
+    def _id(self, value: Any) -> str:
+        sid = str(value)
+        if len(sid) > MAX_SHOWN_ID:
+            raise TargetProtocolError(
+                f"{self.where}: a row in namespace {self.config.namespace!r} has an id of more "
+                f"than {MAX_SHOWN_ID} characters: not benchd's, and not read further"
+            )
+        return sid
 
 
 def _mark(value: Any) -> dict[str, Any]:

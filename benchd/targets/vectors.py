@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,10 +32,11 @@ import anyio.to_thread
 
 from benchd.config.kinds import StoreCosts
 from benchd.embed.config import EmbedConfig
-from benchd.errors import TargetUnreachable
+from benchd.errors import TargetProtocolError, TargetUnreachable
 from benchd.result import TargetInfo
 from benchd.targets.base import SearchQuery, note_service_time
 from benchd.targets.lease import Holder, holder_of
+from benchd.targets.owned import MAX_ID_CHARS
 from benchd.targets.store import Hits, Listed, Page, Record, StoreDefaults
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ MODEL_KEY = "benchd_model"
 SENTINEL_KEY = "benchd_sentinel"
 LEASE_KEY = "benchd_lease"
 MAX_LEASE_CHARS = 2048
+MAX_STORE_ID = 2 * MAX_ID_CHARS  # the longest store id benchd reads (its own: MAX_ID_CHARS)
 SENTINEL_TEXT = "benchd sentinel record"
 """What the sentinel's vector embeds: one text for every sentinel, cached once."""
 
@@ -131,6 +134,12 @@ def _lease(mark: Mapping[str, Any]) -> Holder | None:
         return None
 
 
+def _finite(score: float | None) -> float | None:
+    """A store's score as benchd keeps it: NaN and infinities (a zero vector's cosine, an
+    overflowed inner product) are no score at all."""
+    return score if score is not None and math.isfinite(score) else None
+
+
 def listed_of(store_id: str, mark: Mapping[str, Any]) -> Listed:
     """A listed record: its id, its digest and, on the sentinel, its lease."""
     digest = mark.get(DIGEST_KEY)
@@ -178,10 +187,11 @@ class VectorStore(StoreDefaults):
 
     async def list_page(self, cursor: str | None) -> Page:
         rows, after = await self.io.page(cursor, self.page_size)
-        return Page([listed_of(sid, mark) for sid, mark in rows], after)
+        return Page([listed_of(self._id(sid), mark) for sid, mark in rows[: self.page_size]], after)
 
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
-        return [listed_of(sid, mark) for sid, mark in await self.io.rows(store_ids)]
+        found = (await self.io.rows(store_ids))[: len(store_ids)]
+        return [listed_of(self._id(sid), mark) for sid, mark in found]
 
     async def write(self, batch: Sequence[Record]) -> tuple[int, int, int]:
         """Embed the batch (cache first) and write it; all written or an error."""
@@ -228,10 +238,27 @@ class VectorStore(StoreDefaults):
     async def search(self, query: SearchQuery) -> Hits:
         """Nearest neighbours of the query's vector; the latency is the store's call only."""
         vector = await self.embed.query(query.q)
+        want = query.limit + 1  # room for the sentinel
         started = time.perf_counter()
-        hits = await self.io.search(vector, query.limit + 1)  # room for the sentinel
+        hits = self._checked(await self.io.search(vector, want), want)
         note_service_time(time.perf_counter() - started)
         return Hits([h[0] for h in hits], [h[1] for h in hits])
+
+    def _checked(self, hits: Sequence[Scored], limit: int) -> list[Scored]:
+        """At most ``limit`` hits, each id checked, each score finite or none."""
+        return [(self._id(sid), _finite(score)) for sid, score in hits[:limit]]
+
+    def _id(self, store_id: Any) -> str:
+        """A store id as benchd keeps it: a string no longer than any id benchd writes twice
+        over; anything else is a protocol error naming the store (never kept whole)."""
+        if not isinstance(store_id, str):
+            raise TargetProtocolError(f"{self.io.where}: an id of {type(store_id).__name__}")
+        if len(store_id) > MAX_STORE_ID:
+            raise TargetProtocolError(
+                f"{self.io.where}: an id of {len(store_id)} characters (benchd's are at most "
+                f"{MAX_ID_CHARS}): not benchd's"
+            )
+        return store_id
 
     async def aclose(self) -> None:
         try:
