@@ -24,7 +24,7 @@ import importlib
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -58,6 +58,7 @@ __all__ = [
     "import_off_loop",
     "mark_digest",
     "mark_of",
+    "tie_ordered",
     "vector_costs",
 ]
 
@@ -67,6 +68,9 @@ MODEL_KEY = "benchd_model"
 SENTINEL_KEY = "benchd_sentinel"
 LEASE_KEY = "benchd_lease"
 MAX_LEASE_CHARS = 2048
+TIE_EPS = 1e-6
+"""Scores this close are one tie: the same cosine in float32, computed by two stores."""
+MAX_TIE_FETCH = 256  # hits read at most to close a tie at the cut
 MAX_STORE_ID = 2 * MAX_ID_CHARS  # the longest store id benchd reads (its own: MAX_ID_CHARS)
 SENTINEL_TEXT = "benchd sentinel record"
 """What the sentinel's vector embeds: one text for every sentinel, cached once."""
@@ -134,6 +138,28 @@ def _lease(mark: Mapping[str, Any]) -> Holder | None:
         return None
 
 
+def _tied(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= TIE_EPS
+
+
+def _tie_open(hits: Sequence[Scored], want: int) -> bool:
+    """Whether the tie at the cut (the ``want``-th hit) runs to the last hit read."""
+    return len(hits) > want and _tied(hits[want - 1][1], hits[-1][1])
+
+
+def tie_ordered(hits: Sequence[Scored]) -> list[Scored]:
+    """The store's ranking with each run of tied scores ordered by id (scores unchanged)."""
+    out: list[Scored] = []
+    run: list[Scored] = []
+    for hit in hits:
+        if run and not _tied(run[0][1], hit[1]):
+            out.extend(sorted(run, key=lambda h: h[0]))
+            run = []
+        run.append(hit)
+    out.extend(sorted(run, key=lambda h: h[0]))
+    return out
+
+
 def _finite(score: float | None) -> float | None:
     """A store's score as benchd keeps it: NaN and infinities (a zero vector's cosine, an
     overflowed inner product) are no score at all."""
@@ -180,6 +206,7 @@ class VectorStore(StoreDefaults):
         self.io = io
         self.embed = embed
         self.endpoint = endpoint
+        self._corpus = 0  # records in the namespace, once seeded
 
     async def info(self) -> TargetInfo:
         """The store and the embedder's label (the probe's model label); no I/O."""
@@ -235,14 +262,31 @@ class VectorStore(StoreDefaults):
         """Stored with the same text by the same embedder: nothing to write, nothing to embed."""
         return listed.digest == mark_digest(_content(record.memory), self.embed.label)
 
+    def seeded(self, records: Iterable[Record]) -> None:
+        """How many records the namespace holds: how far a tie may need to be read."""
+        self._corpus = sum(1 for _ in records)
+
     async def search(self, query: SearchQuery) -> Hits:
-        """Nearest neighbours of the query's vector; the latency is the store's call only."""
+        """Nearest neighbours of the query's vector, ties in one order; the latency is the
+        store's first call only.
+
+        Stores order equal scores as they like (Chroma differently run to run), so which
+        of the tied records make the cut at ``limit`` was chance. benchd asks for twice
+        the limit, reads on (once, up to the corpus, at most :data:`MAX_TIE_FETCH`) when
+        the tie at the cut runs past that, and orders each tie by store id: one ranking,
+        (score descending, id ascending), for every kind and every run.
+        """
         vector = await self.embed.query(query.q)
         want = query.limit + 1  # room for the sentinel
+        asked = 2 * want
         started = time.perf_counter()
-        hits = self._checked(await self.io.search(vector, want), want)
+        hits = self._checked(await self.io.search(vector, asked), asked)
         note_service_time(time.perf_counter() - started)
-        return Hits([h[0] for h in hits], [h[1] for h in hits])
+        more = min(max(self._corpus + 1, 4 * want), MAX_TIE_FETCH)
+        if len(hits) == asked and _tie_open(hits, want) and more > asked:
+            hits = self._checked(await self.io.search(vector, more), more)
+        ranked = tie_ordered(hits)[:want]
+        return Hits([h[0] for h in ranked], [h[1] for h in ranked])
 
     def _checked(self, hits: Sequence[Scored], limit: int) -> list[Scored]:
         """At most ``limit`` hits, each id checked, each score finite or none."""
