@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from benchd.drift.stats import Pool, noise_tests
 from benchd.errors import TargetError
 from benchd.targets.answers import (
+    INLINE_DECODE_BYTES,
     MAX_CODINGS,
     MAX_HEAD_BYTES,
     MAX_HEADERS,
@@ -45,7 +46,17 @@ from benchd.targets.client import RetryingClient, RetryPolicy
 from benchd.targets.transport import make_http_fire
 
 LIMIT = 1 << 20  # max_response_bytes in these tests
-PEAK = 1 << 20  # most this process may hold while reading any answer below
+STACK = 1 << 20
+"""What the HTTP stack may hold while reading, besides the body: asyncio allocates a 256 KiB
+buffer for every socket read, anyio queues what was read ahead of the reader (up to about one
+such read), h11 keeps its own 64 KiB. How much of it is live at once depends on who is ahead."""
+PEAK = STACK + 2 * INLINE_DECODE_BYTES
+"""Most this process may hold while reading any answer below: the stack, plus a body kept in
+memory up to INLINE_DECODE_BYTES and joined once (a larger one spills to a file). PEAK was a
+flat 1 MiB, set when the inline size was 32 KiB; at 512 KiB a body just under the cap held
+512 KiB before spilling and the stack's read buffers took the peak to 1.12 MB (every time with
+4 KiB server writes; 0.99-1.09 MB with 64 KiB writes). A bomb decoded whole holds its 9-64 MiB,
+far past either bound."""
 CODINGS = ("gzip", "deflate", "deflate-raw")  # deflate-raw: "deflate" sent without zlib header
 SIZES = (1_000, 200_000, LIMIT - 64, LIMIT + 64, 9 << 20, 64 << 20)
 FILLS = ("zeros", "text")
