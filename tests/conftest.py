@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import settings
 
 from benchd.targets import register_kinds
 
@@ -25,6 +26,13 @@ def _reset_structlog() -> Iterator[None]:
     yield
     structlog.reset_defaults()
 
+
+# No per-example wall-clock deadline anywhere (Hypothesis's default is 200 ms): on a shared,
+# loaded 2-core box one example of a microsecond function can be descheduled that long (seen:
+# 56 ms at load 9), and a deadline then fails the test as "unreliable timings" instead of
+# measuring the code. Tests that need a time bound state it themselves (fail_after).
+settings.register_profile("benchd", deadline=None)
+settings.load_profile("benchd")
 
 # The test session is an entry point: it hands the store kinds to config, as
 # benchd's commands do (config never imports the targets package).
