@@ -24,6 +24,9 @@ class Capabilities:
     lists: bool = False  # list benchd's records in its namespace (verify, ownership, purge)
     writes: bool = False  # write batches of records (seed); else indexed some other way
     deletes: bool = False  # delete one record by id (cleanup, migration, purge)
+    # deletes up to this many ids in one call (delete_many), each only while it is in
+    # benchd's namespace (the store's delete filters on it); 0: one call per record
+    bulk_deletes: int = 0
     lease: bool = False  # the sentinel carries a lease: one writer per namespace
     owned_ids: bool = True  # keeps the ids benchd writes (else it assigns its own; benchd's
     # records are then recognised by the id the listing shows beside the store's)

@@ -56,7 +56,15 @@ from benchd.targets.client import (
 from benchd.targets.flow import NamespaceFlow
 from benchd.targets.owned import namespace_problem
 from benchd.targets.store import Capabilities, SeedPlan
-from benchd.targets.vectors import Marked, Row, Scored, VectorStore, embed_stage, vector_costs
+from benchd.targets.vectors import (
+    BULK_DELETE,
+    Marked,
+    Row,
+    Scored,
+    VectorStore,
+    embed_stage,
+    vector_costs,
+)
 
 if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
@@ -292,6 +300,16 @@ class ChromaIO:
         deleted = answer.get("deleted") if isinstance(answer, dict) else None
         return not isinstance(deleted, int) or deleted > 0  # older servers answer {}
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """One ``delete`` for the set, filtered on benchd's namespace like every delete."""
+        cid = await self.collection_id(None)
+        if cid is None:
+            return 0
+        body = {"ids": list(store_ids), "where": self.filter}
+        answer = await self._json("POST", self._records(cid, "delete"), json=body)
+        deleted = answer.get("deleted") if isinstance(answer, dict) else None
+        return deleted if isinstance(deleted, int) else len(store_ids)  # older servers: {}
+
     def search_request(self, cid: str, vector: Sequence[float], limit: int) -> dict[str, Any]:
         return {
             "query_embeddings": [[float(x) for x in vector]],
@@ -365,7 +383,7 @@ def chroma_capabilities(config: ChromaConfig) -> Capabilities:
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
         full_answers=True,
-        retries=True,
+        retries=True, bulk_deletes=BULK_DELETE,
     )  # fmt: skip
 
 

@@ -58,6 +58,7 @@ from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
+    BULK_DELETE,
     Marked,
     Row,
     Scored,
@@ -387,6 +388,20 @@ class MilvusIO:
         )  # fmt: skip
         return True
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """One filtered delete for the set (namespace and ids); how many were there."""
+        if not await self.ready(None):
+            return 0
+        client = await self.client()
+        found = await self.rows(store_ids)
+        if not found:
+            return 0
+        await self._call(
+            "delete", client.delete, self.name,
+            filter=self._ids_filter([sid for sid, _ in found]),
+        )  # fmt: skip
+        return len(found)
+
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         if not await self.ready(None):
             return []
@@ -462,7 +477,7 @@ def milvus_capabilities(config: MilvusConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's entities; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        full_answers=True,
+        full_answers=True, bulk_deletes=BULK_DELETE,
     )
 
 

@@ -68,6 +68,7 @@ from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
+    BULK_DELETE,
     Marked,
     Row,
     Scored,
@@ -471,6 +472,14 @@ class PgvectorIO:
             cur = await conn.execute(self.sql.delete(), (self.config.namespace, store_id))
             return bool(cur.rowcount and cur.rowcount > 0)
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """``DELETE … WHERE namespace = $1 AND id = ANY($2)``: one statement for the set."""
+        if not self.config.shared and not await self.exists():
+            return 0
+        async with self.connection() as conn:
+            cur = await conn.execute(self.sql.clear(), (self.config.namespace, list(store_ids)))
+            return max(0, cur.rowcount or 0)
+
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         if not self.config.shared and self._table_dims is None and not await self.exists():
             return []
@@ -549,7 +558,7 @@ def pgvector_capabilities(config: PgvectorConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's rows; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        full_answers=True,
+        full_answers=True, bulk_deletes=BULK_DELETE,
     )
 
 

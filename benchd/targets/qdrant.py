@@ -423,6 +423,10 @@ class QdrantIO:
         )  # fmt: skip
         return True
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """One at a time (no bulk delete declared: each point's filter names its own id)."""
+        return sum([await self.delete(sid) for sid in store_ids])
+
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         if not await self.ready(None):
             return []

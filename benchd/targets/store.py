@@ -57,7 +57,10 @@ What a kind implements (:class:`Store`)
 Optional parts, with defaults in :class:`StoreDefaults` (inherit it):
 ``retries`` and ``retry_wait_s`` (requests the store's client retried, and
 the seconds it waited before them), ``read_back(ids)`` (records a listing
-may have skipped, read by id),
+may have skipped, read by id), ``delete_many(ids)`` (declared by
+:attr:`Capabilities.bulk_deletes`: delete a set of records in one call, each
+only while it is in benchd's namespace — the store's delete filters on the
+namespace — and answer how many went),
 ``unchanged(listed, record)`` (the store would skip this write as a
 duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
 corpus before the first search, e.g. to anchor date words) and
@@ -197,6 +200,8 @@ class Store(Protocol):
 
     async def delete(self, store_id: str, recheck: Recheck | None = None) -> bool: ...
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int: ...
+
     def unchanged(self, listed: Listed, record: Record) -> bool: ...
 
     def stale(self, listed: Listed, record: Record) -> bool: ...
@@ -232,6 +237,10 @@ class StoreDefaults:
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
         """No read-by-id: a record the listing skipped is missing."""
         return ()
+
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """Only called where :attr:`Capabilities.bulk_deletes` is declared."""
+        raise NotImplementedError("this store declares no bulk delete")
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
         """Every record is written; the store decides."""

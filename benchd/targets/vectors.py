@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "BULK_DELETE",
     "DIGEST_KEY",
     "FIXTURE_KEY",
     "LEASE_KEY",
@@ -77,6 +78,9 @@ SENTINEL_TEXT = "benchd sentinel record"
 
 Row = tuple[str, str, dict[str, Any], Sequence[float]]
 """One record as a vector store writes it: (benchd's id, text, mark, vector)."""
+BULK_DELETE = 500
+"""Ids a vector kind deletes in one call (its delete filters on benchd's namespace)."""
+
 Marked = tuple[str, dict[str, Any]]
 """One record as a listing reads it: (store id, benchd's mark or {})."""
 Scored = tuple[str, float | None]
@@ -191,6 +195,10 @@ class VectorIO(Protocol):
 
     async def delete(self, store_id: str) -> bool: ...
 
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """Delete these ids in benchd's namespace only, in one call; how many went."""
+        ...
+
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]: ...
 
     async def aclose(self) -> None: ...
@@ -248,6 +256,10 @@ class VectorStore(StoreDefaults):
         """Delete one of benchd's records in its namespace (scoped, so never retried blindly:
         ``recheck`` is not needed)."""
         return await self.io.delete(store_id)
+
+    async def delete_many(self, store_ids: Sequence[str]) -> int:
+        """Delete a set of benchd's records, in its namespace only (scoped like :meth:`delete`)."""
+        return await self.io.delete_many(store_ids) if store_ids else 0
 
     @property
     def retries(self) -> int:

@@ -256,6 +256,45 @@ async def test_shared_mode_leaves_another_tenants_rows_byte_identical(
     assert tenant.snapshot() == before
 
 
+async def test_a_bulk_delete_takes_only_benchds_rows_in_its_namespace(
+    kind: str, servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    """One call for a set (the flow's cleanup at 10^5 records): the tenant's ids in the set,
+    and benchd's ids of another namespace, are left as they were."""
+    memories, _ = corpus()
+    tenant = tenant_of(kind, servers(kind))
+    tenant.create(memories)
+    before = tenant.snapshot()
+    ns, other = "benchd-bulk", "benchd-bulk-other"
+    settings = shared_settings(kind, tenant)
+    store = make_store(kind, servers(kind), ns, tmp_path, **settings)
+    try:
+        batch = records(ns, memories)
+        await store.write(batch)
+    finally:
+        await store.aclose()
+    beside = make_store(kind, servers(kind), other, tmp_path, **settings)
+    try:
+        await beside.write(records(other, memories[:3]))
+    finally:
+        await beside.aclose()
+    store = make_store(kind, servers(kind), ns, tmp_path, **settings)
+    try:
+        theirs = [str(m["id"]) for m in memories[:5]]
+        theirs += [r.store_id for r in records(other, memories[:3])]
+        assert await store.delete_many(theirs + [r.store_id for r in batch[:10]]) == 10
+        assert set(await listed(store)) == {r.store_id for r in batch[10:]}
+        assert await store.delete_many([r.store_id for r in batch[:10]]) == 0  # gone already
+    finally:
+        await store.aclose()
+    beside = make_store(kind, servers(kind), other, tmp_path, **settings)
+    try:
+        assert len(await listed(beside)) == 3
+    finally:
+        await beside.aclose()
+    assert tenant.snapshot() == before
+
+
 async def test_shared_mode_never_creates_or_resizes_a_table(
     kind: str, servers: Callable[[str], Any], tmp_path: Path
 ) -> None:
