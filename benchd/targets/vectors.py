@@ -23,6 +23,7 @@ import hashlib
 import importlib
 import json
 import math
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -90,8 +91,14 @@ Scored = tuple[str, float | None]
 async def import_off_loop(module: str, extra: str, where: str) -> Any:
     """Import a client library in a worker thread (pymilvus takes 1.6-5 s: never on the loop).
 
-    A missing library is a ``connect`` error naming the extra that installs it.
+    A missing library is a ``connect`` error naming the extra that installs it. Once
+    imported it is taken from ``sys.modules`` on the loop: pgvector asks on every
+    connection checkout, and a worker-thread round trip per search cost its load pass
+    (bench/stores.py).
     """
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
     try:
         return await anyio.to_thread.run_sync(importlib.import_module, module)
     except ImportError as exc:
