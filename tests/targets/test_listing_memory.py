@@ -135,6 +135,8 @@ def test_a_fingerprint_is_equal_exactly_when_the_json_values_are() -> None:
     assert fingerprint("text", None) != fingerprint("text", "None")
     assert fingerprint(1) != fingerprint(1.0) != fingerprint(True)  # written again: safe side
     assert fingerprint(["ab", "c"]) != fingerprint(["a", "bc"])
+    assert fingerprint("ab", "c") != fingerprint("a", "bc") != fingerprint("a", "b", "c")
+    assert fingerprint("s1:a") != fingerprint("a", "a") and fingerprint("x") != fingerprint(["x"])
     for unsayable in (math.nan, object(), {1: "a", "b": 2}):
         assert fingerprint({"v": unsayable}) is None  # never taken for unchanged
 
