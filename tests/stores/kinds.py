@@ -117,7 +117,7 @@ def benchd_rows(kind: str, server: Any, namespace: str, where: str) -> int:
         return QdrantTenant(server.path, 0).rows_in(namespace, where)
     from pymilvus import MilvusClient
 
-    client = MilvusClient(uri=server.uri)
+    client = MilvusClient(uri=server.uri, dedicated=True)
     try:
         if not client.has_collection(where):
             return 0

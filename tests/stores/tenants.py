@@ -140,7 +140,10 @@ class MilvusTenant:
     def _client(self) -> Any:
         from pymilvus import MilvusClient
 
-        return MilvusClient(uri=self.uri)
+        # dedicated: pymilvus shares one channel per address in a process, and a shared one
+        # left idle while other tests run keeps pinging Milvus Lite until it answers GOAWAY
+        # "too many pings" to the next client that borrows it
+        return MilvusClient(uri=self.uri, dedicated=True)
 
     def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
         from pymilvus import DataType

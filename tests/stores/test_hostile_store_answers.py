@@ -208,7 +208,7 @@ async def test_milvus_answers_past_max_response_bytes_end_bounded(
         (near,) = vectors([text], DIMS)
         from pymilvus import MilvusClient
 
-        client = MilvusClient(uri=server.uri)
+        client = MilvusClient(uri=server.uri, dedicated=True)
         try:
             fat = {"benchd_lease": "x" * 60_000}
             rows = [
