@@ -1,6 +1,7 @@
 """benchd's vector kinds against the same store driven directly by its client library.
 
-For each kind (pgvector, chroma, milvus) this starts the real server on
+For each kind (pgvector, chroma, milvus; qdrant in qdrant-client's local mode, no
+server) this starts the real server on
 loopback (as tests/stores does: the stores' own virtualenv, .venv-stores),
 then in the same run (each side filtered to one namespace, asking k+1 = 11 as benchd
 does, so the store does the same work):
@@ -15,6 +16,7 @@ It prints one row per kind and pass and benchd's overhead as a ratio
 (direct / benchd for rates, benchd / direct for latencies). Usage::
 
     .venv/bin/python bench/stores.py [--records 2000] [--queries 50] [--seconds 5]
+        [--kinds pgvector,chroma,milvus,qdrant]
 """
 
 from __future__ import annotations
@@ -182,6 +184,33 @@ async def direct_chroma(url: str, texts: list[str], qv: list[list[float]], secon
         return await measure(write, search, len(texts), len(qv), seconds)
 
 
+async def direct_qdrant(path: str, texts: list[str], qv: list[list[float]], seconds: float) -> Any:
+    """qdrant-client's local mode (experimental kind): in-process, exact, on this event loop."""
+    from qdrant_client import AsyncQdrantClient, models
+
+    client = AsyncQdrantClient(path=path)
+    await client.create_collection(
+        "direct", vectors_config=models.VectorParams(size=DIMS, distance=models.Distance.COSINE)
+    )
+    dv = vectors(texts)
+    bench = models.FieldCondition(key="ns", match=models.MatchValue(value="bench"))
+    only = models.Filter(must=[bench])
+
+    async def write(rows: list[int]) -> None:
+        await client.upsert("direct", points=[
+            models.PointStruct(id=i, vector=dv[i], payload={"ns": "bench", "content": texts[i]})
+            for i in rows
+        ])  # fmt: skip
+
+    async def search(i: int) -> None:
+        await client.query_points("direct", query=qv[i % len(qv)], query_filter=only, limit=11)
+
+    try:
+        return await measure(write, search, len(texts), len(qv), seconds)
+    finally:
+        await client.close()
+
+
 async def direct_milvus(uri: str, texts: list[str], qv: list[list[float]], seconds: float) -> Any:
     from pymilvus import AsyncMilvusClient, DataType, MilvusClient
 
@@ -219,7 +248,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=2000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--kinds", default="pgvector,chroma,milvus,qdrant",
+                        help="comma-separated: which kinds to run")  # fmt: skip
     args = parser.parse_args()
+    kinds = args.kinds.split(",")
     work = Path(tempfile.mkdtemp(prefix="benchd-stores-bench-"))
     fixture = work / "synth.json"
     subprocess.run(
@@ -232,29 +264,57 @@ def main() -> None:
     qv = [[float(x) for x in row] for row in HashEmbedder(DIMS).embed_sync(
         [q.q for q in loaded.queries])]  # fmt: skip
     rows: list[tuple[str, str, dict[str, float]]] = []
+    if "pgvector" in kinds:
+        run_pgvector(rows, fixture, texts, qv, args.seconds, work)
+    if "chroma" in kinds:
+        run_chroma_kind(rows, fixture, texts, qv, args.seconds, work)
+    if "milvus" in kinds:
+        run_milvus_kind(rows, fixture, texts, qv, args.seconds, work)
+    if "qdrant" in kinds:  # local mode: benchd once, then the client, on separate directories
+        target = f'kind = "qdrant"\npath = "{work / "qdrant-benchd"}"\nnamespace = "bench"'
+        rows.append(("qdrant", "benchd", benchd_once("qdrant", target, fixture, args.seconds,
+                                                     dict(os.environ), work)))  # fmt: skip
+        rows.append(("qdrant", "direct", anyio.run(
+            direct_qdrant, str(work / "qdrant-direct"), texts, qv, args.seconds)))  # fmt: skip
+    report(rows, args)
+
+
+def run_pgvector(rows: list[Any], fixture: Path, texts: list[str], qv: list[list[float]],
+                 seconds: float, work: Path) -> None:  # fmt: skip
     with run_postgres() as pg:
         target = 'kind = "pgvector"\ndsn_env = "PG_DSN"\nnamespace = "bench"\ntable = "bench"'
         env = {**os.environ, "PG_DSN": pg.dsn}
         rows.append(("pgvector", "benchd", benchd_once("pgvector", target, fixture,
-                                                       args.seconds, env, work)))  # fmt: skip
-        rows.append(("pgvector", "direct", anyio.run(direct_pg, pg.dsn, texts, qv, args.seconds)))
+                                                       seconds, env, work)))  # fmt: skip
+        rows.append(("pgvector", "direct", anyio.run(direct_pg, pg.dsn, texts, qv, seconds)))
+
+
+def run_chroma_kind(rows: list[Any], fixture: Path, texts: list[str], qv: list[list[float]],
+                    seconds: float, work: Path) -> None:  # fmt: skip
     with run_chroma() as chroma:
         target = f'kind = "chroma"\nurl = "{chroma.url}"\nnamespace = "bench"'
-        rows.append(("chroma", "benchd", benchd_once("chroma", target, fixture, args.seconds,
+        rows.append(("chroma", "benchd", benchd_once("chroma", target, fixture, seconds,
                                                      dict(os.environ), work)))  # fmt: skip
         rows.append(("chroma", "direct",
-                     anyio.run(direct_chroma, chroma.url, texts, qv, args.seconds)))  # fmt: skip
+                     anyio.run(direct_chroma, chroma.url, texts, qv, seconds)))  # fmt: skip
+
+
+def run_milvus_kind(rows: list[Any], fixture: Path, texts: list[str], qv: list[list[float]],
+                    seconds: float, work: Path) -> None:  # fmt: skip
     with run_milvus() as milvus:
         target = f'kind = "milvus"\nuri = "{milvus.uri}"\nnamespace = "bench"'
-        rows.append(("milvus", "benchd", benchd_once("milvus", target, fixture, args.seconds,
+        rows.append(("milvus", "benchd", benchd_once("milvus", target, fixture, seconds,
                                                      dict(os.environ), work)))  # fmt: skip
         rows.append(("milvus", "direct",
-                     anyio.run(direct_milvus, milvus.uri, texts, qv, args.seconds)))  # fmt: skip
+                     anyio.run(direct_milvus, milvus.uri, texts, qv, seconds)))  # fmt: skip
+
+
+def report(rows: list[Any], args: argparse.Namespace) -> None:
     print(f"{args.records} records, {args.queries} queries, c={C} for {args.seconds:g} s, "
           f"hash:{DIMS} vectors")  # fmt: skip
     print(f"{'kind':9} {'via':7} {'seed rec/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'c=8 req/s':>10}")
     by = {(k, v): m for k, v, m in rows}
-    for kind in ("pgvector", "chroma", "milvus"):
+    for kind in [k for k in ("pgvector", "chroma", "milvus", "qdrant") if (k, "benchd") in by]:
         for via in ("benchd", "direct"):
             m = by[(kind, via)]
             print(f"{kind:9} {via:7} {m['seed_rps']:10.0f} {m['p50_ms']:8.2f} {m['p99_ms']:8.2f} "
