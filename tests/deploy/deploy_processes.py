@@ -30,6 +30,7 @@ __all__ = [
     "LogReader",
     "Running",
     "free_port",
+    "page_due_seconds",
     "prometheus_query",
     "run_alertmanager",
     "run_benchd",
@@ -46,6 +47,7 @@ SHIPPED_ALERTMANAGER = PROMETHEUS_DIR / "alertmanager.yml"
 SHIPPED_WEBHOOK_URL = "http://127.0.0.1:5001/"
 _STOP_TIMEOUT_S = 10.0
 EVALUATION_INTERVAL = "1s"  # run_prometheus's scrape and rule evaluation interval
+PROMETHEUS_RESEND_DELAY_S = 60.0  # prometheus --rules.alert.resend-delay (its default; not set)
 
 
 @dataclass
@@ -124,6 +126,24 @@ def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str) -> T:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(delay)  # polling interval of a deadline loop, not synchronisation
         delay = min(delay * 2, 0.5)
+
+
+def _seconds(duration: str) -> float:
+    value, unit = float(duration[:-1]), duration[-1]
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def page_due_seconds() -> float:
+    """Longest wait from an alert firing to its page through the shipped alertmanager.yml.
+
+    Prometheus sends an alert as it fires, stamped startsAt = the firing time,
+    so Alertmanager opens its group and pages group_wait later; plus one resend
+    should that first send be lost (Prometheus resends firing alerts every
+    resend delay), plus two rule evaluations. A group already open and flushed
+    would wait for group_interval instead: the tests' pages are a group's first.
+    """
+    group_wait = _seconds(yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())["route"]["group_wait"])
+    return group_wait + PROMETHEUS_RESEND_DELAY_S + 2 * _seconds(EVALUATION_INTERVAL)
 
 
 def _spawn(args: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -26,8 +26,8 @@ import httpx
 import pytest
 from deploy_processes import (
     BENCHD,
-    EVALUATION_INTERVAL,
     Running,
+    page_due_seconds,
     prometheus_query,
     run_alertmanager,
     run_benchd,
@@ -36,7 +36,7 @@ from deploy_processes import (
     run_webhook_receiver,
     wait_for,
 )
-from deploy_support import DEPLOY, PROMETHEUS_DIR, alert_rules, load_yaml, require_tool
+from deploy_support import DEPLOY, PROMETHEUS_DIR, alert_rules, require_tool
 
 ALERT = "BenchdQualityDrift"
 PROBE = "e2e"
@@ -75,19 +75,6 @@ def _seconds(duration: str) -> float:
 
 def _for_seconds() -> float:
     return _seconds(next(r for r in alert_rules() if r["alert"] == ALERT)["for"])
-
-
-def _group_wait_seconds() -> float:
-    return _seconds(load_yaml(PROMETHEUS_DIR / "alertmanager.yml")["route"]["group_wait"])
-
-
-PROMETHEUS_RESEND_DELAY_S = 60.0  # prometheus --rules.alert.resend-delay (default; not set)
-
-
-def _page_due_seconds() -> float:
-    """Longest wait from a drift alert firing to its page, from the configured intervals."""
-    evaluation = _seconds(EVALUATION_INTERVAL)
-    return _group_wait_seconds() + PROMETHEUS_RESEND_DELAY_S + 2 * evaluation
 
 
 def _benchd(args: list[str], env: dict[str, str], cwd: Path) -> None:
@@ -199,12 +186,10 @@ def test_embedding_model_change_pages_through_the_shipped_alertmanager(tmp_path:
                 timeout=_for_seconds() + 30,
                 what=f"{ALERT} firing for recall@10 within its for: window",
             )
-            # Prometheus sends an alert as it fires, stamped startsAt = the firing time, so
-            # Alertmanager opens the group and pages group_wait (30 s) later. Bound: that,
-            # plus one resend should the first send be lost (Prometheus resends firing
-            # alerts every --rules.alert.resend-delay, 1 m by default), plus two rule
-            # evaluations (1 s each here). A bound against a hang, not a timing assertion.
-            page = _paged(hook, time.monotonic() + _page_due_seconds())
+            # the group's first page is due group_wait (30 s) after the firing; the bound
+            # adds one Prometheus resend and two evaluations (page_due_seconds: 92 s). A
+            # bound against a hang, not a timing assertion.
+            page = _paged(hook, time.monotonic() + page_due_seconds())
     assert time.monotonic() - switched >= _for_seconds()  # its for: was honoured
     alert = firing[0]
     assert alert["labels"]["probe"] == PROBE and alert["labels"]["severity"] == "critical"

@@ -42,6 +42,7 @@ import pytest
 from deploy_processes import (
     BENCHD,
     free_port,
+    page_due_seconds,
     prometheus_query,
     run_alertmanager,
     run_benchd,
@@ -228,7 +229,7 @@ def test_a_model_swap_fires_the_shipped_alerts_and_alertmanager_delivers_the_pag
             )
             page = wait_for(
                 lambda: _delivered(received, lock, "BenchdQualityDrift"),
-                timeout=60,
+                timeout=page_due_seconds(),  # from the drift firing, observed before this
                 what="the drift page delivered by Alertmanager to the webhook",
             )
             regressed = prometheus_query(
