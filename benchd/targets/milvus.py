@@ -96,6 +96,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 _METRICS = {"cosine": "COSINE", "l2": "L2", "ip": "IP"}
 MAX_QUERY_WINDOW = 16_384  # Milvus's limit on offset + limit of one query
 GRPC_MAX_RECEIVE = b"grpc.max_receive_message_length"  # grpc's ChannelArgKey (bytes)
+GRPC_IDLE_PINGS = "grpc.keepalive_permit_without_calls"  # as pymilvus spells its default (str)
 MAX_CONTENT_CHARS = 65_535  # Milvus's VARCHAR limit; longer texts are cut when written
 
 
@@ -197,7 +198,13 @@ class MilvusIO:
             # the key as bytes, as pymilvus spells its own default (-1, unbounded): under the
             # str key both went to the channel and the default won (a 1.8 MB answer was read
             # past a 1 MiB bound)
-            "grpc_options": {GRPC_MAX_RECEIVE: self.config.max_response_bytes},
+            "grpc_options": {
+                GRPC_MAX_RECEIVE: self.config.max_response_bytes,
+                # pymilvus pings every 10 s even with no call in flight; a server that allows
+                # fewer (Milvus Lite: GOAWAY "too_many_pings" after ~70 s idle) drops the
+                # channel between cycles and gRPC logs it on stderr. Ping only during calls.
+                GRPC_IDLE_PINGS: 0,
+            },
             # pymilvus shares one channel per address and token: another client's options
             # (another probe's bound) would apply to this one
             "dedicated": True,

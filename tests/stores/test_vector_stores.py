@@ -382,3 +382,31 @@ async def test_qdrant_local_storage_held_by_another_client_is_an_ownership_error
     finally:
         await store.aclose()
         holder.close()
+
+
+IDLE_S = 100.0
+"""Longer than Milvus Lite lets a channel ping without calls: pymilvus pings every 10 s, even
+idle, and the server answered GOAWAY "too_many_pings" after ~70 s of it."""
+
+
+async def test_a_milvus_channel_idle_between_cycles_draws_no_goaway(
+    servers: Callable[[str], Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A daemon's channel sits idle for a whole interval; it pings only during calls, so the
+    server never sends GOAWAY and gRPC writes nothing on stderr (it did, every idle minute)."""
+    import anyio
+
+    memories, _ = corpus()
+    ns = "idle-milvus"
+    store = make_store("milvus", servers("milvus"), ns, tmp_path)
+    try:
+        batch = records(ns, memories[:3])
+        assert await store.write(batch) == (3, 0, 0)
+        capfd.readouterr()
+        await anyio.sleep(IDLE_S)  # idle, as between two cycles
+        hits = await store.search(SearchQuery(q=memories[1]["content"], limit=3))
+        assert hits.ids[0] == batch[1].store_id
+    finally:
+        await store.aclose()
+    err = capfd.readouterr().err
+    assert "too_many_pings" not in err and "GOAWAY" not in err, err[-2000:]
