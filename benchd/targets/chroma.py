@@ -42,7 +42,7 @@ from benchd.config.kinds import StoreCosts
 from benchd.config.schema import check
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
-from benchd.errors import OwnershipError, TargetHTTPError, TargetProtocolError
+from benchd.errors import TargetHTTPError, TargetProtocolError
 from benchd.logging import get_logger
 from benchd.targets.answers import decode
 from benchd.targets.base import ProbeTarget
@@ -62,7 +62,9 @@ from benchd.targets.vectors import (
     Row,
     Scored,
     VectorStore,
+    check_collection_owner,
     embed_stage,
+    shared_collection_missing,
     vector_costs,
 )
 
@@ -198,22 +200,15 @@ class ChromaIO:
             return
         meta = found.get("metadata")
         owner = meta.get(OWNER_META) if isinstance(meta, dict) else None
-        if owner != self.config.namespace:
-            whose = "benchd's for another namespace" if owner else "not created by benchd"
-            raise OwnershipError(
-                f"{self.where} exists and is {whose} (this probe's namespace is "
-                f"{self.config.namespace!r}); benchd never writes into or deletes such a "
-                "collection: set shared = true to share it, or choose another collection"
-            )
+        check_collection_owner(
+            self.where, self.config.namespace, owner, never="writes into or deletes"
+        )
 
     async def collection_id(self, dims: int | None) -> str | None:
         """The collection's id, creating (own) it for ``dims`` when asked; None if absent."""
         if self._id is None and await self.lookup() is None:
             if self.config.shared:
-                raise TargetProtocolError(
-                    f"{self.where} does not exist; with shared = true benchd never creates "
-                    "a collection: create it, or set shared = false"
-                )
+                raise shared_collection_missing(self.where)
             if dims is None:
                 return None
             await self._create()

@@ -43,7 +43,6 @@ from benchd.config.schema import check, url_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
-    OwnershipError,
     TargetAuthError,
     TargetError,
     TargetProtocolError,
@@ -63,8 +62,10 @@ from benchd.targets.vectors import (
     Row,
     Scored,
     VectorStore,
+    check_collection_owner,
     embed_stage,
     import_off_loop,
+    shared_collection_missing,
     vector_costs,
 )
 
@@ -268,22 +269,15 @@ class MilvusIO:
             return
         properties = described.get("properties") or {}
         owner = properties.get(OWNER_PROPERTY) if isinstance(properties, Mapping) else None
-        if owner != self.config.namespace:
-            whose = "benchd's for another namespace" if owner else "not created by benchd"
-            raise OwnershipError(
-                f"{self.where} exists and is {whose} (this probe's namespace is "
-                f"{self.config.namespace!r}); benchd never writes into or drops such a "
-                "collection: set shared = true to share it, or choose another collection"
-            )
+        check_collection_owner(
+            self.where, self.config.namespace, owner, never="writes into or drops"
+        )
 
     async def ready(self, dims: int | None) -> bool:
         """Whether the collection is there, creating (own) it for ``dims`` when asked."""
         if not self._known and not await self.lookup():
             if self.config.shared:
-                raise TargetProtocolError(
-                    f"{self.where} does not exist; with shared = true benchd never creates "
-                    "a collection: create it, or set shared = false"
-                )
+                raise shared_collection_missing(self.where)
             if dims is None:
                 return False
             await self._create(dims)

@@ -33,7 +33,7 @@ import anyio.to_thread
 
 from benchd.config.kinds import StoreCosts
 from benchd.embed.config import EmbedConfig
-from benchd.errors import TargetProtocolError, TargetUnreachable
+from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import TargetInfo
 from benchd.targets.base import SearchQuery, note_service_time
 from benchd.targets.lease import Holder, holder_of
@@ -330,9 +330,7 @@ class VectorStore(StoreDefaults):
             await self.embed.aclose()
 
 
-def vector_costs(
-    batch_size: int, searchable_timeout_s: float, page_size: int = 500
-) -> StoreCosts:
+def vector_costs(batch_size: int, searchable_timeout_s: float, page_size: int = 500) -> StoreCosts:
     """Listing pages of ``page_size``, writes of ``batch_size``, the sentinel."""
     return StoreCosts(
         page_size=page_size,
@@ -341,4 +339,27 @@ def vector_costs(
         searchable_polls=1 if searchable_timeout_s > 0 else 0,
         lease_reads=1,
         lease_writes=1,
+    )
+
+
+def check_collection_owner(where: str, namespace: str, owner: object, *, never: str) -> None:
+    """A collection of benchd's own must carry this namespace's mark (``owner``).
+
+    ``never`` says what benchd never does to one that does not ("writes into or
+    deletes"): the kinds that keep collections (chroma, milvus, qdrant) share it.
+    """
+    if owner != namespace:
+        whose = "benchd's for another namespace" if owner else "not created by benchd"
+        raise OwnershipError(
+            f"{where} exists and is {whose} (this probe's namespace is "
+            f"{namespace!r}); benchd never {never} such a "
+            "collection: set shared = true to share it, or choose another collection"
+        )
+
+
+def shared_collection_missing(where: str) -> TargetProtocolError:
+    """The error for a shared collection that is not there (benchd never creates one)."""
+    return TargetProtocolError(
+        f"{where} does not exist; with shared = true benchd never creates "
+        "a collection: create it, or set shared = false"
     )
