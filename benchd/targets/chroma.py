@@ -8,6 +8,8 @@ Settings (``[probe.target]``, ``kind = "chroma"``; nothing beyond httpx)::
     collection = ""            # default "benchd-<namespace>"
     shared = false             # false: benchd's own collection; true: share an existing one
     distance = "cosine"        # cosine | l2 | ip (own collection only: its hnsw:space)
+    ef_search = 100            # optional, own collection only: HNSW's search breadth
+    ef_construction = 100      # optional, own collection only, on creation: build breadth
     namespace_key = "benchd_namespace"
     api_key_env = "CHROMA_TOKEN"   # optional, sent as x-chroma-token
     [probe.target.embed]
@@ -17,8 +19,11 @@ The collection is looked up by name and its id cached. **Own collection**
 (``shared = false``): benchd creates it with the metadata ``benchd_owner =
 <namespace>`` and refuses a collection of that name without that mark; when
 the embedder's dimensions change it deletes and recreates that collection,
-never another. **Shared collection**: it must exist; benchd never creates,
-modifies or deletes it.
+never another. ``ef_search`` and ``ef_construction`` set the own collection's
+HNSW breadths at creation (Chroma's defaults are 100); a changed ``ef_search``
+is applied to the existing own collection (Chroma changes it in place), a
+changed ``ef_construction`` only when the collection is recreated. **Shared
+collection**: it must exist; benchd never creates, modifies or deletes it.
 
 Every record benchd writes carries ``<namespace_key> = <namespace>`` in its
 metadata, and every get, query and delete benchd sends filters on it
@@ -96,6 +101,10 @@ def _name_problem(value: str) -> str | None:
     return "must be 3-512 characters of [a-zA-Z0-9._-], starting and ending with a letter or digit"
 
 
+def _optional_positive(value: int | None) -> str | None:
+    return None if value is None or value > 0 else "must be > 0"
+
+
 def collection_name(config: ChromaConfig) -> str:
     """The collection's name: as set, else ``benchd-<namespace>`` made a valid Chroma name."""
     if config.collection:
@@ -117,6 +126,8 @@ class ChromaConfig:
     shared: bool = False
     namespace_key: str = "benchd_namespace"
     distance: Literal["cosine", "l2", "ip"] = "cosine"
+    ef_search: int | None = field(default=None, metadata=check(_optional_positive))
+    ef_construction: int | None = field(default=None, metadata=check(_optional_positive))
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
@@ -142,6 +153,11 @@ class ChromaConfig:
             raise ValueError("shared = true needs collection: the name of the shared collection")
         if not self.namespace_key or self.namespace_key.startswith("#"):
             raise ValueError("namespace_key: a metadata key, not empty and not starting with #")
+        if self.shared and (self.ef_search is not None or self.ef_construction is not None):
+            raise ValueError(
+                "ef_search and ef_construction apply to benchd's own collection only: a shared "
+                "collection keeps its owner's HNSW settings (remove them, or set shared = false)"
+            )
 
 
 class ChromaIO:
@@ -191,6 +207,7 @@ class ChromaIO:
             raise TargetProtocolError(f"{self.where}: the collection answer has no id")
         self._check_mark(found)
         self._id = found["id"]
+        await self._apply_ef_search(found)
         dims = found.get("dimension")
         self._dims = dims if isinstance(dims, int) and not isinstance(dims, bool) else None
         return found
@@ -216,17 +233,35 @@ class ChromaIO:
             await self._dims_changed(dims)
         return self._id
 
+    async def _apply_ef_search(self, found: Mapping[str, Any]) -> None:
+        """Set the own collection's ``ef_search`` in place when it differs from the config's."""
+        wanted = self.config.ef_search
+        if self.config.shared or wanted is None:
+            return
+        configuration = found.get("configuration_json")
+        hnsw = configuration.get("hnsw") if isinstance(configuration, dict) else None
+        if isinstance(hnsw, dict) and hnsw.get("ef_search") == wanted:
+            return
+        path = f"{self._collections}/{quote(str(found['id']), safe='')}"
+        await self.http.request(
+            "PUT", path, json={"new_configuration": {"hnsw": {"ef_search": wanted}}}
+        )
+        log.info("set ef_search on benchd's own collection", collection=self.name, ef_search=wanted)
+
     async def _create(self) -> None:
-        body = {
-            "name": self.name,
-            "metadata": {OWNER_META: self.config.namespace,
-                         "hnsw:space": _SPACES[self.config.distance]},
-            "get_or_create": True,
-        }  # fmt: skip
+        metadata: dict[str, Any] = {
+            OWNER_META: self.config.namespace, "hnsw:space": _SPACES[self.config.distance]
+        }
+        if self.config.ef_search is not None:
+            metadata["hnsw:search_ef"] = self.config.ef_search
+        if self.config.ef_construction is not None:
+            metadata["hnsw:construction_ef"] = self.config.ef_construction
+        body = {"name": self.name, "metadata": metadata, "get_or_create": True}
         created = await self._json("POST", self._collections, json=body)
         if not isinstance(created, dict) or not isinstance(created.get("id"), str):
             raise TargetProtocolError(f"{self.where}: the create answer has no id")
         self._check_mark(created)
+        await self._apply_ef_search(created)  # get_or_create may answer a collection made apart
         self._id, self._dims = created["id"], None
 
     async def _dims_changed(self, dims: int) -> None:

@@ -33,8 +33,15 @@ from benchd.refstore.testing import started_refstore
 
 pytestmark = pytest.mark.timeout(900)
 KINDS = ("pgvector", "chroma", "milvus", "qdrant")
-EXACT = {"pgvector": {"index": "none"}, "chroma": {}, "milvus": {}, "qdrant": {}}
-"""The reference store's dense retriever is exact: pgvector without an ANN index compares alike."""
+EXACT = {
+    "pgvector": {"index": "none"},
+    "chroma": {"ef_search": 2000, "ef_construction": 400},
+    "milvus": {},
+    "qdrant": {},
+}
+"""The reference store's dense retriever is exact: pgvector without an ANN index compares alike;
+Chroma's HNSW searched with a candidate list as long as the corpus (2,000) comes as close as
+HNSW can (with its default 100 it gave 0.98-0.99 where the exact ranking has 1.00)."""
 TOLERANCE = {"synthetic": 0.02, "smoke": 0.025}
 """recall@10 against the reference store. benchd orders ties by id (targets/vectors.py), so
 every kind's ranking is the exact one (asserted below, with no tolerance). The reference store
@@ -49,8 +56,11 @@ corpus tie often enough that two exact stores order the ties apart by one releva
 (0.0208 of recall@10)."""
 REF_KEY = "ref-key-0123456789"
 APPROXIMATE = {"chroma"}
-"""Chroma's HNSW is approximate on 2,000 records (recall@10 0.99 where the exact ranking has
-1.00); on the 36-record smoke corpus its graph is exhaustive, as every kind's search is."""
+"""Chroma's HNSW is approximate on 2,000 records whatever its breadth (its graph is built by
+threads in an order of their own), so only the tolerance holds it; on the 36-record smoke
+corpus its search is exhaustive, as every kind's is."""
+ROUNDING = 1e-9
+"""recall@10 is a mean of fractions: 0.98 - 1.0 is 0.020000000000000018 in floats."""
 
 
 @pytest.fixture(params=KINDS)
@@ -153,7 +163,8 @@ def test_smoke_and_synthetic_corpora_score_as_the_reference_store_and_load_has_n
         assert probe["outcome"] == "success", probe["error"]
         seed = probe["seed"]
         assert seed["verified"] == seed["requested"] and seed["missing"] == []
-        assert abs(probe["aggregate"]["recall@10"] - reference[name]) <= TOLERANCE[name], name
+        gap = abs(probe["aggregate"]["recall@10"] - reference[name])
+        assert gap <= TOLERANCE[name] + ROUNDING, name
         if name == "smoke" or kind not in APPROXIMATE:
             assert probe["aggregate"]["recall@10"] == pytest.approx(exact_recall(fixture), abs=1e-9)
         assert probe["model"] == MODEL

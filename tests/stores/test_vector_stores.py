@@ -410,3 +410,51 @@ async def test_a_milvus_channel_idle_between_cycles_draws_no_goaway(
         await store.aclose()
     err = capfd.readouterr().err
     assert "too_many_pings" not in err and "GOAWAY" not in err, err[-2000:]
+
+
+def chroma_hnsw(server: Any, name: str) -> dict[str, Any]:
+    import httpx
+
+    base = f"{server.url}/api/v2/tenants/default_tenant/databases/default_database/collections"
+    got = httpx.get(f"{base}/{name}", timeout=30)
+    got.raise_for_status()
+    return dict(got.json()["configuration_json"]["hnsw"])
+
+
+async def test_chroma_hnsw_breadths_reach_benchds_own_collection_and_ef_search_follows_the_config(
+    servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    """Created with the configured breadths; a changed ef_search is set in place on the next
+    lookup (no re-seed: the records stay), an unset one leaves Chroma's value alone."""
+    memories, _ = corpus()
+    server, ns = servers("chroma"), "benchd-hnsw-ef"
+    name = "benchd-" + ns
+    first = make_store("chroma", server, ns, tmp_path, ef_search=321, ef_construction=222)
+    try:
+        await first.write(records(ns, memories[:4]))
+    finally:
+        await first.aclose()
+    hnsw = chroma_hnsw(server, name)
+    assert (hnsw["ef_search"], hnsw["ef_construction"]) == (321, 222)
+    second = make_store("chroma", server, ns, tmp_path, ef_search=77)
+    try:
+        assert len(await listed(second)) == 4
+    finally:
+        await second.aclose()
+    hnsw = chroma_hnsw(server, name)
+    assert (hnsw["ef_search"], hnsw["ef_construction"]) == (77, 222)
+    third = make_store("chroma", server, ns, tmp_path)
+    try:
+        assert len(await listed(third)) == 4
+    finally:
+        await third.aclose()
+    assert chroma_hnsw(server, name)["ef_search"] == 77
+
+
+def test_chroma_hnsw_breadths_on_a_shared_collection_are_refused() -> None:
+    from benchd.targets.chroma import ChromaConfig
+
+    embed = EmbedConfig(model=f"hash:{DIMS}")
+    with pytest.raises(ValueError, match="own collection only"):
+        ChromaConfig(url="http://127.0.0.1:1", embed=embed, shared=True, collection="x",
+                     ef_search=50)  # fmt: skip
