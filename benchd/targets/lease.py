@@ -103,6 +103,12 @@ class Holder:
         age = (time.time() if now is None else now) - self.heartbeat
         return not self.released and age <= self.ttl_s
 
+    def same_fixture(self, fixture_hash: str) -> bool:
+        """Whether the holder seeds the corpus of ``fixture_hash``. A lease kept in a record's
+        name (the mcp kind) carries only the hash's first 16 hex digits."""
+        mine = self.fixture_hash
+        return mine == fixture_hash or (len(mine) >= 16 and fixture_hash.startswith(mine))
+
     def same_process(self, me: LeaseHolder) -> bool:
         return self.token == me.token
 

@@ -128,11 +128,12 @@ class NamespaceOwnership:
         claimed = set(existing.claimed.values())
         found = len(self._owned.fixture_ids & claimed)
         total = len(self._owned.fixture_ids)
-        if holder.fixture_hash != me.fixture_hash or found < total:
+        same = holder.same_fixture(me.fixture_hash)
+        if not same or found < total:
             why = (
                 f"it seeds another corpus (fixture hash {holder.fixture_hash[:12] or 'unknown'}, "
                 f"this one {me.fixture_hash[:12]})"
-                if holder.fixture_hash != me.fixture_hash
+                if not same
                 else f"its corpus is incomplete ({found} of {total} records)"
             )
             raise OwnershipError(

@@ -38,7 +38,7 @@ from benchd.targets.flow import NamespaceFlow
 from benchd.targets.lease import Holder
 from benchd.targets.mcp.config import NO_NAMESPACE, McpConfig
 from benchd.targets.mcp.deletes import VerifiedDeletes
-from benchd.targets.mcp.lease import lease_name, lease_prefix, parse_lease, shown
+from benchd.targets.mcp.lease import is_lease_name, lease_name, parse_lease, shown
 from benchd.targets.owned import sentinel_id
 from benchd.targets.store import (
     Capabilities,
@@ -307,9 +307,9 @@ class McpStore(StoreDefaults):
 
     async def search(self, query: SearchQuery) -> Hits:
         ids, scores = await self.tools.search(query.q, query.limit, query.reference_date)
-        prefix = lease_prefix(self.config.namespace)
-        if any(i.startswith(prefix) for i in ids):  # a lease record is never a result
-            kept = [n for n, i in enumerate(ids) if not i.startswith(prefix)]
+        ns = self.config.namespace
+        if any(is_lease_name(ns, i) for i in ids):  # a lease record is never a result
+            kept = [n for n, i in enumerate(ids) if not is_lease_name(ns, i)]
             ids = [ids[n] for n in kept]
             scores = [scores[n] for n in kept] if scores else scores
         return Hits(ids, scores)

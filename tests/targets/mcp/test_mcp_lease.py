@@ -30,7 +30,14 @@ from benchd.errors import TargetProtocolError
 from benchd.probe import ProbeRunner
 from benchd.targets.lease import Holder
 from benchd.targets.mcp.deletes import VerifiedDeletes
-from benchd.targets.mcp.lease import lease_name, lease_prefix, parse_lease, shown
+from benchd.targets.mcp.lease import (
+    is_lease_name,
+    lease_name,
+    lease_prefix,
+    legacy_lease_prefix,
+    parse_lease,
+    shown,
+)
 from benchd.targets.owned import sentinel_id
 
 NS = "benchd-eval"
@@ -179,7 +186,8 @@ async def test_a_cleanup_deletes_the_corpus_as_one_set_verified_by_one_listing(
         result = await r.run_once()  # its cleanup phase deletes the 36 records
         assert result.outcome == "success", result.error_message
         assert (deletes.sets, deletes.listings) == (1, 1)
-        assert sorted(n[: len(PREFIX)] for n in names(memory)) == [sentinel_id(NS), PREFIX]
+        (lease,) = [n for n in names(memory) if n.startswith(PREFIX)]
+        assert sorted(names(memory)) == sorted([sentinel_id(NS), lease])
         report = await r.cleanup()  # on stop: the sentinel, its lease record with it
     assert report is not None and report.deleted == 1 and report.leftover == 0
     assert (deletes.sets, deletes.listings) == (2, 2)
@@ -227,6 +235,49 @@ async def test_of_two_writers_at_once_one_that_lists_the_other_deletes_its_own_a
     assert not [n for n in names(memory) if n.startswith("benchd:")]  # no corpus written
 
 
+def legacy_lease_name(mark: dict[str, Any]) -> str:
+    """A lease record's name as the previous version wrote it (the whole fixture hash)."""
+    fields = [str(mark["token"]), str(round(mark["heartbeat"] * 1000)), f"{mark['ttl_s']:g}",
+              mark["role"], str(mark["pid"]), mark["fixture_hash"], mark["instance"]]  # fmt: skip
+    return legacy_lease_prefix(NS) + ":".join(fields)
+
+
+def entity_line(name: str) -> str:
+    """An entity as server-memory keeps it in its memory file."""
+    record = {"type": "entity", "name": name, "entityType": "benchd", "observations": ["lease"]}
+    return json.dumps(record) + "\n"
+
+
+@pytest.mark.anyio
+async def test_a_live_lease_record_of_the_previous_version_is_honoured_and_then_taken_over(
+    tmp_path: Path,
+) -> None:
+    """A daemon killed before the upgrade left its old-format (~180-character) lease record,
+    live: another instance is refused and writes nothing; its restart (same instance name)
+    takes the lease over and deletes the old record, leaving one lease record, in the new
+    format."""
+    memory = tmp_path / "benchd.jsonl"
+    stdio = server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "before"')
+    old = {
+        "token": "0123456789abcdef", "heartbeat": time.time(), "ttl_s": 3600.0, "role": "run",
+        "pid": 4242, "fixture_hash": "ab" * 32, "instance": "pod-0",
+    }  # fmt: skip
+    memory.write_text(entity_line(sentinel_id(NS)) + entity_line(legacy_lease_name(old)))
+    before = memory.read_bytes()
+    async with runner(stdio, tmp_path, "other", "pod-1") as other:
+        refused = await other.run_once()
+    assert (refused.outcome, refused.error_kind) == ("failed", "ownership")
+    assert "instance 'pod-0'" in (refused.error_message or "")
+    assert memory.read_bytes() == before
+    async with runner(stdio, tmp_path, "restarted", "pod-0") as restarted:
+        result = await restarted.run_once()
+        assert result.outcome == "success", result.error_message
+        (now,) = [n for n in names(memory) if is_lease_name(NS, n)]
+        assert now.startswith(PREFIX) and len(now) < 100
+        await restarted.release_lease()
+    assert not [n for n in names(memory) if is_lease_name(NS, n)]
+
+
 def holder(token: str, heartbeat: float, ttl_s: float = 60.0) -> Holder:
     return Holder(instance="i", pid=1, token=token, heartbeat=heartbeat, ttl_s=ttl_s,
                   fixture_hash="f")  # fmt: skip
@@ -242,6 +293,18 @@ def test_a_lease_name_reads_back_as_the_holder_it_was_written_for() -> None:
                           ttl_s=1830.0, fixture_hash="c0ffee", role="once")  # fmt: skip
     assert parse_lease(NS, sentinel_id(NS)) is None
     assert parse_lease("other", lease_name(NS, mark)) is None
+    # the fixture hash shortened to 16 hex digits still names the same corpus, no other
+    full = {**mark, "fixture_hash": "c0ffee" * 10 + "abcd"}
+    short = parse_lease(NS, lease_name(NS, full))
+    assert short is not None and short.same_fixture(full["fixture_hash"])
+    assert not short.same_fixture("f" + full["fixture_hash"][1:])
+    # a lease record the previous version wrote reads back as the same holder
+    legacy = {**full, "instance": "pod-0", "heartbeat": 1700000000.5}
+    was = parse_lease(NS, legacy_lease_name(legacy))
+    assert was == Holder(instance="pod-0", pid=42, token="ab12", heartbeat=1700000000.5,
+                         ttl_s=1830.0, fixture_hash=full["fixture_hash"], role="once")  # fmt: skip
+    assert is_lease_name(NS, legacy_lease_name(legacy)) and is_lease_name(NS, lease_name(NS, mark))
+    assert parse_lease(NS, lease_prefix(NS) + "a:b") is None  # too few fields: not a lease
 
 
 def test_another_live_lease_is_shown_before_ones_own_and_the_earliest_of_them_wins() -> None:
