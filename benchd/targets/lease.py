@@ -27,9 +27,10 @@ import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Holder", "LeaseHolder", "Role", "default_instance", "holder_of"]
+__all__ = ["Holder", "LeaseHolder", "Role", "benchd_running", "default_instance", "holder_of"]
 
 Role = Literal["run", "once", "baseline", "purge"]
 """What a lease holder is: the daemon, or a one-shot command beside it."""
@@ -38,6 +39,23 @@ Role = Literal["run", "once", "baseline", "purge"]
 def default_instance() -> str:
     """The host name: stable for a StatefulSet pod, a systemd host, a CI runner."""
     return socket.gethostname() or "benchd"
+
+
+def benchd_running(pid: int) -> bool:
+    """Whether another process ``pid`` on this host runs ``benchd run`` (from ``/proc``).
+
+    False for this process, a pid that is gone or runs something else, and
+    where there is no ``/proc``: a restarted daemon in a new container (a
+    new pid namespace) finds its old pid unused, or used by something else.
+    """
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    words = {os.path.basename(a.decode("utf-8", "replace")) for a in argv}
+    return "benchd" in words and "run" in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +79,16 @@ class LeaseHolder:
         """Whether this process may write over ``holder``'s lease.
 
         Its own, an expired or released one, any with ``force``; a live one of
-        the same instance name only when this is ``run`` (a restarted daemon).
+        the same instance name only when this is ``run`` (a restarted daemon)
+        and the holder's pid runs no ``benchd run`` on this host (else it is a
+        second daemon beside the first, refused).
         """
         if holder.token == self.token or self.force or not holder.live(now):
             return True
-        return self.role == "run" and holder.role == "run" and holder.instance == self.instance
+        restart = self.role == "run" and holder.role == "run" and holder.instance == self.instance
+        # a second daemon beside a running one on this host (the same config, the host name
+        # as instance) is no restart: its holder's process is still running benchd
+        return restart and not benchd_running(holder.pid)
 
     def mark(
         self, namespace: str, now: float | None = None, *, released: bool = False

@@ -141,6 +141,42 @@ def test_benchd_once_beside_a_running_daemon_measures_read_only_and_the_stop_han
     assert leases(memory) == [] and sentinel_id(NS) in names(memory)
 
 
+def test_a_second_daemon_on_the_same_host_and_config_is_refused_and_a_killed_ones_restart_is_not(
+    tmp_path: Path,
+) -> None:
+    """Two ``benchd run`` with one config on one host (the same instance name: the host
+    name): the second is not the first's restart while the first runs, so it fails with kind
+    ``ownership`` and writes nothing. Once the first is killed (its lease still live), the
+    next start takes the lease over on its first cycle, deleting the dead one's record."""
+    memory = tmp_path / "benchd.jsonl"
+    config = tmp_path / "daemon.toml"
+    config.write_text(probe_toml(
+        server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "before"'),
+        SERVER_MEMORY_TOOLS, extra="interval_s = 600"))  # fmt: skip
+    with BenchdProcess(["--config", str(config)]) as first:
+        (cycle,) = first.wait_cycles("mcp", 1, timeout=300)
+        assert cycle["outcome"] == "success", cycle
+        (held,) = leases(memory)
+        before = memory.read_bytes()
+        with BenchdProcess(["--config", str(config)]) as second:
+            (refused,) = second.wait_cycles("mcp", 1, timeout=300)
+            assert (refused["outcome"], refused["error_kind"]) == ("failed", "ownership")
+            assert f"pid {held.pid}" in refused["error"]
+            assert second.stop() == 0
+        assert memory.read_bytes() == before
+        assert first.proc is not None
+        first.proc.kill()  # no hand-back: its lease stays live
+        first.proc.wait()
+    assert leases(memory) == [held] and held.live()
+    with BenchdProcess(["--config", str(config)]) as restarted:
+        (cycle,) = restarted.wait_cycles("mcp", 1, timeout=300)
+        assert cycle["outcome"] == "success", cycle
+        (now,) = leases(memory)
+        assert now.instance == held.instance and now.pid != held.pid
+        assert restarted.stop() == 0
+    assert leases(memory) == []
+
+
 @pytest.mark.anyio
 async def test_a_restart_under_the_same_name_takes_over_at_once_and_a_stale_lease_is_taken(
     tmp_path: Path,
