@@ -43,9 +43,10 @@ import email.utils
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -258,11 +259,36 @@ class Hostile:
 
 @asynccontextmanager
 async def running_hostile(upstream: str) -> AsyncIterator[Hostile]:
-    """Serve the recorder and the hostile proxy on ephemeral loopback ports."""
+    """Serve the recorder and the hostile proxy on ephemeral loopback ports.
+
+    On exit the connection handlers still running are cancelled and awaited here, while
+    the loop runs: ``Server.close()`` leaves them running, and a handler forwarding a
+    request (a probe that gave up on it) would otherwise be cancelled by the loop's own
+    teardown. If that falls in the step in which httpx's connect has just spawned anyio's
+    ``try_connect``, that task is cancelled before it ever ran, its coroutine is never
+    awaited, and the RuntimeWarning fails whichever test the garbage collector meets it in
+    (seen once in six runs of tests/hardening on a busy box).
+    """
     recorder = Recorder()
     hostile = Hostile(upstream, recorder)
-    rec_server = await asyncio.start_server(recorder.handle, "127.0.0.1", 0)
-    server = await asyncio.start_server(hostile.handle, "127.0.0.1", 0)
+    handlers: set[asyncio.Task[Any]] = set()
+
+    def tracked(
+        handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            handlers.add(task)
+            try:
+                await handle(reader, writer)
+            finally:
+                handlers.discard(task)
+
+        return run
+
+    rec_server = await asyncio.start_server(tracked(recorder.handle), "127.0.0.1", 0)
+    server = await asyncio.start_server(tracked(hostile.handle), "127.0.0.1", 0)
     recorder.port = rec_server.sockets[0].getsockname()[1]
     hostile.port = server.sockets[0].getsockname()[1]
     async with rec_server, server:
@@ -271,6 +297,9 @@ async def running_hostile(upstream: str) -> AsyncIterator[Hostile]:
         finally:
             server.close()
             rec_server.close()
+            for task in list(handlers):
+                task.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
 
 
 class HostileThread:
