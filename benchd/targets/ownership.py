@@ -91,8 +91,10 @@ class NamespaceOwnership:
         if not keep and existing.has_current_sentinel():
             return adopted  # no lease to keep: the sentinel is enough
         self._held.add(sentinel_id(self._owned.namespace))
-        await self.store.write_sentinel(self._sentinel_record())  # with a lease: the heartbeat
+        # set before the write: a SIGTERM inside it may leave the lease written (release_lease
+        # hands back only a lease listed with this process's token)
         self._leased = keep
+        await self.store.write_sentinel(self._sentinel_record())  # with a lease: the heartbeat
         if me is not None and keep:
             back = await self._read_lease()
             if back is not None and back.token != me.token:
