@@ -12,13 +12,12 @@ Every case runs on an adopted memory file holding others' entities that share
 every field server-memory keys on or matches but the name (entity type and
 observations of one of benchd's records; its name but for case, a leading
 space, another namespace, no prefix; a name with the lease prefix that is no
-lease) and a relation between two of them. (A name in benchd's own id space,
-``benchd:<namespace>:...``, is benchd's by DESIGN §2a; the same name as one of
-benchd's, written before benchd, is test_mcp_squatter's.) Each case asserts: no lease record is left;
-``cleanup = "after"`` leaves none of benchd's records and says so, ``before``
-leaves the namespace marked benchd's; the next run (a restart) verifies the
-whole corpus; ``benchd purge`` then leaves exactly the others' lines, byte
-for byte as the server wrote them.
+lease) and a relation between two of them (a name in benchd's own id space,
+``benchd:<namespace>:...``, is benchd's by DESIGN §2a). Each case asserts: no
+lease record is left; ``cleanup = "after"`` leaves none of benchd's records
+and says so, ``before`` leaves the namespace marked benchd's; the next run (a
+restart) verifies the whole corpus; ``benchd purge`` then leaves exactly the
+others' lines, byte for byte as the server wrote them.
 """
 
 from __future__ import annotations
