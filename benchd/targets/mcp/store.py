@@ -41,7 +41,7 @@ from benchd.targets.lease import Holder
 from benchd.targets.mcp.config import NO_NAMESPACE, McpConfig
 from benchd.targets.mcp.deletes import VerifiedDeletes
 from benchd.targets.mcp.lease import is_lease_name, lease_name, parse_lease, shown
-from benchd.targets.owned import sentinel_id
+from benchd.targets.owned import owned_prefix, sentinel_id
 from benchd.targets.store import (
     Capabilities,
     Counts,
@@ -148,6 +148,7 @@ class McpStore(StoreDefaults):
             batch_size=delete.batch_size if delete is not None else 1,
         )
         self._sentinel = sentinel_id(config.namespace)
+        self._owned_prefix = owned_prefix(config.namespace)
         self._token: str | None = None  # this process's lease token, once it wrote one
         self._leases: dict[str, Holder] = {}  # lease records of the latest listing, by name
         self._shown: Holder | None = None  # the lease that listing showed the flow
@@ -221,11 +222,37 @@ class McpStore(StoreDefaults):
         if more:
             return Page(records, str(page + 1))
         self._leases, self._ids = self._reading, self._reading_ids
+        self._check_unmarked(self._ids)
         lease = shown(self._leases.values(), self._token)
         self._shown = lease
         if lease is not None:  # read by the flow as the sentinel's lease
             records.append(Listed(id=self._sentinel, lease=lease))
         return Page(records, None)
+
+    def _check_unmarked(self, ids: set[str]) -> None:
+        """Refuse a shared server whose records use benchd's names before benchd marked it.
+
+        benchd writes its sentinel before any record, and deletes it only once none
+        of its records is left: names of benchd's form listed without the sentinel
+        (or a lease record) were written by someone else. A server that keys on the
+        name (server-memory) would skip benchd's write of that name, and the
+        cleanup would delete the other's entity, identical to benchd's in every
+        field. Only where the server is shared (``adopt_namespace``); a server or
+        namespace of benchd's own holds only what benchd wrote.
+        """
+        if not self.config.adopt_namespace or self._sentinel in ids or self._reading:
+            return
+        taken = sorted(i for i in ids if i.startswith(self._owned_prefix))
+        if taken:
+            more = f" and {len(taken) - 3} more" if len(taken) > 3 else ""
+            raise OwnershipError(
+                f"{self._where()} lists {len(taken)} record(s) under benchd's own names "
+                f"({', '.join(repr(i) for i in taken[:3])}{more}) but no benchd sentinel: "
+                "someone else wrote them (benchd marks a namespace before writing to it), and "
+                "benchd cannot tell them from its own, so it would skip its writes and delete "
+                "them; rename them, or give benchd a server or namespace of its own "
+                "(namespace_by)"
+            )
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         self._may_write()

@@ -33,7 +33,7 @@ from structlog.testing import capture_logs
 
 from benchd.commands.synth import write_synth
 from benchd.config.load import load_config
-from benchd.errors import TargetProtocolError
+from benchd.errors import OwnershipError, TargetProtocolError
 from benchd.fixtures.synth import SynthSpec
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
@@ -260,6 +260,41 @@ async def test_purge_deletes_benchds_entities_and_sentinel_and_nobody_elses(tmp_
     proc = benchd("purge", "-c", str(tmp_path / "benchd.toml"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [json.loads(line) for line in shared.read_text().splitlines()] == [theirs]
+
+
+@pytest.mark.anyio
+async def test_an_entity_identical_to_one_of_benchds_written_before_benchd_is_never_touched(
+    tmp_path: Path,
+) -> None:
+    """Someone's entity has the very name, type and observations benchd would write for a
+    fixture memory, in a shared file benchd has not marked yet: server-memory keys on the
+    name, so benchd's write would be skipped and its cleanup would delete that entity. The
+    probe is refused (kind ``ownership``, naming it) and so is ``purge``; the file is
+    untouched."""
+    shared = tmp_path / "shared.jsonl"
+    first = json.loads(KEYWORDS.read_text())["memories"][0]
+    squatter = {"type": "entity", "name": f"benchd:benchd-eval:{first['id']}",
+                "entityType": "benchd", "observations": [first["content"]]}  # fmt: skip
+    alice = {"type": "entity", "name": "alice", "entityType": "note", "observations": ["hi"]}
+    shared.write_text(json.dumps(squatter) + "\n" + json.dumps(alice) + "\n")
+    before = shared.read_bytes()
+    target = server_memory_stdio(shared, 'adopt_namespace = true\ncleanup = "after"')
+    path = tmp_path / "benchd.toml"
+    path.write_text(probe_toml(target, SERVER_MEMORY_TOOLS))
+    (probe,) = load_config(path).probes
+    runner = ProbeRunner(probe)
+    try:
+        result = await runner.run_once()
+        with pytest.raises(OwnershipError, match=squatter["name"]):
+            await runner.cleanup()  # the daemon logs it and reports nothing deleted
+    finally:
+        await runner.aclose()
+    assert (result.outcome, result.error_kind) == ("failed", "ownership"), result.error_message
+    assert squatter["name"] in (result.error_message or "")
+    assert shared.read_bytes() == before
+    proc = benchd("purge", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 3 and squatter["name"] in proc.stderr, proc.stdout + proc.stderr
+    assert shared.read_bytes() == before
 
 
 def test_a_write_tool_without_a_namespace_is_refused_saying_why(tmp_path: Path) -> None:
