@@ -201,12 +201,15 @@ class ProbeRunner:
         its TTL; a lease this process does not hold is left as it is."""
         if not self.target.capabilities.lease:
             return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
             try:
                 if await self.target.release_lease():
                     log.info("lease released", probe=self.probe.name)
             except BenchdError as exc:
                 log.warning("lease not released", probe=self.probe.name, error=str(exc))
+        if scope.cancelled_caught:
+            why = f"no answer within {grace_s:g} s; it stays live until its ttl_s"
+            log.warning("lease not released", probe=self.probe.name, error=why)
 
     def cleanup_failed(self) -> CleanupReport:
         """The report of a cleanup the store refused: everything benchd holds is left over."""

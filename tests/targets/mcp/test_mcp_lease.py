@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp_servers import server_memory_over_http
+from structlog.testing import capture_logs
 from support import BenchdProcess
 from test_mcp_kind import SERVER_MEMORY_TOOLS, probe_toml, server_memory_stdio
 
@@ -174,6 +175,23 @@ def test_a_second_daemon_on_the_same_host_and_config_is_refused_and_a_killed_one
         (now,) = leases(memory)
         assert now.instance == held.instance and now.pid != held.pid
         assert restarted.stop() == 0
+    assert leases(memory) == []
+
+
+@pytest.mark.anyio
+async def test_a_hand_back_cut_by_the_grace_says_the_lease_is_left_and_a_later_one_removes_it(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "benchd.jsonl"
+    async with runner(server_memory_stdio(memory), tmp_path, "a", "pod-0") as r:
+        assert (await r.run_once()).outcome == "success"
+        with capture_logs() as logs:
+            await r.release_lease(0.0)  # the grace already spent: nothing is sent
+        (held,) = leases(memory)
+        assert held.live()
+        (said,) = [e for e in logs if e["event"] == "lease not released"]
+        assert "stays live until its ttl_s" in said["error"]
+        await r.release_lease()
     assert leases(memory) == []
 
 
