@@ -35,6 +35,10 @@ from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 
 MiB = 1024 * 1024
+HANG_S = 60.0
+"""How long to wait for a number of cycles or a recovery: a bound against a hang, not a
+margin. These waits took up to 9.2 s of the 10-15 s they had (the first 25 cycles of the
+fd and memory test, at load 6 on 2 cores), and a busier box takes longer."""
 
 
 @pytest.fixture
@@ -64,7 +68,7 @@ def cycle(probe: str, outcome: str | None = None, after: int = 0) -> Callable[[E
 
 def recovers(benchd: BenchdProcess, probe: str, after: int) -> Event:
     """Wait for a successful cycle past ``after``; benchd_up must then be 1."""
-    ok = benchd.wait_for(cycle(probe, "success", after), timeout=10)
+    ok = benchd.wait_for(cycle(probe, "success", after), timeout=HANG_S)
     assert value(benchd.samples("benchd_up"), probe=probe) == 1.0
     return ok
 
@@ -114,8 +118,8 @@ def test_twenty_percent_5xx_is_counted_per_request_and_absorbed_by_retries(
     bare = probe_toml("bare", store.url, fixture_path, retries=0)
     retried = probe_toml("retried", store.url, fixture_path, retries=8)
     with start_daemon(tmp_path, bare, retried) as benchd:
-        benchd.wait_cycles("bare", 12, timeout=15)
-        retried_cycles = benchd.wait_cycles("retried", 8, timeout=15)
+        benchd.wait_cycles("bare", 12, timeout=HANG_S)
+        retried_cycles = benchd.wait_cycles("retried", 8, timeout=HANG_S)
         assert {e["outcome"] for e in retried_cycles} == {"success"}
         requests = benchd.samples("benchd_requests_total")
         assert value(requests, probe="bare", outcome="http_5xx") > 0
@@ -149,7 +153,9 @@ def test_stalls_longer_than_the_cycle_timeout_end_as_timeouts_without_overlap(
     whole = probe_toml("stall_cycle", store.url, fixture_path, timeout=1.2, request_timeout=30)
     request = probe_toml("stall_request", store.url, fixture_path, request_timeout=0.3, retries=0)
     with start_daemon(tmp_path, whole, request) as benchd:
-        timeouts = benchd.wait_cycles("stall_cycle", 2, timeout=10)
+        # two cycles cut at 1.2 s each; without the cycle's own deadline each would wait
+        # for its 30 s request timeout, so 30 s still tells the two apart
+        timeouts = benchd.wait_cycles("stall_cycle", 2, timeout=30)
         assert [e["outcome"] for e in timeouts[:2]] == ["timeout", "timeout"]
         assert_no_overlap(timeouts)
         failed = benchd.wait_for(cycle("stall_request", "failed"))
@@ -171,7 +177,7 @@ def test_malformed_bodies_are_decode_errors_per_request_and_per_cycle(
     probe = probe_toml("mangled", store.url, fixture_path, retries=0)
     with start_daemon(tmp_path, probe) as benchd:
         benchd.wait_for(lambda e: cycle("mangled", "failed")(e) and e["error_kind"] == "decode")
-        benchd.wait_cycles("mangled", 12, timeout=15)
+        benchd.wait_cycles("mangled", 12, timeout=HANG_S)
         assert value(benchd.samples("benchd_requests_total"), outcome="decode") > 0
         assert value(benchd.samples("benchd_cycle_errors_total"), kind="decode") >= 1
         store.set_faults([])
@@ -188,7 +194,7 @@ def test_slow_and_oversized_bodies_are_bounded(
     slow = probe_toml("slow", store.url, fixture_path, request_timeout=0.5, retries=0)
     big = probe_toml("big", store.url, fixture_path, target_extra="max_response_bytes = 400")
     with start_daemon(tmp_path, slow, big) as benchd:
-        dribbled = benchd.wait_for(cycle("slow", "failed"), timeout=10)
+        dribbled = benchd.wait_for(cycle("slow", "failed"), timeout=HANG_S)
         # no read ever times out on a dribbled body: kind timeout is the deadline's
         assert dribbled["error_kind"] == "timeout"
         oversized = benchd.wait_for(cycle("big", "failed"))
@@ -222,7 +228,7 @@ FAULT_ROUNDS: list[list[str]] = [
 
 
 def _wait_more(benchd: BenchdProcess, probe: str, more: int) -> list[Event]:
-    return benchd.wait_cycles(probe, len(benchd.cycles(probe)) + more, timeout=15)
+    return benchd.wait_cycles(probe, len(benchd.cycles(probe)) + more, timeout=HANG_S)
 
 
 def test_no_fd_or_memory_growth_across_faulty_cycles(
@@ -232,7 +238,7 @@ def test_no_fd_or_memory_growth_across_faulty_cycles(
     with start_daemon(tmp_path, probe) as benchd:
         assert benchd.proc is not None
         pid = benchd.proc.pid
-        benchd.wait_cycles("leak", 25, timeout=15)
+        benchd.wait_cycles("leak", 25, timeout=HANG_S)
         fds_before, rss_before = open_fds(pid), rss_bytes(pid)
         for faults in FAULT_ROUNDS:
             store.set_faults(faults)
