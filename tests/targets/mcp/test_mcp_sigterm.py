@@ -23,14 +23,26 @@ others' lines, byte for byte as the server wrote them.
 from __future__ import annotations
 
 import json
+import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from test_mcp_kind import KEYWORDS, SERVER_MEMORY_TOOLS, probe_toml, server_memory_stdio
+from mcp_servers import HERE, server_memory_argv
+from support import BenchdProcess
+from test_mcp_kind import (
+    KEYWORDS,
+    SERVER_MEMORY_TOOLS,
+    probe_toml,
+    server_memory_stdio,
+    stdio_target,
+)
 
 from benchd.config.load import load_config
 from benchd.probe import CleanupReport, ProbeRunner
@@ -181,3 +193,59 @@ async def test_sigterm_with_a_call_in_flight_leaves_no_lease_and_nothing_foreign
     left = f"left {len(THEIRS_ENTITIES)} record(s) benchd did not write"
     assert left in proc.stdout, proc.stdout
     assert lines(memory) == THEIRS  # byte for byte, in the server's own order
+
+
+HELD = {  # which request the relay holds back: every text in the line
+    "seed": ["create_entities", f"benchd:{NS}:"],
+    "lease": ["create_entities", f"benchd-lease:{NS}:"],
+    "cleanup": ["delete_entities", f"benchd:{NS}:"],
+}
+
+
+@pytest.mark.parametrize(
+    ("point", "cleanup"), [("seed", "after"), ("lease", "before"), ("cleanup", "after")]
+)
+def test_benchd_run_stopped_by_sigterm_while_the_server_holds_a_call_ends_clean(
+    tmp_path: Path, point: str, cleanup: str
+) -> None:
+    """``benchd run`` as an operator runs it, its server behind a relay (hold_server.py)
+    that keeps one call from the server until after the SIGTERM: the daemon waits for that
+    call, then its shutdown leaves no lease record, ``after`` leaves none of benchd's
+    records (``cleanup done``), ``before`` its marked namespace; others' lines byte for
+    byte."""
+    memory = tmp_path / "shared.jsonl"
+    memory.write_text("\n".join(THEIRS) + "\n")
+    held, release = tmp_path / "held", tmp_path / "release"
+    os.mkfifo(held)
+    os.mkfifo(release)
+    heard: queue.Queue[bytes] = queue.Queue()
+    held_fd = os.open(held, os.O_RDWR)  # read-write: the relay's open never waits for us
+    threading.Thread(target=lambda: heard.put(os.read(held_fd, 5)), daemon=True).start()
+    marks = [a for m in HELD[point] for a in ("--match", m)]
+    argv = [sys.executable, str(HERE / "hold_server.py"), "--held", str(held),
+            "--release", str(release), *marks, "--", *server_memory_argv()]  # fmt: skip
+    rest = f'adopt_namespace = true\ncleanup = "{cleanup}"'
+    target = stdio_target(argv, {"MEMORY_FILE_PATH": str(memory)}, rest)
+    config = tmp_path / "benchd.toml"
+    config.write_text('[server]\ninstance = "pod-0"\n' + probe_toml(
+        target, SERVER_MEMORY_TOOLS, extra="interval_s = 600"))  # fmt: skip
+    release_fd = os.open(release, os.O_RDWR)
+    try:
+        with BenchdProcess(["--config", str(config)]) as benchd:
+            assert heard.get(timeout=300) == b"held\n"  # a failure bound, not a margin
+            benchd.signal(signal.SIGTERM)
+            benchd.wait_for(lambda e: e.get("event") == "stopping", timeout=60)
+            os.write(release_fd, b"g")  # the server carries the call out now
+            assert benchd.proc is not None and benchd.proc.wait(timeout=120) == 0
+            benchd.wait_for(lambda e: e.get("event") == "stopped", timeout=10)
+            events = {e.get("event") for e in benchd.events}
+    finally:
+        os.close(release_fd)
+        os.close(held_fd)
+    assert not [n for n in names(memory) if is_lease_name(NS, n) and _entity(n) not in THEIRS]
+    assert theirs(memory) == THEIRS
+    ours = [n for n in names(memory) if n in OURS or n == sentinel_id(NS)]
+    if cleanup == "after":
+        assert "cleanup done" in events and ours == [], (events, ours)
+    else:
+        assert "lease released" in events and sentinel_id(NS) in ours
