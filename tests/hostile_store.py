@@ -282,6 +282,8 @@ async def running_hostile(upstream: str) -> AsyncIterator[Hostile]:
             handlers.add(task)
             try:
                 await handle(reader, writer)
+            except asyncio.CancelledError:
+                pass  # cancelled below, on exit: the connection's end, not an error to log
             finally:
                 handlers.discard(task)
 
