@@ -165,6 +165,13 @@ def test_a_second_daemon_on_the_same_host_and_config_is_refused_and_a_killed_one
             assert f"pid {held.pid}" in refused["error"]
             assert second.stop() == 0
         assert memory.read_bytes() == before
+        proc = subprocess.run(  # once, same config and host: measures, writes nothing
+            [sys.executable, "-m", "benchd", "once", "-c", str(config)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "read-only (wrote and deleted nothing)" in proc.stderr
+        assert memory.read_bytes() == before
         assert first.proc is not None
         first.proc.kill()  # no hand-back: its lease stays live
         first.proc.wait()
@@ -330,6 +337,32 @@ async def test_a_live_lease_record_of_the_previous_version_is_honoured_and_then_
         assert now.startswith(PREFIX) and len(now) < 100
         await restarted.release_lease()
     assert not [n for n in names(memory) if is_lease_name(NS, n)]
+
+
+def test_purge_deletes_expired_lease_records_of_both_forms_with_the_sentinel_and_no_other(
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "shared.jsonl"
+    dead = {
+        "token": "0123456789abcdef", "heartbeat": time.time() - 7200, "ttl_s": 60.0,
+        "role": "run", "pid": 4242, "fixture_hash": "ab" * 32, "instance": "pod-0",
+    }  # fmt: skip
+    alice = entity_line("alice")
+    memory.write_text(
+        entity_line(sentinel_id(NS)) + entity_line(legacy_lease_name(dead)) + alice
+        + entity_line(lease_name(NS, {**dead, "namespace": NS, "instance": "pod-1"}))
+    )  # fmt: skip
+    config = tmp_path / "benchd.toml"
+    config.write_text(probe_toml(server_memory_stdio(memory, "adopt_namespace = true"),
+                                 SERVER_MEMORY_TOOLS))  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd", "purge", "-c", str(config)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 sentinel(s); left 1 record(s) benchd did not write" in proc.stdout
+    left = [json.loads(line) for line in memory.read_text().splitlines() if line.strip()]
+    assert left == [json.loads(alice)]
 
 
 def holder(token: str, heartbeat: float, ttl_s: float = 60.0) -> Holder:
