@@ -109,13 +109,16 @@ def with_group(proc: subprocess.Popen[str], sig: int) -> None:
 
 
 @contextmanager
-def server_memory_over_http(memory_file: Path) -> Iterator[str]:
-    """server-memory behind supergateway (stateful sessions): yields the endpoint URL."""
+def server_memory_over_http(
+    memory_file: Path, server: Sequence[str] | None = None
+) -> Iterator[str]:
+    """server-memory (or ``server``, a command line in front of it) behind supergateway
+    (stateful sessions): yields the endpoint URL."""
     port = free_port()
     argv = [
         npm_bin("supergateway"),
         "--stdio",
-        " ".join(server_memory_argv()),
+        " ".join(server or server_memory_argv()),
         "--outputTransport",
         "streamableHttp",
         "--stateful",

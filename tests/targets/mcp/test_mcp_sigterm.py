@@ -22,6 +22,7 @@ others' lines, byte for byte as the server wrote them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -34,7 +35,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_servers import HERE, server_memory_argv
+from mcp_servers import HERE, server_memory_argv, server_memory_over_http
 from support import BenchdProcess
 from test_mcp_kind import (
     KEYWORDS,
@@ -202,17 +203,18 @@ HELD = {  # which request the relay holds back: every text in the line
 }
 
 
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 @pytest.mark.parametrize(
     ("point", "cleanup"), [("seed", "after"), ("lease", "before"), ("cleanup", "after")]
 )
 def test_benchd_run_stopped_by_sigterm_while_the_server_holds_a_call_ends_clean(
-    tmp_path: Path, point: str, cleanup: str
+    tmp_path: Path, point: str, cleanup: str, transport: str
 ) -> None:
-    """``benchd run`` as an operator runs it, its server behind a relay (hold_server.py)
-    that keeps one call from the server until after the SIGTERM: the daemon waits for that
-    call, then its shutdown leaves no lease record, ``after`` leaves none of benchd's
-    records (``cleanup done``), ``before`` its marked namespace; others' lines byte for
-    byte."""
+    """``benchd run`` as an operator runs it, its server (over stdio, or through the
+    supergateway HTTP bridge) behind a relay (hold_server.py) that keeps one call from the
+    server until after the SIGTERM: the daemon waits for that call, then its shutdown
+    leaves no lease record, ``after`` leaves none of benchd's records (``cleanup done``),
+    ``before`` its marked namespace; others' lines byte for byte."""
     memory = tmp_path / "shared.jsonl"
     memory.write_text("\n".join(THEIRS) + "\n")
     held, release = tmp_path / "held", tmp_path / "release"
@@ -225,13 +227,18 @@ def test_benchd_run_stopped_by_sigterm_while_the_server_holds_a_call_ends_clean(
     argv = [sys.executable, str(HERE / "hold_server.py"), "--held", str(held),
             "--release", str(release), *marks, "--", *server_memory_argv()]  # fmt: skip
     rest = f'adopt_namespace = true\ncleanup = "{cleanup}"'
-    target = stdio_target(argv, {"MEMORY_FILE_PATH": str(memory)}, rest)
-    config = tmp_path / "benchd.toml"
-    config.write_text('[server]\ninstance = "pod-0"\n' + probe_toml(
-        target, SERVER_MEMORY_TOOLS, extra="interval_s = 600"))  # fmt: skip
     release_fd = os.open(release, os.O_RDWR)
     try:
-        with BenchdProcess(["--config", str(config)]) as benchd:
+        with contextlib.ExitStack() as stack:
+            if transport == "http":  # the relay and server behind supergateway
+                url = stack.enter_context(server_memory_over_http(memory, argv))
+                target = f'transport = "http"\nurl = "{url}"\n{rest}'
+            else:
+                target = stdio_target(argv, {"MEMORY_FILE_PATH": str(memory)}, rest)
+            config = tmp_path / "benchd.toml"
+            config.write_text('[server]\ninstance = "pod-0"\n' + probe_toml(
+                target, SERVER_MEMORY_TOOLS, extra="interval_s = 600"))  # fmt: skip
+            benchd = stack.enter_context(BenchdProcess(["--config", str(config)]))
             assert heard.get(timeout=300) == b"held\n"  # a failure bound, not a margin
             benchd.signal(signal.SIGTERM)
             benchd.wait_for(lambda e: e.get("event") == "stopping", timeout=60)
