@@ -172,6 +172,12 @@ def test_a_second_daemon_on_the_same_host_and_config_is_refused_and_a_killed_one
         assert proc.returncode == 0, proc.stderr
         assert "read-only (wrote and deleted nothing)" in proc.stderr
         assert memory.read_bytes() == before
+        proc = subprocess.run(  # purge, same config and host: refused, deletes nothing
+            [sys.executable, "-m", "benchd", "purge", "-c", str(config)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 3 and "--force" in proc.stderr, proc.stdout + proc.stderr
+        assert memory.read_bytes() == before
         assert first.proc is not None
         first.proc.kill()  # no hand-back: its lease stays live
         first.proc.wait()
