@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from mcp_servers import (
     sdk_server_argv,
+    sdk_server_over_http,
     server_memory_argv,
     server_memory_over_http,
 )
@@ -40,6 +41,8 @@ from benchd.result import CycleResult
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import result_to_json
+from benchd.targets.mcp.config import McpConfig, SearchTool, ToolMap
+from benchd.targets.mcp.connect import open_session
 
 REPO = Path(__file__).resolve().parents[3]
 KEYWORDS = REPO / "fixtures" / "mcp-keyword.json"
@@ -295,6 +298,60 @@ async def test_an_entity_identical_to_one_of_benchds_written_before_benchd_is_ne
     proc = benchd("purge", "-c", str(path), cwd=tmp_path)
     assert proc.returncode == 3 and squatter["name"] in proc.stderr, proc.stdout + proc.stderr
     assert shared.read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_others_memories_with_benchds_ids_and_texts_survive_run_shutdown_and_purge(
+    tmp_path: Path,
+) -> None:
+    """The mem0-style server keys memories on (user_id, id). Others hold benchd's very ids
+    and texts under other users (another tenant; another benchd namespace), and the
+    fixture's own ids and texts beside benchd under its user (adopted). Two cycles
+    (``cleanup = "before"`` deletes and rewrites benchd's copy), the shutdown, then
+    ``benchd purge``: every one of theirs reads back as it was written."""
+    smoke = REPO / "fixtures" / "smoke.json"
+    corpus = json.loads(smoke.read_text())["memories"]
+    same = [{"id": f"benchd:benchd-eval:{m['id']}", "content": m["content"]} for m in corpus]
+    bare = [{"id": m["id"], "content": m["content"]} for m in corpus]
+    planted = {"alice": same, "benchd-other": same, "benchd-eval": bare}
+    with sdk_server_over_http() as url:
+        config = McpConfig(tools=ToolMap(search=SearchTool(name="search_memories", ids="x")),
+                           transport="http", url=url, timeout_s=60.0)  # fmt: skip
+        session = open_session(config, None)
+
+        async def read(user: str) -> list[dict[str, Any]]:
+            args = {"user_id": user, "offset": 0, "limit": 1000}
+            memories: list[dict[str, Any]] = (
+                await session.call_tool("list_memories", args)
+            ).structured["memories"]
+            return memories
+
+        try:
+            for user, memories in planted.items():
+                await session.call_tool("add_memories", {"user_id": user, "memories": memories})
+            before = {user: await read(user) for user in planted}
+            target = f'transport = "http"\nurl = "{url}"\nnamespace_by = "argument"\n' + (
+                'adopt_namespace = true\ncleanup = "before"')  # fmt: skip
+            path = tmp_path / "benchd.toml"
+            path.write_text(probe_toml(target, MEM0_TOOLS, fixture=smoke, k="[5]"))
+            (probe,) = load_config(path).probes
+            runner = ProbeRunner(probe)
+            try:
+                results = [await runner.run_once() for _ in range(2)]
+                await runner.cleanup()  # the shutdown: the lease handed back
+            finally:
+                await runner.aclose()
+            for result in results:
+                assert result.outcome == "success", result.error_message
+                assert result.seed is not None and result.seed.verified == len(corpus)
+            ours = {m["id"] for m in await read("benchd-eval")} - {m["id"] for m in bare}
+            assert ours  # the corpus and sentinel stay until the purge
+            proc = benchd("purge", "-c", str(path), cwd=tmp_path)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert f"left {len(bare)} record(s) benchd did not write" in proc.stdout
+            assert {user: await read(user) for user in planted} == before
+        finally:
+            await session.aclose()
 
 
 def test_a_write_tool_without_a_namespace_is_refused_saying_why(tmp_path: Path) -> None:
