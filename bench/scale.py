@@ -50,6 +50,7 @@ class Run:
     rss_mib: float
     requests: int
     phases: dict[str, float] = field(default_factory=dict)
+    sequence: list[tuple[str, int, float]] = field(default_factory=list)  # runs of one route
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -62,7 +63,9 @@ class Run:
 def serve_store(port_file: str) -> None:
     """Serve the reference store (bm25, no limits) and count the requests it answers.
 
-    ``GET /__requests`` answers the count (not counted itself).
+    ``GET /__requests`` answers the count and ``GET /__sequence`` the requests in the
+    order they came, runs of one method and path as ``[method path, count, seconds]``
+    (seconds from the previous run's last answer to this run's; neither counted itself).
     """
     import anyio
 
@@ -71,16 +74,29 @@ def serve_store(port_file: str) -> None:
     from benchd.refstore.server import _open_store, serve_app
 
     counted = [0]
+    sequence: list[list[Any]] = []
 
     def counting(app: Any) -> Any:
         async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["path"] == "/__requests":
-                body = str(counted[0]).encode()
+            if scope["type"] == "http" and scope["path"] in ("/__requests", "/__sequence"):
+                answer = counted[0] if scope["path"] == "/__requests" else sequence
+                body = json.dumps(answer).encode()
                 await send({"type": "http.response.start", "status": 200, "headers": []})
                 await send({"type": "http.response.body", "body": body})
                 return
             if scope["type"] == "http":
                 counted[0] += 1
+                path = scope["path"]
+                path = "/memory/{id}" if scope["method"] == "DELETE" else path
+                route = f"{scope['method']} {path}"
+                if sequence and sequence[-1][0] == route:
+                    sequence[-1][1] += 1
+                else:
+                    sequence.append([route, 1, 0.0])
+                run = sequence[-1]
+                await app(scope, receive, send)
+                run[2] = max(run[2], time.perf_counter())  # the run's last answer
+                return
             await app(scope, receive, send)
 
         return wrapped
@@ -124,6 +140,14 @@ class Store:
         import httpx
 
         return int(httpx.get(self.url + "/__requests").text)
+
+    def sequence(self) -> list[tuple[str, int]]:
+        """The requests answered so far, in order, as runs of one route."""
+        import httpx
+
+        runs = httpx.get(self.url + "/__sequence").json()
+        ends = [end for _, _, end in runs]
+        return [(r, n, e - s) for (r, n, e), s in zip(runs, [ends[0], *ends], strict=False)]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -272,14 +296,14 @@ def run_benchd(workdir: Path, store: Store, fixture: Path, cleanup: str) -> Run:
     wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
     probe = json.loads(out)["probes"][0]
     phases = {k: float(v) for k, v in (probe.get("phases") or {}).items()}
-    return Run(wall, cpu, rss, store.requests() - before, phases)
+    return Run(wall, cpu, rss, store.requests() - before, phases, store.sequence())
 
 
 def run_plain(store: Store, fixture: Path, cleanup: str) -> Run:
     before = store.requests()
     argv = [sys.executable, __file__, "--plain", store.url, str(fixture), cleanup]
     wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
-    return Run(wall, cpu, rss, store.requests() - before, json.loads(out))
+    return Run(wall, cpu, rss, store.requests() - before, json.loads(out), store.sequence())
 
 
 def ratio(a: float, b: float) -> str:
@@ -303,7 +327,16 @@ def report(records: int, benchd: Run, plain: Run) -> None:
             rows.append((f"  {name} (s)", b, sum(plain.phases.get(p, 0.0) for p in parts)))
     for name, b, p in rows:
         print(f"{name:24}{b:14.3f}{p:14.3f}{ratio(b, p):>9}")
+    for who, run in (("benchd once", benchd), ("plain httpx", plain)):
+        print(f"  {who} requests in order: {sequence_text(run.sequence)}")
     sys.stdout.flush()
+
+
+def sequence_text(sequence: list[tuple[str, int, float]], most: int = 40) -> str:
+    """Runs of one route as ``route xN (seconds)``, the first ``most`` of them."""
+    runs = [f"{route} x{n} ({s:.1f}s)" if n > 1 else route for route, n, s in sequence]
+    more = f", ... ({len(runs) - most} more runs)" if len(runs) > most else ""
+    return ", ".join(runs[:most]) + more
 
 
 def main() -> None:
