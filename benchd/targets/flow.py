@@ -379,9 +379,10 @@ class NamespaceFlow(NamespaceOwnership):
     async def _delete_seeded(self, existing: Listing) -> None:
         """Delete benchd's earlier copies of the corpus so the write makes it afresh."""
         if self.store.capabilities.deletes:
-            # From the latest listing (the lease's read-back, where one was taken since
-            # ``existing``): the shorter the time between listing and delete, the less
-            # another tenant can import under benchd's ids in between.
+            # From the latest listing (where one was taken since ``existing``; a delete
+            # relists first when it is older than RELIST_AFTER_S): the shorter the time
+            # between listing and delete, the less another tenant can import under
+            # benchd's ids in between.
             await self._delete_ids(list((self._fresh or existing).claimed))
         self._fixture_ids.clear()
         self._server_ids.clear()

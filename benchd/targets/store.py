@@ -61,6 +61,9 @@ may have skipped, read by id), ``delete_many(ids)`` (declared by
 :attr:`Capabilities.bulk_deletes`: delete a set of records in one call, each
 only while it is in benchd's namespace — the store's delete filters on the
 namespace — and answer how many went),
+``read_sentinel(store_id)`` (the sentinel, read without listing the whole
+namespace: the lease is read back after every heartbeat and before it is
+handed back; None where the store cannot, and the flow lists the namespace),
 ``unchanged(listed, record)`` (the store would skip this write as a
 duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
 corpus before the first search, e.g. to anchor date words) and
@@ -202,6 +205,8 @@ class Store(Protocol):
 
     async def delete_many(self, store_ids: Sequence[str]) -> int: ...
 
+    async def read_sentinel(self, store_id: str) -> Sequence[Listed] | None: ...
+
     def unchanged(self, listed: Listed, record: Record) -> bool: ...
 
     def stale(self, listed: Listed, record: Record) -> bool: ...
@@ -241,6 +246,10 @@ class StoreDefaults:
     async def delete_many(self, store_ids: Sequence[str]) -> int:
         """Only called where :attr:`Capabilities.bulk_deletes` is declared."""
         raise NotImplementedError("this store declares no bulk delete")
+
+    async def read_sentinel(self, store_id: str) -> Sequence[Listed] | None:
+        """No cheaper read than the listing: the flow lists the namespace for the lease."""
+        return None
 
     def unchanged(self, listed: Listed, record: Record) -> bool:
         """Every record is written; the store decides."""

@@ -295,6 +295,20 @@ class ZengramStore(HttpStore):
             found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
         return found
 
+    async def read_sentinel(self, store_id: str) -> list[Listed]:
+        """The sentinel (a fact) as ``GET /export?type=fact`` lists it in the namespace.
+
+        Only the namespace's facts are listed, not the whole corpus: the lease is
+        read back after each heartbeat and before ``once`` or a stopping daemon
+        hands it back. The latest listing learns the sentinel as read now.
+        """
+        found = (await self._export_all(EXPORT_PAGE, record_type="fact")).get(store_id)
+        if found is None:
+            self._listed.pop(store_id, None)
+            return []
+        self._listed[store_id] = found
+        return [found.listed]
+
     async def write(self, batch: Sequence[Record]) -> Counts:
         return await self._import_batch([self._prepare(r) for r in batch])
 
@@ -504,11 +518,18 @@ class ZengramStore(HttpStore):
         return await decode(answer.body, what, partial(wire.import_counts, len(batch), what))
 
     async def _fetch_page(
-        self, offset: int, size: int = EXPORT_PAGE
+        self, offset: int, size: int = EXPORT_PAGE, record_type: str | None = None
     ) -> tuple[list[dict[str, Any]], bool]:
-        """One ``GET /export`` page (every record on it, active or not) and has_more."""
+        """One ``GET /export`` page (every record on it, active or not) and has_more; of
+        ``record_type`` only, where given (the API's ``type`` filter)."""
         what = f"GET {self._base}/export"
-        params = {"client_id": self.config.namespace, "limit": size, "offset": offset}
+        params: dict[str, str | int] = {
+            "client_id": self.config.namespace,
+            "limit": size,
+            "offset": offset,
+        }
+        if record_type is not None:
+            params["type"] = record_type
         answer = await self._http.request("GET", "/export", params=params)
         return await decode(answer.body, what, partial(wire.export_page, size, what))
 
@@ -524,21 +545,26 @@ class ZengramStore(HttpStore):
             )
         seen.update(ids)
 
-    async def _export_all(self, size: int = EXPORT_PAGE) -> dict[str, Stored]:
-        """Every active record in the namespace, by server id: a read-back's own listing.
+    async def _export_all(
+        self, size: int = EXPORT_PAGE, record_type: str | None = None
+    ) -> dict[str, Stored]:
+        """Every active record in the namespace (of ``record_type`` only, where given), by
+        server id: a read-back's own listing.
 
         Its paging state is its own (imports are read back concurrently);
-        bounded like the flow's listing, by what this store was sent.
+        bounded like the flow's listing, by what this store was sent. A whole
+        listing becomes the latest one.
         """
         records: dict[str, Stored] = {}
         seen: set[str] = set()
         offset = 0
         most = max(listing_limit(self._sent), self._most)
         for _ in range(most // size + 2):
-            page, more = await self._fetch_page(offset, size)
+            page, more = await self._fetch_page(offset, size, record_type)
             records.update(self._stored_of(page))
             if not page or not more:
-                self._listed = records
+                if record_type is None:
+                    self._listed = records
                 return records
             self._check_progress(offset, page, seen)
             offset += len(page)

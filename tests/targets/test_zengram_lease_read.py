@@ -1,0 +1,126 @@
+"""The lease is read back without listing the whole namespace (#27), over loopback against the
+reference store's ``zengram-4.3`` profile (the real server's listing).
+
+The sentinel is a fact, so ``GET /export?type=fact`` shows it beside the corpus's facts
+only: at 10^5 records the lease read at the end of ``once`` (and after each heartbeat)
+was 200 listing pages for one record. What the read must still do: see a lease another
+holder took, so a lease this process no longer holds is never handed back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from benchd.config.secrets import Secret
+from benchd.refstore.config import RefStoreConfig
+from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.targets.lease import LeaseHolder, holder_of
+from benchd.targets.owned import OWNER_KEY, sentinel_id
+from benchd.targets.zengram import ZengramConfig, ZengramTarget
+
+pytestmark = pytest.mark.anyio
+KEY = "test-key-lease-read-0123456789"
+NS = "benchd-lease-read"
+# 1,200 records, half of them facts: the whole namespace is 3 pages of 500, its facts 2.
+MEMORIES = [
+    {"id": f"r{i}", "content": f"lease read note {i}", "type": "fact" if i % 2 else "event"}
+    for i in range(1200)
+]
+
+
+@pytest.fixture
+async def real() -> AsyncIterator[RunningRefStore]:
+    config = RefStoreConfig(
+        api_key=KEY,
+        retriever="bm25",
+        read_limit_per_min=0,
+        write_limit_per_min=0,
+        profile="zengram-4.3",
+        import_pacing=0.0,
+    )
+    async with running_refstore(config) as running:
+        yield running
+
+
+class _Exports(httpx.AsyncBaseTransport):
+    """Passes every request to the store and notes the ``type`` of each ``GET /export``
+    (``""``: the whole namespace)."""
+
+    def __init__(self) -> None:
+        self._real = httpx.AsyncHTTPTransport()
+        self.exports: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/export":
+            self.exports.append(request.url.params.get("type", ""))
+        return await self._real.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+def _target(url: str, lease: LeaseHolder, transport: httpx.AsyncBaseTransport) -> ZengramTarget:
+    settings = ZengramConfig(url=url, namespace=NS, cleanup="never", searchable_timeout_s=0.0)
+    target = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
+    target.lease = lease
+    return target
+
+
+async def _sentinel_mark(url: str) -> dict[str, Any]:
+    """The sentinel's owner mark, from a whole listing of the namespace."""
+    marks = []
+    async with httpx.AsyncClient(base_url=url, headers={"x-api-key": KEY}) as client:
+        offset = 0
+        while True:
+            params = {"client_id": NS, "limit": 500, "offset": offset}
+            page = (await client.get("/export", params=params)).json()
+            marks += [
+                m["metadata"][OWNER_KEY] for m in page["memories"] if m["id"] == sentinel_id(NS)
+            ]
+            offset += len(page["memories"])
+            if not page["has_more"]:
+                break
+    (mark,) = marks
+    return dict(mark)
+
+
+async def test_once_hands_its_lease_back_reading_only_the_namespaces_facts(
+    real: RunningRefStore,
+) -> None:
+    exports = _Exports()
+    me = LeaseHolder(instance="ci", ttl_s=600.0, role="once")
+    target = _target(real.url, me, exports)
+    try:
+        report = await target.seed(MEMORIES)
+        assert report.verified == len(MEMORIES)
+        exports.exports.clear()
+        assert await target.release_lease()
+    finally:
+        await target.aclose()
+    assert exports.exports == ["fact", "fact"]  # 601 facts, sentinel included: two pages
+    holder = holder_of(await _sentinel_mark(real.url))
+    assert holder is not None and holder.released and holder.token == me.token
+
+
+async def test_a_lease_taken_over_meanwhile_is_seen_and_left_to_its_holder(
+    real: RunningRefStore,
+) -> None:
+    exports = _Exports()
+    first = _target(real.url, LeaseHolder(instance="ci", ttl_s=600.0, role="once"), exports)
+    taker = LeaseHolder(instance="pod-0", ttl_s=600.0, role="run", force=True)
+    second = _target(real.url, taker, httpx.AsyncHTTPTransport())
+    try:
+        await first.seed(MEMORIES)
+        await second.seed(MEMORIES)  # a deliberate takeover (--force) while ``first`` runs
+        exports.exports.clear()
+        assert not await first.release_lease()
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert exports.exports == ["fact", "fact"]
+    holder = holder_of(await _sentinel_mark(real.url))
+    assert holder is not None and holder.token == taker.token and holder.live()
