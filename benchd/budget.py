@@ -8,7 +8,9 @@ plan counts every request a cycle sends — the namespace listing and its
 verification pages, the sentinel, imports, deletes, time-to-searchable
 polls, the serial pass and the load pass — and warns, with the numbers, when
 a key's probes cannot fit its budget on their schedule. It also gives each
-probe its share of the key's read budget, which the load pass is paced to.
+probe its share of the key's read budget, which the load pass is paced to,
+and of its write budget, which the flow's deletes are spaced to
+(:mod:`benchd.targets.pacing`).
 
 ``benchd validate --config`` and daemon start-up print the warnings; a
 probe's ``[probe.budget]`` declares its key's budget (every probe on one key
@@ -23,8 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,6 +45,7 @@ __all__ = [
     "cycle_cost",
     "key_of",
     "own_share",
+    "own_write_share",
     "plan_budgets",
 ]
 
@@ -86,6 +89,13 @@ def _read_share(budget: Budget, probes: int) -> float | None:
     return budget.reads_per_min / 60.0 / (budget.replicas * probes)
 
 
+def _write_share(budget: Budget, probes: int) -> float | None:
+    """Requests per second one of ``probes`` probes on the key may write (None: unpaced)."""
+    if budget.writes_per_min is None:
+        return None
+    return budget.writes_per_min / 60.0 / (budget.replicas * probes)
+
+
 @dataclass(frozen=True, slots=True)
 class CycleCost:
     """Requests one cycle of a probe sends, by what sends them."""
@@ -126,10 +136,11 @@ class KeyPlan:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Every key's plan, and each probe's share of its key's read budget (req/s)."""
+    """Every key's plan, and each probe's share of its key's read and write budgets (req/s)."""
 
     keys: tuple[KeyPlan, ...]
     read_rates: Mapping[str, float]  # probe -> requests per second for its load pass
+    write_rates: Mapping[str, float] = field(default_factory=dict)  # ... for its deletes
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -212,6 +223,16 @@ def own_share(probe: ProbeConfig) -> float | None:
     return _read_share(budget, 1)
 
 
+def own_write_share(probe: ProbeConfig) -> float | None:
+    """The probe's write rate (req/s) when no plan says otherwise: its budget, alone on its
+    key. None (deletes not spaced) where :func:`own_share` is None or writes are unlimited.
+    """
+    budget = budget_of(probe)
+    if key_of(probe) is None or budget is None:
+        return None
+    return _write_share(budget, 1)
+
+
 def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
     """Plan every key of ``config``; ``sizes`` gives each probe's (memories, queries).
 
@@ -229,12 +250,13 @@ def plan_budgets(config: Config, sizes: Mapping[str, tuple[int, int]]) -> Plan:
         for key, probes in groups.items()
         if _same_budget(config.path, key.partition("\x00")[0], probes) is not None
     )
-    rates = {name: rate for key in keys for name, rate in _shares(key).items()}
-    return Plan(keys, rates)
+    reads = {name: rate for key in keys for name, rate in _shares(key, _read_share).items()}
+    writes = {name: rate for key in keys for name, rate in _shares(key, _write_share).items()}
+    return Plan(keys, reads, writes)
 
 
-def _shares(key: KeyPlan) -> dict[str, float]:
-    share = _read_share(key.budget, len(key.probes))
+def _shares(key: KeyPlan, share_of: Callable[[Budget, int], float | None]) -> dict[str, float]:
+    share = share_of(key.budget, len(key.probes))
     return {} if share is None else dict.fromkeys(key.probes, share)
 
 

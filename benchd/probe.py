@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from benchd.budget import own_share
+from benchd.budget import own_share, own_write_share
 from benchd.config.load import ProbeConfig
 from benchd.config.thresholds import Threshold
 from benchd.cycle import run_cycle
@@ -91,6 +91,7 @@ class ProbeRunner:
         *,
         fixture: Fixture | None = None,
         read_rate: float | None = None,
+        write_rate: float | None = None,
         instance: str | None = None,
         read_only_beside_live: bool = False,
         thresholds: Sequence[Threshold] = (),
@@ -107,6 +108,8 @@ class ProbeRunner:
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
         self.tracker, self.target = build_parts(probe)
+        # ... and of its write budget (req/s), which the flow's deletes are spaced to.
+        self.target.write_rate = write_rate if write_rate is not None else own_write_share(probe)
         if self.target.capabilities.lease:
             # A daemon promises a heartbeat every cycle: three missed ones make it stale.
             # A one-shot run (benchd once) holds the lease for its one cycle only.

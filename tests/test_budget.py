@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import BenchdProcess
 
-from benchd.budget import Budget, budget_of, cycle_cost, own_share, plan_budgets
+from benchd.budget import Budget, budget_of, cycle_cost, own_share, own_write_share, plan_budgets
 from benchd.config.budget import BudgetSettings
 from benchd.config.load import Config, ProbeConfig, TargetConfig, parse_config
 from benchd.config.secrets import Secret
@@ -64,6 +64,18 @@ def test_probes_sharing_a_key_and_replicas_split_its_read_budget() -> None:
     assert plan.read_rates["a"] == plan.read_rates["b"] == 120 / 60 / 6
     assert plan.read_rates["c"] == 2.0  # another key: a budget of its own
     assert len(plan.keys) == 2 and plan.warnings == ()
+
+
+def test_deletes_are_spaced_to_each_probes_share_of_the_write_budget() -> None:
+    budget = BudgetSettings(reads_per_min=120, writes_per_min=60, replicas=3)
+    a, b = (dataclasses.replace(probe(n, cleanup="after"), budget=budget) for n in ("a", "b"))
+    other = probe("c", key="k-2")
+    unlimited = dataclasses.replace(probe("u", key="k-3"), budget=BudgetSettings(unlimited=True))
+    sizes = dict.fromkeys(("a", "b", "c", "u"), SMOKE)
+    plan = plan_budgets(config(a, b, other, unlimited), sizes)
+    assert plan.write_rates == {"a": 60 / 60 / 6, "b": 60 / 60 / 6, "c": 1.0}  # u: not spaced
+    assert own_write_share(other) == 1.0  # the kind's default, 60 writes a minute, alone
+    assert own_write_share(unlimited) is None
 
 
 def test_a_cycle_that_cannot_finish_within_its_timeout_is_named() -> None:

@@ -217,6 +217,7 @@ async def run_probes(
             probe,
             fixture=fixtures[probe.name],
             read_rate=plan.read_rates.get(probe.name),
+            write_rate=plan.write_rates.get(probe.name),
             instance=config.server.instance or None,
             role="once",  # beside a live daemon: measure, never write
             force_lease=force,

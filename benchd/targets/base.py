@@ -88,6 +88,9 @@ class ProbeTarget(Target, Protocol):
     """
 
     lease: LeaseHolder | None  # set by the probe runner where capabilities.lease
+    # set by the probe runner: its share of the key's write budget (req/s), which deletes
+    # are spaced to (benchd.targets.pacing); None: not spaced
+    write_rate: float | None
 
     @property
     def capabilities(self) -> Capabilities: ...

@@ -47,6 +47,7 @@ from benchd.targets.owned import (
     sentinel_id,
 )
 from benchd.targets.ownership import NamespaceOwnership
+from benchd.targets.pacing import Spacing
 from benchd.targets.store import (
     Capabilities,
     Counts,
@@ -104,6 +105,9 @@ class NamespaceFlow(NamespaceOwnership):
         self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
         # Seconds from the listing that showed each deleted record to the delete's answer.
         self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
+        # Set by the probe runner: its share of the key's write budget (req/s), which each
+        # cleanup's deletes keep within (benchd.targets.pacing); None: not spaced.
+        self.write_rate: float | None = None
 
     # -- what the probe reads -----------------------------------------------------
 
@@ -476,13 +480,16 @@ class NamespaceFlow(NamespaceOwnership):
         return True
 
     async def _delete_ids(self, server_ids: Sequence[str]) -> int:
-        """Delete these (already verified) server ids, ``delete_concurrency`` at a time."""
-        if self.store.capabilities.bulk_deletes > 1:
-            return await self._delete_sets(server_ids, self.store.capabilities.bulk_deletes)
+        """Delete these (already verified) server ids, ``delete_concurrency`` at a time, the
+        requests kept within :attr:`write_rate` (:class:`Spacing`)."""
+        spacing = Spacing.for_budget(self.write_rate)
+        if (size := self.store.capabilities.bulk_deletes) > 1:
+            return await self._delete_sets(server_ids, size, spacing)
         deleted = 0
 
         async def one(server_id: str) -> None:
             nonlocal deleted
+            await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
             recheck = functools.partial(self._still_listed, server_id)
@@ -496,7 +503,7 @@ class NamespaceFlow(NamespaceOwnership):
         await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
         return deleted
 
-    async def _delete_sets(self, server_ids: Sequence[str], size: int) -> int:
+    async def _delete_sets(self, server_ids: Sequence[str], size: int, spacing: Spacing) -> int:
         """Delete these server ids in sets of ``size`` (a store's bulk delete), sets in flight
         ``delete_concurrency`` at a time.
 
@@ -508,6 +515,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(chunk: list[str]) -> None:
             nonlocal deleted
+            await spacing.turn()  # one request per set
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return

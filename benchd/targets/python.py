@@ -212,6 +212,7 @@ class PythonTarget:
         self._driver: ProbeTarget | None = None  # the same, where benchd drives it
         self._lock = anyio.Lock()
         self._lease: LeaseHolder | None = None
+        self.write_rate: float | None = None  # in-process: no key, no write budget
 
     @property
     def lease(self) -> LeaseHolder | None:
@@ -367,6 +368,7 @@ class RetrieverTarget:
         self.private = getattr(retriever, "private", False) is True
         self._owned = OwnedIds(config.namespace, ())
         self.lease: LeaseHolder | None = None  # no lease: nothing to hold it in
+        self.write_rate: float | None = None  # nothing is deleted
 
     @property
     def capabilities(self) -> Capabilities:

@@ -106,7 +106,8 @@ class ZengramConfig:
 
     # What keeping the lease costs each writing cycle, for the budget planner:
     # the heartbeat deletes and re-imports the sentinel, then reads it back by
-    # listing the namespace once more (the real server has no read by id).
+    # listing the namespace's facts (the real server has no read by id; the
+    # sentinel is a fact): at most the whole namespace, planned as such.
     lease_writes_per_cycle: ClassVar[int] = 2
     lease_listings_per_cycle: ClassVar[int] = 1
 
