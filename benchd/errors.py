@@ -36,6 +36,7 @@ answer becomes which error is decided in one place,
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Sequence
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "TargetUnreachable",
     "ThresholdBreached",
     "UsageError",
+    "one_line",
 ]
 
 EXIT_OK = 0
@@ -118,13 +120,26 @@ class ConfigError(InputError):
     """
 
     def __init__(self, message: str | Sequence[str]) -> None:
-        self.problems = (message,) if isinstance(message, str) else tuple(message)
+        problems = (message,) if isinstance(message, str) else tuple(message)
+        self.problems = tuple(one_line(problem) for problem in problems)
         first = self.problems[0] if self.problems else "invalid config"
         more = len(self.problems) - 1
         if more > 0:
             noun = "problem" if more == 1 else "problems"
             first = f"{first} (and {more} more {noun}: benchd validate -c FILE lists them all)"
         super().__init__(first)
+
+
+def one_line(text: str) -> str:
+    """``text`` with each line break escaped as Python writes it (``\\n``, ``\\u2028``).
+
+    A problem names the file and the values the config gave, and a path may hold a line
+    break (``web_config = "\\n"`` is a valid file name): escaped, it stays one line.
+    """
+    return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines
 
 
 class RunFileError(InputError):

@@ -33,7 +33,7 @@ from benchd.config.thresholds import (
     threshold_problem,
 )
 from benchd.config.web import WebConfig, read_web_config
-from benchd.errors import ConfigError, UsageError
+from benchd.errors import ConfigError, UsageError, one_line
 from benchd.inputs import MAX_CONFIG_BYTES, packaged_fixture, read_input
 from benchd.redact import MIN_SECRET_LEN, SECRET_HEADERS, mask, register_secret, register_url
 
@@ -509,8 +509,9 @@ class _Interpolated:
         parts = line.split(": ", 2)
         head, text = ": ".join(parts[:-1]), parts[-1]
         for name, value in sorted(self.values.items(), key=lambda kv: -len(kv[1])):
-            if len(value) >= MIN_SECRET_LEN and value in text:
-                text = text.replace(value, f"${{{name}}}")
+            for form in dict.fromkeys((value, one_line(value))):  # as ConfigError escapes it
+                if len(form) >= MIN_SECRET_LEN and form in text:
+                    text = text.replace(form, f"${{{name}}}")
         return f"{head}: {text}" if head else text
 
 

@@ -650,6 +650,24 @@ def test_a_config_key_with_a_newline_is_quoted_in_the_one_line_error() -> None:
     assert 'server.listen."a\\nb": ${BENCHD_FUZZ_UNSET} is not set' in str(caught.value)
 
 
+def test_a_path_holding_a_line_break_is_escaped_in_the_one_line_error() -> None:
+    """Found by the config fuzzer (web_config = "\\n"): the path is a valid file name."""
+    probe = '[[probe]]\nname = "p"\nfixture = "packaged:smoke"\n[probe.target]\n'
+    probe += 'kind = "zengram"\nurl = "http://127.0.0.1:1"\n'
+    FILES.config.write_text('[server]\nweb_config = "\\n"\n' + probe)
+    with pytest.raises(BenchdError) as caught:
+        load_config(FILES.config)
+    assert_one_line(caught.value)
+    assert f"{FILES.folder}/\\n: cannot read web config" in str(caught.value)
+    # a value from the environment stays hidden, escaped as it is
+    FILES.config.write_text(probe + 'api_key_file = "${BENCHD_FUZZ_FILE}"\n')
+    env = {"BENCHD_FUZZ_FILE": "private\nkey"}
+    with mock.patch.dict(os.environ, env), pytest.raises(BenchdError) as caught:
+        load_config(FILES.config)
+    assert_one_line(caught.value)
+    assert "private" not in str(caught.value) and "${BENCHD_FUZZ_FILE}" in str(caught.value)
+
+
 def test_a_redirect_with_a_non_ascii_retry_after_is_a_redirect_error() -> None:
     with pytest.raises(BenchdError) as caught:
         parse_answer(TARGET, 301, {"Retry-After": "\udc80"}, b"{}", what="GET /s")
