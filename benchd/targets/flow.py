@@ -108,6 +108,7 @@ class NamespaceFlow(NamespaceOwnership):
         # Set by the probe runner: its share of the key's write budget (req/s), which each
         # cleanup's deletes keep within (benchd.targets.pacing); None: not spaced.
         self.write_rate: float | None = None
+        self._changes = 0  # writes and deletes this flow sent (the sentinel's apart)
 
     # -- what the probe reads -----------------------------------------------------
 
@@ -212,6 +213,7 @@ class NamespaceFlow(NamespaceOwnership):
         retries_before = self.store.retries
         self._listing_limit = listing_limit(len(memories))
         existing = await self._list() if caps.lists else Listing({}, self._owned)
+        changes = self._changes
         self._held = existing.held
         adopted = await self._take_ownership(existing)
         if self._read_only is None:
@@ -224,7 +226,10 @@ class NamespaceFlow(NamespaceOwnership):
         verified, missing = len(memories), tuple[str, ...]()
         if caps.lists and plan.verifies:
             enter_phase(progress, "verify")
-            verified, missing = await self._verify(memories, progress)
+            # Nothing written or deleted since ``existing`` (a kept corpus found unchanged):
+            # that listing is the read-back, and a second one would be the same pages.
+            unchanged_since = existing if self._changes == changes else None
+            verified, missing = await self._verify(memories, progress, unchanged_since)
         self.store.seeded(self._records(memories))
         enter_phase(progress, "searchable")
         self._progress = progress
@@ -296,6 +301,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
+            self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
             for i, n in enumerate(await self.store.write(batch)):
@@ -308,15 +314,21 @@ class NamespaceFlow(NamespaceOwnership):
         return totals[0], totals[1], totals[2]
 
     async def _verify(
-        self, memories: Sequence[Mapping[str, Any]], progress: Progress | None = None
+        self,
+        memories: Sequence[Mapping[str, Any]],
+        progress: Progress | None = None,
+        listed: Listing | None = None,
     ) -> tuple[int, tuple[str, ...]]:
         """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
 
-        A record the listing does not show is read back by its id before it is
-        called missing: a store's paging can skip records it holds. ``progress``
-        hears ``(verified, records)`` after the listing and after a read-back.
+        ``listed`` is a listing taken since the last write or delete, if any;
+        else the namespace is listed now. A record the listing does not show is
+        read back by its id before it is called missing: a store's paging can
+        skip records it holds. ``progress`` hears ``(verified, records)`` after
+        the listing and after a read-back.
         """
-        listed = await self._list()
+        if listed is None:
+            listed = await self._list()
         found = self._learn(listed.claimed)
         missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
         if progress is not None:
@@ -492,6 +504,7 @@ class NamespaceFlow(NamespaceOwnership):
             await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
+            self._changes += 1
             recheck = functools.partial(self._still_listed, server_id)
             if await self.store.delete(server_id, recheck):
                 deleted += 1
@@ -519,6 +532,7 @@ class NamespaceFlow(NamespaceOwnership):
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return
+            self._changes += 1
             deleted += await self.store.delete_many(ids)
             answered = time.monotonic()
             for server_id in ids:

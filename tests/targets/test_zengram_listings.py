@@ -1,10 +1,12 @@
-"""The lease is read back without listing the whole namespace (#27), over loopback against the
-reference store's ``zengram-4.3`` profile (the real server's listing).
+"""Listings a cycle does not need are not sent (#27), over loopback against the reference
+store's ``zengram-4.3`` profile (the real server's listing).
 
 The sentinel is a fact, so ``GET /export?type=fact`` shows it beside the corpus's facts
 only: at 10^5 records the lease read at the end of ``once`` (and after each heartbeat)
 was 200 listing pages for one record. What the read must still do: see a lease another
-holder took, so a lease this process no longer holds is never handed back.
+holder took, so a lease this process no longer holds is never handed back. A kept corpus
+found unchanged is verified by the listing that found it (nothing was written since);
+after any write the namespace is listed again.
 """
 
 from __future__ import annotations
@@ -124,3 +126,34 @@ async def test_a_lease_taken_over_meanwhile_is_seen_and_left_to_its_holder(
     assert exports.exports == ["fact", "fact"]
     holder = holder_of(await _sentinel_mark(real.url))
     assert holder is not None and holder.token == taker.token and holder.live()
+
+
+async def test_a_kept_corpus_found_unchanged_is_verified_by_the_listing_that_found_it(
+    real: RunningRefStore,
+) -> None:
+    exports = _Exports()
+    target = _target(real.url, LeaseHolder(instance="pod-0", ttl_s=600.0), exports)
+    try:
+        await target.seed(MEMORIES)
+        exports.exports.clear()
+        report = await target.seed(MEMORIES)  # the next cycle: nothing changed
+    finally:
+        await target.aclose()
+    assert (report.imported, report.unchanged, report.verified) == (0, 1200, 1200)
+    assert exports.exports == ["", "", "", "fact", "fact"]  # one listing, then the lease
+
+
+async def test_after_a_write_the_seed_is_verified_by_a_new_listing(real: RunningRefStore) -> None:
+    exports = _Exports()
+    target = _target(real.url, LeaseHolder(instance="pod-0", ttl_s=600.0), exports)
+    try:
+        await target.seed(MEMORIES)
+        async with httpx.AsyncClient(base_url=real.url, headers={"x-api-key": KEY}) as client:
+            gone = (await target.export_namespace()).keys() - {sentinel_id(NS)}
+            (await client.delete(f"/memory/{sorted(gone)[0]}")).raise_for_status()
+        exports.exports.clear()
+        report = await target.seed(MEMORIES)  # written again, then read back
+    finally:
+        await target.aclose()
+    assert (report.imported, report.unchanged, report.verified) == (1, 1199, 1200)
+    assert exports.exports == ["", "", "", "fact", "fact", "", "", ""]
