@@ -142,7 +142,9 @@ def _search_query(request: Request) -> SearchQuery:
 
 
 def _export_query(request: Request) -> ExportQuery:
+    since = _time_param(request, "since")
     return ExportQuery(
+        since_ts=since.timestamp() if since else None,
         client_id=_param(request, "client_id"),
         type=_param(request, "type"),
         limit=_int_param(request, "limit", 1000, 1, 5000),

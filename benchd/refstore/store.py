@@ -64,6 +64,7 @@ class ExportQuery:
     limit: int = 1000
     offset: int = 0
     active_only: bool = True
+    since_ts: float | None = None  # created at or after (the real server: created_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +227,7 @@ class RefStore:
         return {"type": query.table, "count": len(rows), "results": rows}
 
     def export(self, query: ExportQuery) -> dict[str, Any]:
-        where = SearchFilter(client_id=query.client_id, type=query.type)
+        where = SearchFilter(client_id=query.client_id, type=query.type, since_ts=query.since_ts)
         page = self.index.export_by_ms_cursor if self.profile.ms_cursor else self.index.export
         memories, total = page(where, query.active_only, query.limit, query.offset)
         return {

@@ -172,6 +172,7 @@ class ZengramStore(HttpStore):
         self._paging: dict[str, Stored] = {}  # the listing being paged
         self._seen: set[str] = set()  # ids of the listing being paged, active or not
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
+        self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
 
     # -- the store protocol ---------------------------------------------------------
 
@@ -301,9 +302,17 @@ class ZengramStore(HttpStore):
 
         Only the namespace's facts are listed, not the whole corpus: the lease is
         read back after each heartbeat and before ``once`` or a stopping daemon
-        hands it back. The latest listing learns the sentinel as read now.
+        hands it back. First only those created since benchd last wrote the
+        sentinel (``since``: usually the sentinel alone, one request); where it
+        is not among them (another holder's clock is behind), all of them. The
+        latest listing learns the sentinel as read now.
         """
-        found = (await self._export_all(EXPORT_PAGE, record_type="fact")).get(store_id)
+        found = None
+        if self._sentinel_ms is not None:
+            since = wire.iso_ms(self._sentinel_ms - 1)
+            found = (await self._export_all(EXPORT_PAGE, "fact", since)).get(store_id)
+        if found is None:
+            found = (await self._export_all(EXPORT_PAGE, "fact")).get(store_id)
         if found is None:
             self._listed.pop(store_id, None)
             return []
@@ -324,6 +333,8 @@ class ZengramStore(HttpStore):
         without its sentinel), bounded by :meth:`_sentinel_bound_s`.
         """
         sentinel = self._prepare(record)
+        at = wire.epoch_s(sentinel["created_at"])
+        self._sentinel_ms = None if at is None else round(at * 1000)
         listed = self._listed.get(record.store_id)
         with anyio.CancelScope(shield=True) as shield:
             shield.deadline = anyio.current_time() + self._sentinel_bound_s()
@@ -519,10 +530,15 @@ class ZengramStore(HttpStore):
         return await decode(answer.body, what, partial(wire.import_counts, len(batch), what))
 
     async def _fetch_page(
-        self, offset: int, size: int = EXPORT_PAGE, record_type: str | None = None
+        self,
+        offset: int,
+        size: int = EXPORT_PAGE,
+        record_type: str | None = None,
+        since: str | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
         """One ``GET /export`` page (every record on it, active or not) and has_more; of
-        ``record_type`` only, where given (the API's ``type`` filter)."""
+        ``record_type`` only, and created after ``since``, where given (the API's
+        ``type`` and ``since`` filters)."""
         what = f"GET {self._base}/export"
         params: dict[str, str | int] = {
             "client_id": self.config.namespace,
@@ -531,6 +547,8 @@ class ZengramStore(HttpStore):
         }
         if record_type is not None:
             params["type"] = record_type
+        if since is not None:
+            params["since"] = since
         answer = await self._http.request("GET", "/export", params=params)
         return await decode(answer.body, what, partial(wire.export_page, size, what))
 
@@ -547,10 +565,10 @@ class ZengramStore(HttpStore):
         seen.update(ids)
 
     async def _export_all(
-        self, size: int = EXPORT_PAGE, record_type: str | None = None
+        self, size: int = EXPORT_PAGE, record_type: str | None = None, since: str | None = None
     ) -> dict[str, Stored]:
-        """Every active record in the namespace (of ``record_type`` only, where given), by
-        server id: a read-back's own listing.
+        """Every active record in the namespace (of ``record_type`` only, created after
+        ``since``, where given), by server id: a read-back's own listing.
 
         Its paging state is its own (imports are read back concurrently);
         bounded like the flow's listing, by what this store was sent. A whole
@@ -561,10 +579,10 @@ class ZengramStore(HttpStore):
         offset = 0
         most = max(listing_limit(self._sent), self._most)
         for _ in range(most // size + 2):
-            page, more = await self._fetch_page(offset, size, record_type)
+            page, more = await self._fetch_page(offset, size, record_type, since)
             records.update(self._stored_of(page))
             if not page or not more:
-                if record_type is None:
+                if record_type is None and since is None:
                     self._listed = records
                 return records
             self._check_progress(offset, page, seen)

@@ -2,9 +2,11 @@
 store's ``zengram-4.3`` profile (the real server's listing).
 
 The sentinel is a fact, so ``GET /export?type=fact`` shows it beside the corpus's facts
-only: at 10^5 records the lease read at the end of ``once`` (and after each heartbeat)
-was 200 listing pages for one record. What the read must still do: see a lease another
-holder took, so a lease this process no longer holds is never handed back. A kept corpus
+only, and ``since`` the time benchd wrote it, usually alone: at 10^5 records the lease
+read at the end of ``once`` (and after each heartbeat) was 200 listing pages for one
+record. What the read must still do: see a lease another holder took, even one written
+by a clock behind benchd's, so a lease this process no longer holds is never handed
+back. A kept corpus
 found unchanged is verified by the listing that found it (nothing was written since);
 after any write the namespace is listed again.
 """
@@ -23,13 +25,21 @@ from benchd.refstore.server import RunningRefStore, running_refstore
 from benchd.targets.lease import LeaseHolder, holder_of
 from benchd.targets.owned import OWNER_KEY, sentinel_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.targets.zengram_wire import iso_ms
 
 pytestmark = pytest.mark.anyio
 KEY = "test-key-lease-read-0123456789"
 NS = "benchd-lease-read"
-# 1,200 records, half of them facts: the whole namespace is 3 pages of 500, its facts 2.
+JAN_2025_MS = 1_735_689_600_000
+# 1,200 records dated in 2025, half of them facts: the whole namespace is 3 pages of 500,
+# its facts 2, its facts created since benchd wrote its sentinel 1 (the sentinel).
 MEMORIES = [
-    {"id": f"r{i}", "content": f"lease read note {i}", "type": "fact" if i % 2 else "event"}
+    {
+        "id": f"r{i}",
+        "content": f"lease read note {i}",
+        "type": "fact" if i % 2 else "event",
+        "created_at": iso_ms(JAN_2025_MS + i),
+    }
     for i in range(1200)
 ]
 
@@ -49,8 +59,8 @@ async def real() -> AsyncIterator[RunningRefStore]:
 
 
 class _Exports(httpx.AsyncBaseTransport):
-    """Passes every request to the store and notes the ``type`` of each ``GET /export``
-    (``""``: the whole namespace)."""
+    """Passes every request to the store and notes the filters of each ``GET /export``:
+    ``""`` (the whole namespace), ``"fact"``, ``"fact since"``."""
 
     def __init__(self) -> None:
         self._real = httpx.AsyncHTTPTransport()
@@ -58,7 +68,9 @@ class _Exports(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET" and request.url.path == "/export":
-            self.exports.append(request.url.params.get("type", ""))
+            params = request.url.params
+            since = " since" if "since" in params else ""
+            self.exports.append(params.get("type", "") + since)
         return await self._real.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -103,7 +115,7 @@ async def test_once_hands_its_lease_back_reading_only_the_namespaces_facts(
         assert await target.release_lease()
     finally:
         await target.aclose()
-    assert exports.exports == ["fact", "fact"]  # 601 facts, sentinel included: two pages
+    assert exports.exports == ["fact since"]  # the sentinel alone
     holder = holder_of(await _sentinel_mark(real.url))
     assert holder is not None and holder.released and holder.token == me.token
 
@@ -123,9 +135,38 @@ async def test_a_lease_taken_over_meanwhile_is_seen_and_left_to_its_holder(
     finally:
         await first.aclose()
         await second.aclose()
-    assert exports.exports == ["fact", "fact"]
+    assert exports.exports == ["fact since"]
     holder = holder_of(await _sentinel_mark(real.url))
     assert holder is not None and holder.token == taker.token and holder.live()
+
+
+async def test_a_lease_written_by_a_clock_behind_benchds_is_still_seen(
+    real: RunningRefStore,
+) -> None:
+    exports = _Exports()
+    first = _target(real.url, LeaseHolder(instance="ci", ttl_s=600.0, role="once"), exports)
+    other = LeaseHolder(instance="pod-1", ttl_s=600.0, role="run", force=True)
+    sentinel = {
+        "id": sentinel_id(NS),
+        "type": "fact",
+        "key": sentinel_id(NS),
+        "content": f"benchd sentinel taken over by {other.token}",
+        "client_id": NS,
+        "created_at": iso_ms(JAN_2025_MS + 5000),  # before benchd's, by the other's clock
+        "metadata": {OWNER_KEY: other.mark(NS)},
+    }
+    try:
+        await first.seed(MEMORIES)
+        async with httpx.AsyncClient(base_url=real.url, headers={"x-api-key": KEY}) as client:
+            body = {"data": [sentinel], "operator_approved": True}
+            assert (await client.post("/export/import", json=body)).json()["imported"] == 1
+        exports.exports.clear()
+        assert not await first.release_lease()
+    finally:
+        await first.aclose()
+    assert exports.exports == ["fact since", "fact", "fact"]  # not since: all the facts
+    holder = holder_of(await _sentinel_mark(real.url))
+    assert holder is not None and holder.token == other.token and holder.live()
 
 
 async def test_a_kept_corpus_found_unchanged_is_verified_by_the_listing_that_found_it(
@@ -140,7 +181,7 @@ async def test_a_kept_corpus_found_unchanged_is_verified_by_the_listing_that_fou
     finally:
         await target.aclose()
     assert (report.imported, report.unchanged, report.verified) == (0, 1200, 1200)
-    assert exports.exports == ["", "", "", "fact", "fact"]  # one listing, then the lease
+    assert exports.exports == ["", "", "", "fact since"]  # one listing, then the lease
 
 
 async def test_after_a_write_the_seed_is_verified_by_a_new_listing(real: RunningRefStore) -> None:
@@ -156,4 +197,4 @@ async def test_after_a_write_the_seed_is_verified_by_a_new_listing(real: Running
     finally:
         await target.aclose()
     assert (report.imported, report.unchanged, report.verified) == (1, 1199, 1200)
-    assert exports.exports == ["", "", "", "fact", "fact", "", "", ""]
+    assert exports.exports == ["", "", "", "fact since", "", "", ""]
