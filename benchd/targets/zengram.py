@@ -127,7 +127,7 @@ class ZengramConfig:
         metadata=check(lambda v: None if 0 < v <= IMPORT_CAP else f"must be 1..{IMPORT_CAP}"),
     )
     seed_concurrency: int = field(default=4, metadata=check(positive_problem))
-    max_retries: int = 3
+    max_retries: int = field(default=3, metadata=check(_non_negative))
     backoff_s: float = 0.25
     max_retry_after_s: float = 30.0
     max_response_bytes: int = field(
