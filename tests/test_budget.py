@@ -49,6 +49,12 @@ def test_cleanup_modes_cost_what_they_send() -> None:
     assert reads == {"export": 2, "searchable": 1, "serial": 16, "load": 0, "lease": 1}
 
 
+def test_a_large_kept_corpus_reads_its_lease_in_one_request() -> None:
+    never = probe("a", cleanup="never")
+    reads = cycle_cost(never, 100_000, 100, read_rate=2.0).reads
+    assert (reads["export"], reads["lease"]) == (2 * 201, 1)  # not a 201-page listing
+
+
 def test_a_load_pass_costs_its_share_of_the_read_budget() -> None:
     closed = dataclasses.replace(
         probe("a"), load=LoadProfile(mode="closed", concurrency=4, duration_s=15.0)

@@ -106,10 +106,11 @@ class ZengramConfig:
 
     # What keeping the lease costs each writing cycle, for the budget planner:
     # the heartbeat deletes and re-imports the sentinel, then reads it back by
-    # listing the namespace's facts (the real server has no read by id; the
-    # sentinel is a fact): at most the whole namespace, planned as such.
+    # listing the namespace's facts created since (the real server has no read
+    # by id; the sentinel is a fact): one request, the sentinel alone. (Only
+    # where another holder's clock is behind does it list all the facts.)
     lease_writes_per_cycle: ClassVar[int] = 2
-    lease_listings_per_cycle: ClassVar[int] = 1
+    lease_reads_per_cycle: ClassVar[int] = 1
 
     url: str = field(metadata=check(http_url_problem))
     api_key_env: str | None = None
@@ -633,7 +634,7 @@ def zengram_costs(config: ZengramConfig) -> StoreCosts:
         batch_size=config.seed_batch,
         lists=2 if config.verify else 1,
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
-        lease_listings=config.lease_listings_per_cycle,
+        lease_reads=config.lease_reads_per_cycle,
         lease_writes=config.lease_writes_per_cycle,
         reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
         writes_per_min=60,
