@@ -28,6 +28,7 @@ so a latency never includes benchd's own waits.
 from __future__ import annotations
 
 import email.utils
+import itertools
 import math
 import random
 import time
@@ -433,15 +434,18 @@ async def run_bounded(
 
     A fixed pool of ``limit`` workers pulls items from one iterator, so memory
     does not grow with the item count (a task per item up front cost ~6 KiB
-    each before the limit admitted any). The first :class:`TargetError`
-    stops the pool and is re-raised as itself (not wrapped in an
-    ExceptionGroup), so callers see one error.
+    each before the limit admitted any). Each worker starts with an item in
+    hand, so there are never more workers than items: a ``limit`` of 2**53
+    (config checks only that it is positive) once spawned tasks until the
+    process held 21 GB. The first :class:`TargetError` stops the pool and is
+    re-raised as itself (not wrapped in an ExceptionGroup), so callers see one
+    error.
     """
     feed = iter(items)
     failure: list[TargetError] = []
 
-    async def worker(scope: anyio.CancelScope) -> None:
-        for item in feed:
+    async def worker(first: T, scope: anyio.CancelScope) -> None:
+        for item in itertools.chain((first,), feed):
             if failure:
                 return
             try:
@@ -452,8 +456,8 @@ async def run_bounded(
                 return
 
     async with anyio.create_task_group() as tg:
-        for _ in range(max(1, limit)):
-            tg.start_soon(worker, tg.cancel_scope)
+        for first in itertools.islice(feed, max(1, limit)):
+            tg.start_soon(worker, first, tg.cancel_scope)
     if failure:
         raise failure[0]
 

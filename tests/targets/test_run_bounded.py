@@ -82,3 +82,16 @@ async def test_a_limit_below_one_still_runs_everything() -> None:
 
     await run_bounded([1, 2, 3], fn, limit=0)
     assert seen == [1, 2, 3]
+
+
+async def test_a_limit_far_above_the_item_count_starts_one_worker_per_item() -> None:
+    """The config fuzzer's seed_concurrency = 2**53 spawned tasks until the process held 21 GB."""
+    seen: list[int] = []
+
+    async def fn(i: int) -> None:
+        seen.append(i)
+        await anyio.sleep(0)
+
+    with anyio.fail_after(30):  # a bound against the old hang, not a margin
+        await run_bounded(range(5), fn, limit=2**53)
+    assert sorted(seen) == list(range(5))
