@@ -64,6 +64,9 @@ cleanup = "before"
 
 [probe.load]
 mode = "serial"
+
+[probe.budget]
+unlimited = true  # the reference store runs without limits: deletes are not spaced
 """
 
 
