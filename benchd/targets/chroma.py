@@ -55,6 +55,7 @@ from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ErrorContext,
     http_url_problem,
+    non_negative_problem,
     open_clients,
     positive_problem,
 )
@@ -140,9 +141,9 @@ class ChromaConfig:
     auth_prefix: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
-    max_retries: int = 3
-    backoff_s: float = 0.25
-    max_retry_after_s: float = 30.0
+    max_retries: int = field(default=3, metadata=check(non_negative_problem))
+    backoff_s: float = field(default=0.25, metadata=check(non_negative_problem))
+    max_retry_after_s: float = field(default=30.0, metadata=check(non_negative_problem))
     max_response_bytes: int = field(
         default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
     )

@@ -542,3 +542,8 @@ def http_url_problem(v: str) -> str | None:
 def positive_problem(v: Any) -> str | None:
     """Config check for counts, sizes and durations that must be above zero."""
     return None if v > 0 else "must be > 0"
+
+
+def non_negative_problem(v: Any) -> str | None:
+    """Config check for retry counts and waits, where zero means none."""
+    return None if v >= 0 else "must be >= 0"

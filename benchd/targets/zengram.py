@@ -52,6 +52,7 @@ from benchd.targets.client import (
     Answer,
     ErrorContext,
     http_url_problem,
+    non_negative_problem,
     positive_problem,
 )
 from benchd.targets.connection import HttpFlow, HttpStore, delete_rechecked
@@ -128,9 +129,9 @@ class ZengramConfig:
         metadata=check(lambda v: None if 0 < v <= IMPORT_CAP else f"must be 1..{IMPORT_CAP}"),
     )
     seed_concurrency: int = field(default=4, metadata=check(positive_problem))
-    max_retries: int = field(default=3, metadata=check(_non_negative))
-    backoff_s: float = 0.25
-    max_retry_after_s: float = 30.0
+    max_retries: int = field(default=3, metadata=check(non_negative_problem))
+    backoff_s: float = field(default=0.25, metadata=check(non_negative_problem))
+    max_retry_after_s: float = field(default=30.0, metadata=check(non_negative_problem))
     max_response_bytes: int = field(
         default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
     )

@@ -146,3 +146,36 @@ def test_web_config_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
     (tmp_path / "web.toml").unlink()
     with pytest.raises(ConfigError, match=r"web\.toml: cannot read web config"):
         load_config(write(tmp_path, text))
+
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+RETRY_KINDS = {
+    "zengram": None,
+    "http": CONFIGS / "http-zengram.toml",
+    "chroma": CONFIGS / "chroma.toml",
+    "mcp": CONFIGS / "mcp-server-memory.toml",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RETRY_KINDS))
+@pytest.mark.parametrize("key", ["max_retries", "backoff_s", "max_retry_after_s"])
+def test_retry_counts_and_waits_below_zero_are_refused_and_zero_is_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, key: str
+) -> None:
+    """Every kind with benchd's retrying client: -1 passed validate and then ended once with an
+    internal error (a negative backoff is an invalid sleep; zengram's import loop made no
+    attempt); 0 is valid (no retries, no wait)."""
+    monkeypatch.setenv("BRAIN_API_KEY", "k" * 20)
+    shipped = RETRY_KINDS[kind]
+    text = GOOD if shipped is None else shipped.read_text()
+    line = f'kind = "{kind}"'
+    assert text.count(line) == 1
+    for value, ok in (("-1", False), ("0", True)):
+        path = write(tmp_path, text.replace(line, f"{line}\n{key} = {value}"))
+        if ok:
+            (probe,) = load_config(path).probes
+            assert getattr(probe.target.settings, key) == 0
+            continue
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert f"probe[0].target.{key}: must be >= 0" in str(err.value)

@@ -16,6 +16,7 @@ from benchd.embed.config import EmbedConfig
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     http_url_problem,
+    non_negative_problem,
     positive_problem,
 )
 from benchd.targets.http.templating import parse_path, template_problem
@@ -210,9 +211,9 @@ class HttpConfig:
     # label for the store's embedding model when health has none
     model: str = field(default="", metadata=check(label_problem))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
-    max_retries: int = 3
-    backoff_s: float = 0.25
-    max_retry_after_s: float = 30.0
+    max_retries: int = field(default=3, metadata=check(non_negative_problem))
+    backoff_s: float = field(default=0.25, metadata=check(non_negative_problem))
+    max_retry_after_s: float = field(default=30.0, metadata=check(non_negative_problem))
     max_response_bytes: int = field(
         default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
     )

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from benchd.config.schema import check, headers_problem, label_problem
-from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES, http_url_problem, positive_problem
+from benchd.targets.client import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    http_url_problem,
+    non_negative_problem,
+    positive_problem,
+)
 from benchd.targets.http.config import (
     BATCH_NAMES,
     DELETE_NAMES,
@@ -237,9 +242,9 @@ class McpConfig:
     # the store's model label when no info tool names it
     model: str = field(default="", metadata=check(label_problem))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
-    max_retries: int = 3
-    backoff_s: float = 0.25
-    max_retry_after_s: float = 30.0
+    max_retries: int = field(default=3, metadata=check(non_negative_problem))
+    backoff_s: float = field(default=0.25, metadata=check(non_negative_problem))
+    max_retry_after_s: float = field(default=30.0, metadata=check(non_negative_problem))
     max_response_bytes: int = field(
         default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
     )
