@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from benchd.config.secrets import Secret
-from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.testing import make_config
 from benchd.targets import flow
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.owned import owned_id, sentinel_id
@@ -35,14 +35,7 @@ MEMORIES = [{"id": f"w{i}", "content": f"window note number {i}"} for i in range
 
 @pytest.fixture
 async def real() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY,
-        retriever="bm25",
-        read_limit_per_min=0,
-        write_limit_per_min=0,
-        profile="zengram-4.3",
-        import_pacing=0.0,
-    )
+    config = make_config(api_key=KEY, retriever="bm25", profile="zengram-4.3", import_pacing=0.0)
     async with running_refstore(config) as running:
         yield running
 

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from benchd.config.secrets import Secret
-from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.testing import make_config
 from benchd.targets.lease import LeaseHolder, holder_of
 from benchd.targets.owned import OWNER_KEY, sentinel_id
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
@@ -46,14 +46,7 @@ MEMORIES = [
 
 @pytest.fixture
 async def real() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY,
-        retriever="bm25",
-        read_limit_per_min=0,
-        write_limit_per_min=0,
-        profile="zengram-4.3",
-        import_pacing=0.0,
-    )
+    config = make_config(api_key=KEY, retriever="bm25", profile="zengram-4.3", import_pacing=0.0)
     async with running_refstore(config) as running:
         yield running
 
