@@ -6,16 +6,19 @@ the delete's answer, another tenant importing under that id would lose the
 record. This measures that window for every delete of a ``cleanup =
 "before"`` cycle re-seeding N records, against a reference store in the
 ``zengram-4.3`` profile on loopback (in process) with the real server's write
-budget (60 a minute, so deletes past the first minute's wait on 429s), two
-ways:
+budget (60 a minute), three ways:
 
-- ``relist``: as benchd runs now: deletes use the latest listing (the lease's
-  read-back) and the namespace is listed again before a delete once the
-  listing is older than ``RELIST_AFTER_S`` (15 s);
-- ``once``: one listing for the whole cleanup, as benchd did before.
+- ``paced``: as benchd runs now: the deletes are kept within the probe's
+  share of the key's write budget (``write_rate``, :mod:`benchd.targets.pacing`:
+  one minute's share at once, then spaced), use the latest listing (the
+  lease's read-back), and the namespace is listed again before a delete once
+  the listing is older than ``RELIST_AFTER_S`` (15 s);
+- ``relist``: the same without pacing: deletes past the first minute's
+  budget wait on the store's 429s (benchd before #27's pacing);
+- ``once``: unpaced, one listing for the whole cleanup (benchd before #20).
 
-Prints p50 / p99 / max of the windows and the listings each way took. Run
-from the repo root::
+Prints p50 / p99 / max of the windows, the listings each way took and the
+retries (429s answered) it met. Run from the repo root::
 
     .venv/bin/python bench/delete_window.py [--records 100] [--writes-per-min 60]
 """
@@ -44,7 +47,7 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
-async def _one(records: int, writes_per_min: int, relist: bool) -> dict[str, Any]:
+async def _one(records: int, writes_per_min: int, relist: bool, paced: bool) -> dict[str, Any]:
     config = RefStoreConfig(
         api_key=KEY,
         retriever="bm25",
@@ -61,22 +64,27 @@ async def _one(records: int, writes_per_min: int, relist: bool) -> dict[str, Any
         )
         t = ZengramTarget(settings, Secret(KEY, "bench"))
         t.lease = LeaseHolder(instance="bench", ttl_s=3600.0)
+        # the probe's share of the key's write budget: this probe alone on the key
+        t.write_rate = writes_per_min / 60.0 if paced and writes_per_min > 0 else None
         listings = 0
-        listed = t.export_namespace
+        list_page = t.store.list_page
 
-        async def counting(page_size: int = 500) -> Any:
+        async def counting(cursor: str | None) -> Any:
             nonlocal listings
-            listings += 1
-            return await listed(page_size)
+            if cursor is None:  # a listing's first page
+                listings += 1
+            return await list_page(cursor)
 
-        t.export_namespace = counting  # type: ignore[method-assign]
+        t.store.list_page = counting  # type: ignore[method-assign]
         try:
             await t.seed(memories)  # first cycle: nothing to delete
             t.delete_windows.clear()
             listings = 0
+            retries_before = t.retries
             started = time.monotonic()
             await t.seed(memories)  # the cycle measured: deletes every record, then imports
             took = time.monotonic() - started
+            retries = t.retries - retries_before
         finally:
             await t.aclose()
     windows = [w for w in t.delete_windows]
@@ -87,6 +95,7 @@ async def _one(records: int, writes_per_min: int, relist: bool) -> dict[str, Any
         "max": max(windows),
         "listing_calls": listings,
         "cycle_s": took,
+        "retries": retries,
     }
 
 
@@ -96,13 +105,13 @@ def main() -> None:
     parser.add_argument("--writes-per-min", type=int, default=60)
     args = parser.parse_args()
     print(f"{args.records} records, {args.writes_per_min} writes/min, cleanup = before")
-    for relist in (True, False):
-        row = anyio.run(_one, args.records, args.writes_per_min, relist)
-        name = "relist" if relist else "once"
+    ways = (("paced", True, True), ("relist", True, False), ("once", False, False))
+    for name, relist, paced in ways:
+        row = anyio.run(_one, args.records, args.writes_per_min, relist, paced)
         print(
             f"{name:>6}: {row['deletes']} deletes, window p50 {row['p50']:.3f} s, "
             f"p99 {row['p99']:.3f} s, max {row['max']:.3f} s; {row['listing_calls']} "
-            f"listings, cycle {row['cycle_s']:.1f} s"
+            f"listings, {row['retries']} retries (429s), cycle {row['cycle_s']:.1f} s"
         )
 
 
