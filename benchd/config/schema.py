@@ -36,8 +36,10 @@ from benchd.errors import ConfigError
 __all__ = [
     "MAX_FLOAT",
     "MAX_INT",
+    "MAX_STORE_CONCURRENCY",
     "MIN_INT",
     "check",
+    "concurrency_problem",
     "decode",
     "describe",
     "headers_problem",
@@ -88,6 +90,17 @@ def headers_problem(headers: Mapping[str, str]) -> str | None:
             continue
         return f"header {json.dumps(name)}: its value {problem}; fix the value (not shown here)"
     return None
+
+
+MAX_STORE_CONCURRENCY = 1024
+"""Most calls a store kind keeps in flight (each may hold a connection, a thread or a task)."""
+
+
+def concurrency_problem(value: int) -> str | None:
+    """Config check for calls in flight to a store: 1..:data:`MAX_STORE_CONCURRENCY`."""
+    if 1 <= value <= MAX_STORE_CONCURRENCY:
+        return None
+    return f"must be 1..{MAX_STORE_CONCURRENCY} (calls in flight to the store)"
 
 
 def label_problem(value: str) -> str | None:

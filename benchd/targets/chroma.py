@@ -44,7 +44,7 @@ import httpx
 
 from benchd import redact
 from benchd.config.kinds import StoreCosts
-from benchd.config.schema import check
+from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import TargetHTTPError, TargetProtocolError
@@ -133,8 +133,8 @@ class ChromaConfig:
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     batch_size: int = field(default=300, metadata=check(positive_problem))
-    concurrency: int = field(default=2, metadata=check(positive_problem))
-    delete_concurrency: int = field(default=4, metadata=check(positive_problem))
+    concurrency: int = field(default=2, metadata=check(concurrency_problem))
+    delete_concurrency: int = field(default=4, metadata=check(concurrency_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
     auth_header: str = "x-chroma-token"

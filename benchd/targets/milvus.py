@@ -39,7 +39,7 @@ import anyio.to_thread
 
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check, url_problem
+from benchd.config.schema import check, concurrency_problem, url_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
@@ -141,7 +141,7 @@ class MilvusConfig:
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     batch_size: int = field(default=500, metadata=check(positive_problem))
-    concurrency: int = field(default=2, metadata=check(positive_problem))
+    concurrency: int = field(default=2, metadata=check(concurrency_problem))
     token_env: str | None = None
     token_file: str | None = None
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))

@@ -50,7 +50,7 @@ import anyio
 
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check
+from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
@@ -149,8 +149,8 @@ class PgvectorConfig:
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     batch_size: int = field(default=500, metadata=check(_positive))
-    concurrency: int = field(default=2, metadata=check(_positive))
-    pool_size: int = field(default=10, metadata=check(_positive))
+    concurrency: int = field(default=2, metadata=check(concurrency_problem))
+    pool_size: int = field(default=10, metadata=check(concurrency_problem))
     timeout_s: float = field(default=10.0, metadata=check(_positive))
     searchable_timeout_s: float = 30.0
 

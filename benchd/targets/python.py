@@ -45,7 +45,7 @@ import anyio
 import anyio.to_thread
 
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check, label_problem
+from benchd.config.schema import check, concurrency_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.logging import get_logger
@@ -126,7 +126,7 @@ class PythonConfig:
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
     # label for the model; else the retriever's ``model`` attribute
     model: str = field(default="", metadata=check(label_problem))
-    concurrency: int = field(default=1, metadata=check(_positive))
+    concurrency: int = field(default=1, metadata=check(concurrency_problem))
     # Read from a config file, a probe's namespace defaults to its own: benchd-<probe name>.
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     # With the batch hooks (write, list, delete): the namespace flow's settings.

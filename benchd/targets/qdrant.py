@@ -54,7 +54,7 @@ import anyio.to_thread
 
 from benchd import redact
 from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check, url_problem
+from benchd.config.schema import check, concurrency_problem, url_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
 from benchd.errors import (
@@ -161,7 +161,7 @@ class QdrantConfig:
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     batch_size: int = field(default=256, metadata=check(positive_problem))
-    concurrency: int = field(default=2, metadata=check(positive_problem))
+    concurrency: int = field(default=2, metadata=check(concurrency_problem))
     api_key_env: str | None = None
     api_key_file: str | None = None
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))

@@ -40,7 +40,7 @@ import anyio
 import httpx
 
 from benchd.config.kinds import StoreCosts
-from benchd.config.schema import check, headers_problem, label_problem
+from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
 from benchd.result import TargetInfo
@@ -128,7 +128,7 @@ class ZengramConfig:
         default=IMPORT_CAP,
         metadata=check(lambda v: None if 0 < v <= IMPORT_CAP else f"must be 1..{IMPORT_CAP}"),
     )
-    seed_concurrency: int = field(default=4, metadata=check(positive_problem))
+    seed_concurrency: int = field(default=4, metadata=check(concurrency_problem))
     max_retries: int = field(default=3, metadata=check(non_negative_problem))
     backoff_s: float = field(default=0.25, metadata=check(non_negative_problem))
     max_retry_after_s: float = field(default=30.0, metadata=check(non_negative_problem))

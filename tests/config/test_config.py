@@ -179,3 +179,59 @@ def test_retry_counts_and_waits_below_zero_are_refused_and_zero_is_none(
         with pytest.raises(ConfigError) as err:
             load_config(path)
         assert f"probe[0].target.{key}: must be >= 0" in str(err.value)
+
+
+CONCURRENCY_KEYS = [
+    ("zengram", None, ("seed_concurrency",)),
+    ("chroma", "chroma.toml", ("concurrency",)),
+    ("chroma", "chroma.toml", ("delete_concurrency",)),
+    ("pgvector", "pgvector.toml", ("concurrency",)),
+    ("pgvector", "pgvector.toml", ("pool_size",)),
+    ("milvus", "milvus.toml", ("concurrency",)),
+    ("qdrant", "qdrant.toml", ("concurrency",)),
+    ("python", "python-bm25-vs-tags.toml", ("concurrency",)),
+    ("http", "http-mem0-style.toml", ("seed", "concurrency")),
+    ("http", "http-mem0-style.toml", ("delete", "concurrency")),
+    ("mcp", "mcp-mem0-style.toml", ("tools", "write", "concurrency")),
+    ("mcp", "mcp-mem0-style.toml", ("tools", "delete", "concurrency")),
+]
+
+
+@pytest.mark.parametrize(("kind", "shipped", "key"), CONCURRENCY_KEYS)
+def test_calls_in_flight_to_a_store_are_bounded_on_every_kind(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    shipped: str | None,
+    key: tuple[str, ...],
+) -> None:
+    """A store's calls in flight (each a connection, a thread or a task) are 1..1024 on every
+    kind: validate accepted any positive number (2**53 on zengram's seed_concurrency), which
+    `run` then tried to open; the load pass's own concurrency has its bound in LoadProfile."""
+    import tomllib
+
+    import tomli_w
+
+    for name in ("BRAIN_API_KEY", "MEM0_API_KEY", "MEMORY_MCP_KEY", "BENCHD_PG_DSN"):
+        monkeypatch.setenv(name, "k" * 20)
+    text = GOOD if shipped is None else (CONFIGS / shipped).read_text()
+    doc = tomllib.loads(text)
+    (probe,) = [p for p in doc["probe"] if p["target"]["kind"] == kind][:1]
+    table = probe["target"]
+    for part in key[:-1]:
+        table = table[part]
+    dotted = ".".join(key)
+    for value, ok in ((1024, True), (1, True), (1025, False), (2**53, False), (0, False)):
+        table[key[-1]] = value
+        path = tmp_path / "benchd.toml"
+        path.write_text(tomli_w.dumps(doc))
+        if ok:
+            loaded = load_config(path)
+            settings = next(p for p in loaded.probes if p.name == probe["name"]).target.settings
+            for part in key:
+                settings = getattr(settings, part)
+            assert settings == value
+            continue
+        with pytest.raises(ConfigError) as err:
+            load_config(path)
+        assert f"target.{dotted}: must be 1..1024 (calls in flight to the store)" in str(err.value)

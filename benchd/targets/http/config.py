@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from benchd.config.schema import check, headers_problem, label_problem
+from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.embed.config import EmbedConfig
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -118,7 +118,7 @@ class SeedTemplate:
     record: Any = "{memory}"  # one fixture memory as the store wants it
     fields: dict[str, Any] = field(default_factory=dict)  # set on every rendered record
     batch_size: int = field(default=100, metadata=check(positive_problem))
-    concurrency: int = field(default=4, metadata=check(positive_problem))
+    concurrency: int = field(default=4, metadata=check(concurrency_problem))
     imported: str | None = field(default=None, metadata=check(_path_problem))
     skipped: str | None = field(default=None, metadata=check(_path_problem))
     errors: str | None = field(default=None, metadata=check(_path_problem))
@@ -164,7 +164,7 @@ class DeleteTemplate:
     headers: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     gone: tuple[int, ...] = (404,)  # statuses meaning "already deleted"
-    concurrency: int = field(default=4, metadata=check(positive_problem))
+    concurrency: int = field(default=4, metadata=check(concurrency_problem))
 
     def __post_init__(self) -> None:
         _request_problem(self, DELETE_NAMES)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from benchd.config.schema import check, headers_problem, label_problem
+from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.targets.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     http_url_problem,
@@ -113,7 +113,7 @@ class WriteTool:
     record: Any = "{memory}"  # one fixture memory as the tool wants it
     batch_size: int = field(default=50, metadata=check(positive_problem))
     # calls in flight; 1 for a server that rewrites one file per call (server-memory)
-    concurrency: int = field(default=1, metadata=check(positive_problem))
+    concurrency: int = field(default=1, metadata=check(concurrency_problem))
 
     def __post_init__(self) -> None:
         _arguments_problem(self.arguments, BATCH_NAMES)
@@ -157,7 +157,7 @@ class DeleteTool:
 
     name: str = field(metadata=check(_name_problem))
     arguments: dict[str, Any] = field(default_factory=lambda: {"id": "{id}"})
-    concurrency: int = field(default=1, metadata=check(positive_problem))
+    concurrency: int = field(default=1, metadata=check(concurrency_problem))
     batch_size: int = field(default=100, metadata=check(positive_problem))
 
     def __post_init__(self) -> None:
