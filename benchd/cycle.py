@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 
 from benchd.config.load import ProbeConfig
-from benchd.errors import TargetAuthError, TargetError, TargetUnreachable
+from benchd.errors import FixtureChanged, TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
 from benchd.hooks import CycleProgress, WaitClock, enter_phase, waits_reported_to
 from benchd.load import Fire, LoadProfile, LoadRun, run_load
@@ -77,7 +77,7 @@ class CycleFailure(Exception):
     """Raised inside a cycle to stop it; carries the phase that failed."""
 
     phase: str
-    error: TargetError
+    error: TargetError | FixtureChanged  # a streamed fixture's file changed under the cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,12 +255,13 @@ class _Cycle:
     short: dict[str, int] = field(default_factory=dict)  # pass -> short answers
 
     async def phase(self, name: str, work: Callable[[], Awaitable[T]]) -> T:
-        """Run one phase's ``work``, timing it; a TargetError fails the cycle in ``name``."""
+        """Run one phase's ``work``, timing it; a TargetError (or a fixture file changed since
+        it was loaded) fails the cycle in ``name``."""
         self.current, self.current_since = name, time.perf_counter()
         enter_phase(self.progress, name)
         try:
             done = await work()
-        except TargetError as exc:
+        except (TargetError, FixtureChanged) as exc:
             raise CycleFailure(name, exc) from None
         finally:
             elapsed = time.perf_counter() - self.current_since

@@ -11,6 +11,8 @@ Every error a user can cause or meet carries a one-line, actionable message
     │   ├── UsageError                       bad command-line flag or argument
     │   ├── ConfigError                      bad TOML config (file + key path)
     │   ├── FixtureError                     bad fixture (file + JSON path), may hold many problems
+    │   │   └── FixtureChanged                   a streamed fixture changed since it was loaded
+    │   │                                        (kind "fixture_changed": fails the cycle)
     │   └── RunFileError                     bad qrels / run / result file (FILE:LINE)
     ├── TargetError                  exit 3  the store could not be used
     │   ├── TargetUnreachable                connection refused / DNS / TLS
@@ -49,6 +51,7 @@ __all__ = [
     "EXIT_THRESHOLD",
     "BenchdError",
     "ConfigError",
+    "FixtureChanged",
     "FixtureError",
     "InputError",
     "OutputError",
@@ -155,6 +158,19 @@ class FixtureError(InputError):
         more = len(self.problems) - 1
         summary = first if more <= 0 else f"{first} (and {more} more problem(s))"
         super().__init__(summary)
+
+
+class FixtureChanged(FixtureError):
+    """A streamed fixture's file no longer holds the memories loaded from it.
+
+    Raised while the memories are read again to be written: nothing that
+    differs from what was loaded is ever sent. ``kind`` labels the failed cycle.
+    """
+
+    kind = "fixture_changed"
+
+    def __init__(self, problem: str) -> None:
+        super().__init__([problem])
 
 
 class TargetError(BenchdError):

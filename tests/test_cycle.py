@@ -274,3 +274,44 @@ async def test_a_timeout_says_how_long_the_cycle_waited_on_429s() -> None:
     assert "still in phase 'serial'" in message
     waited = float(message.rsplit("; ", 1)[1].split(" s of the cycle went waiting on 429")[0])
     assert waited >= 1.0  # at least one whole Retry-After was slept before the timeout
+
+
+async def test_a_fixture_file_changed_after_loading_fails_the_cycle_and_writes_nothing_new(
+    store_url: str, tmp_path: Any
+) -> None:
+    """A streamed (JSON Lines) fixture is read again to be written: a memory changed since
+    the probe loaded it fails the seed with one line, and is never sent."""
+    import json
+
+    import httpx
+
+    path = tmp_path / "corpus.jsonl"
+    memories = [{"id": f"m{i}", "content": f"note {i} about ferries and tides"} for i in range(40)]
+    lines = [json.dumps({"memory": m}) for m in memories]
+    lines.append(json.dumps({"query": {"q": "ferries", "expected_ids": ["m1"]}}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    probe = dataclasses.replace(probe_for(store_url, seed_batch=5, cleanup="before"), fixture=path)
+    runner = ProbeRunner(probe)  # loads the fixture
+    try:
+        lines[22] = json.dumps({"memory": {"id": "m22", "content": "a text loaded by nobody"}})
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        result = await runner.run_once()
+    finally:
+        await runner.aclose()
+    assert result.outcome == "failed"
+    assert result.error_kind == "fixture_changed"
+    message = result.error_message or ""
+    assert "\n" not in message
+    assert message.startswith(f"seed: {path}: the fixture changed since it was loaded: line 23")
+    async with httpx.AsyncClient() as client:  # the store serves on this event loop
+        answer = await client.get(
+            store_url + "/export",
+            params={"client_id": "benchd-eval", "active_only": "false", "limit": 5000},
+            headers={"x-api-key": KEY},
+        )
+    listed = answer.json()["memories"]
+    loaded = {m["content"] for m in memories}
+    written = [r for r in listed if not str(r["id"]).startswith("benchd-sentinel")]
+    assert written, "the batches before the changed line were written"
+    assert all(r["content"] in loaded for r in written)
+    assert all(str(r["id"]).startswith("benchd:benchd-eval:m") for r in written)

@@ -32,7 +32,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -43,6 +43,7 @@ import httpx
 
 from benchd.config.schema import url_problem
 from benchd.errors import (
+    BenchdError,
     TargetAuthError,
     TargetError,
     TargetHTTPError,
@@ -439,10 +440,18 @@ async def run_bounded(
     (config checks only that it is positive) once spawned tasks until the
     process held 21 GB. The first :class:`TargetError` stops the pool and is
     re-raised as itself (not wrapped in an ExceptionGroup), so callers see one
-    error.
+    error; so is a :class:`BenchdError` the items raise as they are read (a
+    streamed fixture changed since it was loaded), once the items in flight end.
     """
-    feed = iter(items)
-    failure: list[TargetError] = []
+    failure: list[BenchdError] = []
+
+    def guarded() -> Iterator[T]:
+        try:
+            yield from items
+        except BenchdError as exc:
+            failure.append(exc)
+
+    feed = guarded()
 
     async def worker(first: T, scope: anyio.CancelScope) -> None:
         for item in itertools.chain((first,), feed):

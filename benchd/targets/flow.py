@@ -30,8 +30,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from benchd.errors import OwnershipError, TargetProtocolError
+from benchd.fixtures.stream import StreamedMemories
 from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
 from benchd.result import RankedIds, SeedReport, TargetInfo
@@ -58,7 +60,7 @@ from benchd.targets.store import (
     Store,
 )
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of", "corpus_ids"]
 
 log = get_logger("benchd.targets")
 
@@ -74,6 +76,17 @@ DELETE_WINDOWS_KEPT = 10_000  # the latest listing-to-delete windows kept for th
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
+
+
+CHECKPOINT_EVERY = 1000
+"""A pass over the corpus that sends nothing yields to the event loop this often (records)."""
+
+
+def corpus_ids(memories: Sequence[Mapping[str, Any]]) -> Sequence[str]:
+    """The corpus's fixture ids in order; a streamed fixture's without reading its file."""
+    if isinstance(memories, StreamedMemories):
+        return memories.ids
+    return tuple(str(m["id"]) for m in memories)
 
 
 def content_of(record: Mapping[str, Any]) -> str:
@@ -208,7 +221,8 @@ class NamespaceFlow(NamespaceOwnership):
     ) -> SeedReport:
         """Write the corpus into the reserved namespace, verify it, time it to searchable."""
         plan, caps = self.store.plan, self.store.capabilities
-        self._owned = OwnedIds.of(plan.namespace, memories)
+        ids = corpus_ids(memories)
+        self._owned = OwnedIds(plan.namespace, ids)
         started = time.monotonic()
         retries_before = self.store.retries
         self._listing_limit = listing_limit(len(memories))
@@ -229,11 +243,11 @@ class NamespaceFlow(NamespaceOwnership):
             # Nothing written or deleted since ``existing`` (a kept corpus found unchanged):
             # that listing is the read-back, and a second one would be the same pages.
             unchanged_since = existing if self._changes == changes else None
-            verified, missing = await self._verify(memories, progress, unchanged_since)
+            verified, missing = await self._verify(ids, progress, unchanged_since)
         self.store.seeded(self._records(memories))
         enter_phase(progress, "searchable")
         self._progress = progress
-        searchable = await self._searchable_after(memories, missing)
+        searchable = await self._searchable_after(memories, ids, missing)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -257,7 +271,7 @@ class NamespaceFlow(NamespaceOwnership):
         """What the flow writes for a fixture memory: benchd's id and mark."""
         fid = str(memory["id"])
         return Record(
-            self._owned.store_of[fid], fid, memory, owner_mark(self._owned.namespace, fid)
+            self._owned.store_id(fid), fid, memory, owner_mark(self._owned.namespace, fid)
         )
 
     async def _write_all(
@@ -272,7 +286,9 @@ class NamespaceFlow(NamespaceOwnership):
         keep: set[str] = set()
         stale: list[str] = []
         if self.store.plan.cleanup != "before":
-            for record in self._records(memories):
+            for n, record in enumerate(self._records(memories), 1):
+                if n % CHECKPOINT_EVERY == 0:
+                    await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
                 listed = existing.records.get(record.store_id)
                 if listed is None:
                     continue
@@ -315,7 +331,7 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def _verify(
         self,
-        memories: Sequence[Mapping[str, Any]],
+        ids: Sequence[str],
         progress: Progress | None = None,
         listed: Listing | None = None,
     ) -> tuple[int, tuple[str, ...]]:
@@ -330,9 +346,9 @@ class NamespaceFlow(NamespaceOwnership):
         if listed is None:
             listed = await self._list()
         found = self._learn(listed.claimed)
-        missing = [str(m["id"]) for m in memories if str(m["id"]) not in found]
+        missing = [f for f in ids if f not in found]
         if progress is not None:
-            progress(len(memories) - len(missing), len(memories))
+            progress(len(ids) - len(missing), len(ids))
         if missing:
             wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
             extra = await self._read_back(wanted)
@@ -340,15 +356,21 @@ class NamespaceFlow(NamespaceOwnership):
                 found = self._learn(listed.merged(extra).claimed)
                 missing = [f for f in missing if f not in found]
                 if progress is not None:
-                    progress(len(memories) - len(missing), len(memories))
-        return len(memories) - len(missing), tuple(missing)
+                    progress(len(ids) - len(missing), len(ids))
+        return len(ids) - len(missing), tuple(missing)
 
     async def _read_back(self, server_ids: Sequence[str]) -> dict[str, Listed]:
         return {r.id: r for r in await self.store.read_back(server_ids)}
 
     def _server_id(self, fixture_id: str) -> str:
         """The id the store holds a fixture memory under: as listed, else benchd's own id."""
-        return self._server_ids.get(fixture_id) or self._owned.store_of.get(fixture_id, fixture_id)
+        if fixture_id in self._server_ids:
+            return self._server_ids[fixture_id]
+        return (
+            self._owned.store_id(fixture_id)
+            if fixture_id in self._owned.fixture_ids
+            else fixture_id
+        )
 
     def _learn(self, claimed: Mapping[str, str]) -> set[str]:
         """Keep one server id per fixture id of the corpus; the fixture ids found."""
@@ -362,7 +384,7 @@ class NamespaceFlow(NamespaceOwnership):
         return set(self._server_ids)
 
     async def _searchable_after(
-        self, memories: Sequence[Mapping[str, Any]], missing: tuple[str, ...]
+        self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
     ) -> float | None:
         """Seconds until the last memory kept is found by its own text; None if never.
 
@@ -370,12 +392,13 @@ class NamespaceFlow(NamespaceOwnership):
         spend the whole timeout to learn nothing.
         """
         plan = self.store.plan
-        if not memories:
+        if not ids:
             return 0.0
-        kept = [m for m in memories if str(m["id"]) not in missing]
-        if not kept or plan.searchable_timeout_s <= 0:
+        gone = set(missing)
+        last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] not in gone), None)
+        if last is None or plan.searchable_timeout_s <= 0:
             return None
-        probe = kept[-1]
+        probe = memories[last]
         query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
         started = time.monotonic()
         delay = 0.02
@@ -422,9 +445,9 @@ class NamespaceFlow(NamespaceOwnership):
         self._held = listed.held
         claimed = dict(listed.claimed)
         unlisted = [
-            self._owned.store_of[f]
+            self._owned.store_id(f)
             for f in wanted - set(claimed.values())
-            if f in self._owned.store_of and self._owned.store_of[f] in self._fixture_ids
+            if f in self._owned.fixture_ids and self._owned.store_id(f) in self._fixture_ids
         ]
         if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
             extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
@@ -459,7 +482,7 @@ class NamespaceFlow(NamespaceOwnership):
                 f"{self._where()}: this target cannot list and delete records, "
                 "so benchd cannot purge it"
             )
-        self._owned = OwnedIds.of(self.store.plan.namespace, memories)
+        self._owned = OwnedIds(self.store.plan.namespace, corpus_ids(memories))
         listed = await self._list()
         holder = listed.lease
         me = self.lease

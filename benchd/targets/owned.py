@@ -26,7 +26,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -63,6 +63,7 @@ def namespace_problem(value: str) -> str | None:
     if not value.isprintable() or any(c.isspace() for c in value):
         return "must be printable, without spaces or control characters (e.g. 'benchd-eval')"
     return None
+
 
 OWNER_KEY = "benchd_owner"
 """The metadata key of benchd's mark on a record it wrote (namespace and fixture id)."""
@@ -164,18 +165,45 @@ def foreign_label(store_id: str, fixture_ids: frozenset[str]) -> str:
 
 
 class OwnedIds:
-    """The fixture id ↔ owned id maps of one corpus in one namespace."""
+    """The fixture id ↔ owned id maps of one corpus in one namespace.
+
+    Nothing is kept per record but the fixture ids: an owned id is the prefix
+    and the fixture id (:func:`owned_id`), computed when asked; only the few
+    ids :func:`owned_id` hashes (long ones, or starting with ``#``) are mapped
+    back through a dict.
+    """
 
     def __init__(self, namespace: str, fixture_ids: Iterable[str]) -> None:
         self.namespace = namespace
         self.prefix = owned_prefix(namespace)
         self.fixture_ids = frozenset(fixture_ids)
-        self.store_of: dict[str, str] = {f: owned_id(namespace, f) for f in self.fixture_ids}
-        self.fixture_of: dict[str, str] = {s: f for f, s in self.store_of.items()}
+        self._hashed = {
+            owned_id(namespace, f): f for f in self.fixture_ids if not self._plain(f)
+        }  # owned id -> fixture id, where the owned id is a hash
+        self.store_of: Mapping[str, str] = _StoreIds(self)
+        self.fixture_of: Mapping[str, str] = _FixtureIds(self)
+
+    def _plain(self, fixture_id: str) -> bool:
+        """Whether :func:`owned_id` writes ``fixture_id`` as it is (after the prefix)."""
+        return len(self.prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
 
     @classmethod
     def of(cls, namespace: str, memories: Iterable[Mapping[str, Any]]) -> OwnedIds:
         return cls(namespace, (str(m["id"]) for m in memories))
+
+    def store_id(self, fixture_id: str) -> str:
+        """The id benchd writes for ``fixture_id`` (:func:`owned_id`, its prefix computed once)."""
+        if self._plain(fixture_id):
+            return self.prefix + fixture_id
+        return f"{self.prefix}#{_hash(fixture_id)}"
+
+    def _fixture_of(self, store_id: str) -> str | None:
+        if not store_id.startswith(self.prefix):
+            return None
+        rest = store_id[len(self.prefix) :]
+        if rest.startswith("#"):
+            return self._hashed.get(store_id)
+        return rest if rest in self.fixture_ids and len(store_id) <= MAX_ID_CHARS else None
 
     def is_owned(self, store_id: str) -> bool:
         """Whether ``store_id`` has the form of an id benchd writes in this namespace."""
@@ -183,11 +211,58 @@ class OwnedIds:
 
     def fixture_id(self, store_id: str) -> str | None:
         """The fixture id ``store_id`` was written for, if it is one of this corpus's."""
-        return self.fixture_of.get(store_id)
+        return self._fixture_of(store_id)
 
     def label(self, store_id: str, extra: Mapping[str, str] | None = None) -> str:
         """A ranked store id as scoring sees it: its fixture id, or a foreign label."""
-        fid = self.fixture_of.get(store_id)
+        fid = self._fixture_of(store_id)
         if fid is None and extra is not None:
             fid = extra.get(store_id)
         return fid if fid is not None else foreign_label(store_id, self.fixture_ids)
+
+
+class _StoreIds(Mapping[str, str]):
+    """fixture id -> owned id, for the corpus's fixture ids: computed, not stored."""
+
+    __slots__ = ("_owned",)
+
+    def __init__(self, owned: OwnedIds) -> None:
+        self._owned = owned
+
+    def __getitem__(self, fixture_id: str) -> str:
+        if fixture_id not in self._owned.fixture_ids:
+            raise KeyError(fixture_id)
+        return self._owned.store_id(fixture_id)
+
+    def __contains__(self, fixture_id: object) -> bool:
+        return fixture_id in self._owned.fixture_ids
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._owned.fixture_ids)
+
+    def __len__(self) -> int:
+        return len(self._owned.fixture_ids)
+
+
+class _FixtureIds(Mapping[str, str]):
+    """owned id -> fixture id, for the corpus's fixture ids: computed, not stored."""
+
+    __slots__ = ("_owned",)
+
+    def __init__(self, owned: OwnedIds) -> None:
+        self._owned = owned
+
+    def __getitem__(self, store_id: str) -> str:
+        fid = self._owned.fixture_id(store_id)
+        if fid is None:
+            raise KeyError(store_id)
+        return fid
+
+    def __contains__(self, store_id: object) -> bool:
+        return isinstance(store_id, str) and self._owned.fixture_id(store_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._owned.store_id(f) for f in self._owned.fixture_ids)
+
+    def __len__(self) -> int:
+        return len(self._owned.fixture_ids)

@@ -160,3 +160,26 @@ async def test_a_seed_holds_the_records_of_the_batches_in_flight_not_of_the_corp
     assert report.imported == 300 and report.verified == 300
     plan = flow.store.plan
     assert max(alive) <= (plan.concurrency + 2) * plan.batch_size  # was 300: every record
+
+
+def test_owned_ids_keep_the_fixture_ids_only_and_map_both_ways() -> None:
+    """benchd's ids are computed from the fixture ids, not held in two maps per record."""
+    from benchd.targets.owned import MAX_ID_CHARS, OwnedIds
+
+    ids = [f"doc-{i:06d}" for i in range(20_000)]
+    odd = ["#starts-with-hash", "x" * MAX_ID_CHARS]  # the ids owned_id hashes
+    with _held() as held:
+        owned = OwnedIds(NS, [*ids, *odd])
+    # a frozenset slot per id: ~105 bytes (the old two dicts with their owned ids: 224)
+    assert held[0] < 20_000 * 160, f"{held[0] / 20_000:.0f} bytes per record"
+    for fid in (ids[0], ids[-1], *odd):
+        sid = owned_id(NS, fid)
+        assert owned.store_of[fid] == owned.store_id(fid) == sid
+        assert owned.fixture_of[sid] == owned.fixture_id(sid) == owned.label(sid) == fid
+        assert fid in owned.store_of and sid in owned.fixture_of
+    assert owned.fixture_id(owned_id(NS, "not-in-corpus")) is None
+    assert owned.fixture_id(ids[0]) is None  # a bare fixture id is nobody's owned id
+    assert owned.fixture_id(owned.prefix + "#" + "0" * 32) is None
+    assert owned.label(owned_id("other-ns", ids[0])).startswith("!")
+    assert len(owned.store_of) == len(owned.fixture_of) == 20_002
+    assert set(owned.fixture_of) == {owned_id(NS, f) for f in [*ids, *odd]}
