@@ -25,7 +25,7 @@ import functools
 import math
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -100,8 +100,10 @@ class NamespaceFlow(NamespaceOwnership):
     def __init__(self, store: Store) -> None:
         self.store = store
         self._owned = OwnedIds(store.plan.namespace, ())
-        self._fixture_ids: dict[str, str] = {}  # server id -> fixture id (listed, benchd's)
-        self._server_ids: dict[str, str] = {}  # fixture id -> server id, the inverse
+        # Server id -> fixture id (listed, benchd's) and the inverse, only where the store's id
+        # is not the one benchd derives (store-assigned ids): nothing per record otherwise.
+        self._fixture_ids: dict[str, str] = {}
+        self._server_ids: dict[str, str] = {}
         self._listing_limit = listing_limit(0)  # most records a listing may hold
         # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
         # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
@@ -244,10 +246,11 @@ class NamespaceFlow(NamespaceOwnership):
             # that listing is the read-back, and a second one would be the same pages.
             unchanged_since = existing if self._changes == changes else None
             verified, missing = await self._verify(ids, progress, unchanged_since)
-        self.store.seeded(self._records(memories))
+        last: list[Mapping[str, Any]] = []  # the corpus's last memory, noted on the way
+        self.store.seeded(self._records(_noting_last(memories, last)))
         enter_phase(progress, "searchable")
         self._progress = progress
-        searchable = await self._searchable_after(memories, ids, missing)
+        searchable = await self._searchable_after(memories, ids, missing, last)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -285,7 +288,7 @@ class NamespaceFlow(NamespaceOwnership):
         """
         keep: set[str] = set()
         stale: list[str] = []
-        if self.store.plan.cleanup != "before":
+        if self.store.plan.cleanup != "before" and existing.claimed:
             for n, record in enumerate(self._records(memories), 1):
                 if n % CHECKPOINT_EVERY == 0:
                     await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
@@ -346,7 +349,7 @@ class NamespaceFlow(NamespaceOwnership):
         if listed is None:
             listed = await self._list()
         found = self._learn(listed.claimed)
-        missing = [f for f in ids if f not in found]
+        missing = [f for f in ids if not found(f)]
         if progress is not None:
             progress(len(ids) - len(missing), len(ids))
         if missing:
@@ -354,7 +357,7 @@ class NamespaceFlow(NamespaceOwnership):
             extra = await self._read_back(wanted)
             if extra:
                 found = self._learn(listed.merged(extra).claimed)
-                missing = [f for f in missing if f not in found]
+                missing = [f for f in missing if not found(f)]
                 if progress is not None:
                     progress(len(ids) - len(missing), len(ids))
         return len(ids) - len(missing), tuple(missing)
@@ -372,24 +375,37 @@ class NamespaceFlow(NamespaceOwnership):
             else fixture_id
         )
 
-    def _learn(self, claimed: Mapping[str, str]) -> set[str]:
-        """Keep one server id per fixture id of the corpus; the fixture ids found."""
+    def _learn(self, claimed: Mapping[str, str]) -> Callable[[str], bool]:
+        """Keep one server id per fixture id of the corpus where the store's id is not the one
+        benchd derives; whether a fixture id was found (a test, not a set of 10^6 ids)."""
         self._held.update(claimed)
         self._fixture_ids = {}
         self._server_ids = {}
+        owned = self._owned
         for sid, fid in claimed.items():
-            if fid in self._owned.fixture_ids and fid not in self._server_ids:
+            derived = fid in owned.fixture_ids and sid == owned.store_id(fid)
+            if fid in owned.fixture_ids and fid not in self._server_ids and not derived:
                 self._server_ids[fid] = sid
                 self._fixture_ids[sid] = fid
-        return set(self._server_ids)
+
+        def found(fid: str) -> bool:
+            return fid in self._server_ids or claimed.get(owned.store_id(fid)) == fid
+
+        return found
 
     async def _searchable_after(
-        self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
+        self,
+        memories: Sequence[Mapping[str, Any]],
+        ids: Sequence[str],
+        missing: tuple[str, ...],
+        noted: Sequence[Mapping[str, Any]] = (),
     ) -> float | None:
         """Seconds until the last memory kept is found by its own text; None if never.
 
         A memory the store did not keep never shows: polling for it would
-        spend the whole timeout to learn nothing.
+        spend the whole timeout to learn nothing. ``noted`` holds the corpus's
+        last memory where a pass already read it (a streamed corpus is not read
+        again for it).
         """
         plan = self.store.plan
         if not ids:
@@ -398,7 +414,7 @@ class NamespaceFlow(NamespaceOwnership):
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] not in gone), None)
         if last is None or plan.searchable_timeout_s <= 0:
             return None
-        probe = memories[last]
+        probe = noted[-1] if noted and last == len(ids) - 1 else memories[last]
         query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
         started = time.monotonic()
         delay = 0.02
@@ -441,13 +457,14 @@ class NamespaceFlow(NamespaceOwnership):
         if not self._can_delete():
             return 0
         wanted = set(ids)
+        seen = self._held  # benchd's server ids listed (or written) before this listing
         listed = await self._list()
         self._held = listed.held
         claimed = dict(listed.claimed)
         unlisted = [
             self._owned.store_id(f)
             for f in wanted - set(claimed.values())
-            if f in self._owned.fixture_ids and self._owned.store_id(f) in self._fixture_ids
+            if f in self._owned.fixture_ids and self._owned.store_id(f) in seen
         ]
         if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
             extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
@@ -566,6 +583,13 @@ class NamespaceFlow(NamespaceOwnership):
 
         await run_bounded(_chunks(server_ids, size), one, limit=self.store.plan.delete_concurrency)
         return deleted
+
+
+def _noting_last(items: Iterable[T], last: list[T]) -> Iterator[T]:
+    """``items``, the latest one kept in ``last`` (one element) as they are read."""
+    for item in items:
+        last[:] = (item,)
+        yield item
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:

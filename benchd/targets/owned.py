@@ -26,7 +26,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from typing import Any
 
 __all__ = [
@@ -152,7 +152,7 @@ def owner_mark(namespace: str, fixture_id: str) -> dict[str, str]:
     return {"namespace": namespace, "fixture_id": fixture_id}
 
 
-def foreign_label(store_id: str, fixture_ids: frozenset[str]) -> str:
+def foreign_label(store_id: str, fixture_ids: Set[str]) -> str:
     """How a result benchd did not write appears in a ranking: ``!<store id>``.
 
     Never equal to a fixture id (another ``!`` is added on a clash), so it
@@ -170,13 +170,15 @@ class OwnedIds:
     Nothing is kept per record but the fixture ids: an owned id is the prefix
     and the fixture id (:func:`owned_id`), computed when asked; only the few
     ids :func:`owned_id` hashes (long ones, or starting with ``#``) are mapped
-    back through a dict.
+    back through a dict. A store id maps back to the fixture id object held
+    here, so the listings of 10^6 records share one string per fixture id.
     """
 
     def __init__(self, namespace: str, fixture_ids: Iterable[str]) -> None:
         self.namespace = namespace
         self.prefix = owned_prefix(namespace)
-        self.fixture_ids = frozenset(fixture_ids)
+        self._ids = {f: f for f in fixture_ids}  # each fixture id, to its one string
+        self.fixture_ids: Set[str] = self._ids.keys()
         self._hashed = {
             owned_id(namespace, f): f for f in self.fixture_ids if not self._plain(f)
         }  # owned id -> fixture id, where the owned id is a hash
@@ -203,7 +205,7 @@ class OwnedIds:
         rest = store_id[len(self.prefix) :]
         if rest.startswith("#"):
             return self._hashed.get(store_id)
-        return rest if rest in self.fixture_ids and len(store_id) <= MAX_ID_CHARS else None
+        return self._ids.get(rest) if len(store_id) <= MAX_ID_CHARS else None
 
     def is_owned(self, store_id: str) -> bool:
         """Whether ``store_id`` has the form of an id benchd writes in this namespace."""

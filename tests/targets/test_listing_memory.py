@@ -22,10 +22,11 @@ import pytest
 from memory_kind import TENANTS, MemorySettings, MemoryStore
 
 from benchd.config.secrets import Secret
+from benchd.targets.base import SearchQuery
 from benchd.targets.flow import NamespaceFlow
 from benchd.targets.listing import fingerprint
 from benchd.targets.owned import OWNER_KEY, owned_id
-from benchd.targets.store import Counts, Listed, Record
+from benchd.targets.store import Counts, Hits, Listed, Record
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
@@ -177,9 +178,28 @@ def test_owned_ids_keep_the_fixture_ids_only_and_map_both_ways() -> None:
         assert owned.store_of[fid] == owned.store_id(fid) == sid
         assert owned.fixture_of[sid] == owned.fixture_id(sid) == owned.label(sid) == fid
         assert fid in owned.store_of and sid in owned.fixture_of
+    assert owned.fixture_id(owned_id(NS, ids[5])) is ids[5]  # one string per fixture id
     assert owned.fixture_id(owned_id(NS, "not-in-corpus")) is None
     assert owned.fixture_id(ids[0]) is None  # a bare fixture id is nobody's owned id
     assert owned.fixture_id(owned.prefix + "#" + "0" * 32) is None
     assert owned.label(owned_id("other-ns", ids[0])).startswith("!")
     assert len(owned.store_of) == len(owned.fixture_of) == 20_002
     assert set(owned.fixture_of) == {owned_id(NS, f) for f in [*ids, *odd]}
+
+
+async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_record() -> None:
+    """Where the listed id is the one benchd derives, the flow maps nothing per record; it
+    still finds, labels and cleans up every one."""
+    corpus = [{"id": f"m{i}", "content": f"note {i}"} for i in range(300)]
+    TENANTS.clear()
+    flow = NamespaceFlow(MemoryStore(MemorySettings(page=500)))
+    try:
+        report = await flow.seed(corpus)
+        maps = len(flow._fixture_ids) + len(flow._server_ids)  # was 600: both ways, each
+        assert list(flow.finish(Hits([owned_id(NS, "m7")]), SearchQuery("q", 5))) == ["m7"]
+        deleted = await flow.cleanup([f"m{i}" for i in range(300)])
+    finally:
+        TENANTS.clear()
+    assert report.verified == 300 and report.missing == ()
+    assert maps == 0
+    assert deleted == 300
