@@ -364,7 +364,7 @@ class ChromaIO:
         return hits_of(got, self.where, limit, self.config.distance)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.http.aclose()
 
 
 def _id_meta(got: Any, where: str, limit: int) -> list[Marked]:

@@ -94,7 +94,7 @@ class HttpStore(StoreDefaults):
 
     async def aclose(self) -> None:
         """Release the connection pool."""
-        await self._client.aclose()
+        await self._http.aclose()
 
 
 class NoLongerListed(Exception):

@@ -208,11 +208,15 @@ class ZengramStore(HttpStore):
         )
 
     async def search(self, query: SearchQuery) -> Hits:
-        request = self.build_search_request(query)
-        answer = await self._http.request("GET", "/memory/search", params=request.url.params)
+        params = self._search_params(query)
+        answer = await self._http.request("GET", "/memory/search", params=params)
         return await self.parse_hits(answer, query)
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:
+        params = self._search_params(query)
+        return self._client.build_request("GET", "/memory/search", params=params)
+
+    def _search_params(self, query: SearchQuery) -> dict[str, str | int]:
         params: dict[str, str | int] = {
             "q": query.q,
             # one more than asked: room for the sentinel, which is dropped, never scored
@@ -225,7 +229,7 @@ class ZengramStore(HttpStore):
         reference = query.reference_date or self._anchor
         if reference:
             params["reference_date"] = reference
-        return self._client.build_request("GET", "/memory/search", params=params)
+        return params
 
     async def parse_hits(self, answer: Answer, query: SearchQuery, *, what: str = "") -> Hits:
         """A 2xx search answer's server ids and scores (as many as were asked for)."""

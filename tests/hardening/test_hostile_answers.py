@@ -4,7 +4,9 @@ Hypothesis generates the hostile class itself and a raw loopback server
 (``tests/hostile_store.py``'s :class:`RawAnswers`) sends it: bodies under one
 to four stacked content-codings at several ratios, heads that never end or
 hold thousands of lines, numbers at the edges of a double. Each answer goes
-through the adapters' retrying client and through the load pass's sender;
+through the adapters' retrying client (over benchd's own pool, as adapters
+send, and over httpx, as an MCP session or an injected transport sends) and
+through the load pass's sender;
 the outcome must be the decoded body when it is within every bound, else one
 ``decode`` error — and the memory this process held meanwhile (tracemalloc's
 peak) stays a small multiple of a decode piece, whatever the bomb's size.
@@ -21,6 +23,7 @@ import ssl
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -42,7 +45,7 @@ from benchd.targets.answers import (
     Spill,
     finite_number,
 )
-from benchd.targets.client import RetryingClient, RetryPolicy
+from benchd.targets.client import RetryingClient, RetryPolicy, open_clients
 from benchd.targets.transport import make_http_fire
 
 LIMIT = 1 << 20  # max_response_bytes in these tests
@@ -153,6 +156,31 @@ async def via_client(url: str) -> bytes:
         return _read(answer.body)
 
 
+@dataclass(frozen=True)
+class _Connection:
+    """The connection keys every HTTP target kind has (``ClientSettings``)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 60.0
+    max_retries: int = 0
+    backoff_s: float = 0.0
+    max_retry_after_s: float = 0.0
+    max_response_bytes: int = LIMIT
+
+
+async def via_adapter(url: str) -> bytes:
+    """As the adapters send: open_clients' retrying client over benchd's own pool."""
+    clients = open_clients(_Connection(url), {})
+    assert clients.http.sends_over_own_pool
+    try:
+        answer = await clients.http.request("GET", "/memory/search")
+        assert "content-encoding" not in answer.headers
+        return _read(answer.body)
+    finally:
+        await clients.http.aclose()
+
+
 async def via_sender(url: str) -> bytes:
     got: list[bytes] = []
 
@@ -169,7 +197,7 @@ async def via_sender(url: str) -> bytes:
     return got[0]
 
 
-STACKS = {"client": via_client, "sender": via_sender}
+STACKS = {"adapter": via_adapter, "client": via_client, "sender": via_sender}
 
 
 def outcome(

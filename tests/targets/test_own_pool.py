@@ -1,0 +1,123 @@
+"""The adapters' requests over benchd's own pool: the request sent is the one asked, always.
+
+:func:`benchd.targets.client.open_clients` sends through the load pass's pool
+(:class:`benchd.targets.transport.PoolSender`) and replays a body-less
+request it serialized lately instead of building it again; these tests read
+what a loopback server received. (The hostile-answer bounds of this path are
+in tests/hardening/test_hostile_answers.py, stack ``adapter``.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from hostile_store import RawAnswers, response
+
+from benchd.targets.client import PREPARED_KEPT, Clients, open_clients
+
+
+@dataclass(frozen=True)
+class _Connection:
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    max_retries: int = 0
+    backoff_s: float = 0.0
+    max_retry_after_s: float = 0.0
+    max_response_bytes: int = 1 << 20
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[RawAnswers, list[tuple[str, str]]]]:
+    got: list[tuple[str, str]] = []
+
+    def route(method: str, target: str) -> bytes:
+        got.append((method, target))
+        return response(200, b"{}")
+
+    with RawAnswers() as raw:
+        raw.route = route
+        yield raw, got
+
+
+def _send_all(clients: Clients, asked: list[tuple[str, str, dict[str, Any]]]) -> None:
+    async def main() -> None:
+        try:
+            for method, path, params in asked:
+                answer = await clients.http.request(method, path, params=params)
+                assert answer.status == 200
+        finally:
+            await clients.http.aclose()
+
+    anyio.run(main)
+
+
+def test_each_request_sent_is_the_one_asked_when_requests_are_replayed(
+    server: tuple[RawAnswers, list[tuple[str, str]]],
+) -> None:
+    raw, got = server
+    clients = open_clients(_Connection(raw.url), {"x-api-key": "k"})
+    assert clients.http.sends_over_own_pool
+    a = {"q": "harbor ferry", "limit": 11, "client_id": "ns"}
+    b = {"q": "harbor ferry", "limit": 11, "client_id": "ns", "reference_date": "2026-05-01"}
+    asked = [
+        ("GET", "/memory/search", a),
+        ("GET", "/memory/search", b),  # the corpus's anchor came: a new request
+        ("GET", "/memory/search", a),
+        ("GET", "/export", {"flag": True}),  # a bool is sent as "true" ...
+        ("GET", "/export", {"flag": 1}),  # ... an int as "1", though True == 1 as keys
+        ("DELETE", "/memory/benchd%3Ans%3A1", {}),
+        ("DELETE", "/memory/benchd%3Ans%3A2", {}),
+        ("DELETE", "/memory/benchd%3Ans%3A1", {}),
+    ]
+    _send_all(clients, asked)
+    built = httpx.AsyncClient(base_url=raw.url)
+    expected = [
+        (m, str(built.build_request(m, p, params=q).url.raw_path, "ascii")) for m, p, q in asked
+    ]
+    assert got == expected
+    assert got[3][1].endswith("flag=true") and got[4][1].endswith("flag=1")
+
+
+def test_requests_kept_for_replay_are_bounded(
+    server: tuple[RawAnswers, list[tuple[str, str]]],
+) -> None:
+    raw, got = server
+    clients = open_clients(_Connection(raw.url), {})
+    asked = [("GET", "/export", {"offset": i}) for i in range(PREPARED_KEPT + 10)]
+    asked += [("GET", "/export", {"offset": 0})]  # dropped as the oldest: built again, the same
+    _send_all(clients, asked)
+    assert len(clients.http._prepared) == PREPARED_KEPT
+    assert [t for _, t in got] == [f"/export?offset={q['offset']}" for _, _, q in asked]
+
+
+def test_a_proxy_named_for_the_store_sends_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    store = _Connection("http://store.example:8080")
+    assert open_clients(store, {}).http.sends_over_own_pool
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert open_clients(store, {}).http.sends_over_own_pool  # for https only
+    monkeypatch.setenv("ALL_PROXY", "http://proxy.example:3128")
+    assert not open_clients(store, {}).http.sends_over_own_pool
+    monkeypatch.setenv("NO_PROXY", "store.example")
+    assert open_clients(store, {}).http.sends_over_own_pool
+
+
+def test_an_injected_transport_is_used_as_given() -> None:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={})
+
+    clients = open_clients(_Connection("http://store.example"), {}, httpx.MockTransport(answer))
+    assert not clients.http.sends_over_own_pool
+    _send_all(clients, [("GET", "/health", {})])
+    assert seen == ["http://store.example/health"]
