@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     depth = 100
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:  # a JSON Lines fixture is read again to seed
         fixture = convert(args.cranfield, Path(tmp) / "cranfield.jsonl", args.max_queries)
-    runs, seeded, searched = anyio.run(rankings, fixture, args.retriever, depth)
+        runs, seeded, searched = anyio.run(rankings, fixture, args.retriever, depth)
     ours, benchd_s = score_benchd(fixture, runs, depth)
     theirs, trec_s = score_trec_eval(fixture, runs)
     timings = {"seed": seeded, "search": searched, "benchd_score": benchd_s, "trec_score": trec_s}
