@@ -10,7 +10,9 @@ heartbeat and the serial searches. After ``--warmup`` seconds it samples the
 daemon's CPU (its own and its children's: the decode worker) from /proc for
 ``--duration`` seconds, scraping ``/metrics`` and ``/api/status`` every 15 s
 as Prometheus and a browser would, and prints the CPU share of one core, RSS
-at the end and the peak (VmHWM), and the cycles finished. Run::
+at the end and the peak (VmHWM), and the cycles finished; then it scrapes
+each endpoint 10 times in a row and prints the median time of a scrape and
+the daemon's CPU per scrape (less its share while cycles run). Run::
 
     .venv/bin/python bench/at_rest.py [--probes 20] [--warmup 60] [--duration 120]
 """
@@ -95,6 +97,28 @@ unlimited = true
     return config
 
 
+SCRAPES = 10
+
+
+def share(cpu: float, wall: float) -> float:
+    return cpu / wall
+
+
+def scrape_cost(
+    client: httpx.Client, pid: int, path: str, background: float
+) -> tuple[float, float]:
+    """Median wall ms of ``SCRAPES`` scrapes of ``path`` in a row, and the daemon's CPU ms
+    per scrape beyond ``background`` (its share of a core while cycles run)."""
+    walls = []
+    cpu0, t0 = cpu_s(pid), time.monotonic()
+    for _ in range(SCRAPES):
+        start = time.perf_counter()
+        client.get(path).raise_for_status()
+        walls.append(time.perf_counter() - start)
+    cpu = cpu_s(pid) - cpu0 - background * (time.monotonic() - t0)
+    return 1000 * sorted(walls)[SCRAPES // 2], 1000 * max(0.0, cpu) / SCRAPES
+
+
 def cycles(client: httpx.Client) -> int:
     probes = client.get("/api/status").json().get("probes", {})
     return sum(int(p.get("cycles_total", 0)) for p in probes.values())
@@ -137,17 +161,22 @@ def main() -> None:
                 cpu1, t1 = cpu_s(daemon.pid), time.monotonic()
                 done1 = cycles(client)
                 rss, hwm = memory_mib(daemon.pid)
+                scrapes = {path: scrape_cost(client, daemon.pid, path, share(cpu1 - cpu0, t1 - t0))
+                           for path in ("/metrics", "/api/status")}  # fmt: skip
         finally:
             daemon.terminate()
             daemon.wait()
             store.stop()
-    share = (cpu1 - cpu0) / (t1 - t0)
+    busy = share(cpu1 - cpu0, t1 - t0)
     what = f"{args.records} records, 100 queries" if args.records else "the smoke fixture"
     print(f"{args.probes} probes every 5 s, {what} each; load average {os.getloadavg()[0]:.1f}")
     print(f"cycles finished in {t1 - t0:.0f} s: {done1 - done0}")
-    print(f"CPU: {100 * share:.1f}% of a core (daemon and its decode worker)")
+    print(f"CPU: {100 * busy:.1f}% of a core (daemon and its decode worker)")
     print(f"RSS: {rss:.0f} MiB at the end, peak {hwm:.0f} MiB")
     print(f"/metrics {len(metrics) / 1024:.0f} KiB, /api/status {len(status) / 1024:.0f} KiB")
+    for path, (wall_ms, cpu_ms) in scrapes.items():
+        print(f"{path}: {wall_ms:.0f} ms a scrape (median of {SCRAPES}), "
+              f"~{cpu_ms:.0f} ms of the daemon's CPU (its cycles' share taken out)")
 
 
 if __name__ == "__main__":

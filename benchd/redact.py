@@ -99,6 +99,10 @@ _secrets: tuple[str, ...] = ()  # longest first, so a key inside a longer secret
 _split: tuple[re.Pattern[str], ...] = ()  # each secret with a line break allowed anywhere in it
 _NOTHING = re.compile(r"(?!)")
 _probe: re.Pattern[str] = _NOTHING  # any secret's first or last MIN_FRAGMENT characters
+# text()'s answers for the secrets registered now; a new dict whenever they change
+_memo: dict[tuple[str, int, bool], str] = {}
+MEMO_KEPT = 16384
+"""Most texts :func:`text` remembers (ids, labels, queries: the same every scrape)."""
 
 
 def register_secret(value: str) -> None:
@@ -116,6 +120,7 @@ def register_secret(value: str) -> None:
         )
         ends = {e for f in _secrets for e in (f[:MIN_FRAGMENT], f[-MIN_FRAGMENT:])}
         _probe = re.compile("|".join(re.escape(e) for e in sorted(ends)))
+        _forget()
 
 
 def register_url(url: str) -> None:
@@ -139,6 +144,14 @@ def clear_secrets() -> None:
     global _secrets, _split, _probe
     with _lock:
         _secrets, _split, _probe = (), (), _NOTHING
+        _forget()
+
+
+def _forget() -> None:
+    """Drop what text() remembered: set after the secrets, so a reader that finds the new
+    (empty) memo reads the new secrets too; an answer made meanwhile lands in the old one."""
+    global _memo
+    _memo = {}
 
 
 def text(value: object, limit: int = TEXT_CHARS, *, one_line: bool = False) -> str:
@@ -147,9 +160,25 @@ def text(value: object, limit: int = TEXT_CHARS, *, one_line: bool = False) -> s
     The order matters: masking runs on the whole text before it is cut, so a
     cut never leaves part of a key standing. ``one_line`` turns line breaks
     and other control characters into spaces (labels, table cells).
+
+    Answers are remembered until a secret is registered (at most
+    :data:`MEMO_KEPT`): ``/metrics`` and ``/api/status`` mask the same ids,
+    labels and query texts at every scrape, which was a quarter of their CPU.
     """
-    out = encodable(value if isinstance(value, str) else str(value))
-    out = _masked(out)
+    memo = _memo  # read before the secrets: see _forget
+    raw = value if isinstance(value, str) else str(value)
+    key = (raw, limit, one_line)
+    out = memo.get(key)
+    if out is None:
+        out = _text(raw, limit, one_line)
+        if len(memo) >= MEMO_KEPT:
+            memo.clear()
+        memo[key] = out
+    return out
+
+
+def _text(raw: str, limit: int, one_line: bool) -> str:
+    out = _masked(encodable(raw))
     if one_line:
         out = _CONTROLS.sub(" ", out)
     if len(out) > limit:

@@ -119,3 +119,24 @@ def test_a_name_sharing_only_a_keys_first_word_is_not_masked(word_len: int) -> N
     name = key[:word_len]
     assert redact.label(name) == name
     assert key[: redact.MIN_FRAGMENT] not in redact.label(key[: redact.MIN_FRAGMENT] + " tail")
+
+
+def test_a_text_answered_before_a_secret_was_registered_is_masked_after_it() -> None:
+    """text() remembers its answers, never past a change of the registered secrets."""
+    later = "sk-benchd-LATER-9f3b2c71d0e84a65bb02"
+    echoed = f"store said: bad key {later}"
+    for _ in range(2):  # the second answer is the remembered one
+        assert redact.text(echoed) == echoed
+        assert redact.label(echoed) == echoed
+    redact.register_secret(later)
+    assert later not in redact.text(echoed) and later not in redact.label(echoed)
+    assert redact.text(echoed) == f"store said: bad key {redact.MASK}"
+    redact.clear_secrets()
+    assert redact.text(echoed) == echoed  # forgotten: nothing masks it any more
+
+
+def test_the_texts_remembered_are_bounded() -> None:
+    for i in range(redact.MEMO_KEPT + 10):
+        assert redact.text(f"q{i}", 100) == f"q{i}"
+    assert len(redact._memo) <= redact.MEMO_KEPT
+    assert redact.text(f"q0 {SECRET}") == f"q0 {redact.MASK}"
