@@ -124,6 +124,15 @@ def cycles(client: httpx.Client) -> int:
     return sum(int(p.get("cycles_total", 0)) for p in probes.values())
 
 
+def outcomes(client: httpx.Client) -> dict[str, int]:
+    """Cycles by outcome, over every probe, since the daemon started."""
+    total: dict[str, int] = {}
+    for probe in client.get("/api/status").json().get("probes", {}).values():
+        for outcome, n in (probe.get("cycles") or {}).items():
+            total[outcome] = total.get(outcome, 0) + int(n)
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probes", type=int, default=20)
@@ -156,10 +165,13 @@ def main() -> None:
                 done0, cpu0, t0 = cycles(client), cpu_s(daemon.pid), time.monotonic()
                 while time.monotonic() - t0 < args.duration:
                     time.sleep(min(15.0, args.duration - (time.monotonic() - t0)))
-                    metrics = client.get("/metrics").content
-                    status = client.get("/api/status").content
+                    got = client.get("/metrics")
+                    metrics, metrics_wire = got.content, got.num_bytes_downloaded
+                    got = client.get("/api/status")
+                    status, status_wire = got.content, got.num_bytes_downloaded
                 cpu1, t1 = cpu_s(daemon.pid), time.monotonic()
                 done1 = cycles(client)
+                ended = outcomes(client)
                 rss, hwm = memory_mib(daemon.pid)
                 scrapes = {path: scrape_cost(client, daemon.pid, path, share(cpu1 - cpu0, t1 - t0))
                            for path in ("/metrics", "/api/status")}  # fmt: skip
@@ -170,10 +182,11 @@ def main() -> None:
     busy = share(cpu1 - cpu0, t1 - t0)
     what = f"{args.records} records, 100 queries" if args.records else "the smoke fixture"
     print(f"{args.probes} probes every 5 s, {what} each; load average {os.getloadavg()[0]:.1f}")
-    print(f"cycles finished in {t1 - t0:.0f} s: {done1 - done0}")
+    print(f"cycles finished in {t1 - t0:.0f} s: {done1 - done0} (since start, by outcome: {ended})")
     print(f"CPU: {100 * busy:.1f}% of a core (daemon and its decode worker)")
     print(f"RSS: {rss:.0f} MiB at the end, peak {hwm:.0f} MiB")
-    print(f"/metrics {len(metrics) / 1024:.0f} KiB, /api/status {len(status) / 1024:.0f} KiB")
+    print(f"/metrics {len(metrics) / 1024:.0f} KiB ({metrics_wire / 1024:.0f} KiB gzipped), "
+          f"/api/status {len(status) / 1024:.0f} KiB ({status_wire / 1024:.0f} KiB gzipped)")
     for path, (wall_ms, cpu_ms) in scrapes.items():
         print(f"{path}: {wall_ms:.0f} ms a scrape (median of {SCRAPES}), "
               f"~{cpu_ms:.0f} ms of the daemon's CPU (its cycles' share taken out)")

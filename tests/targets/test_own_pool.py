@@ -9,15 +9,20 @@ in tests/hardening/test_hostile_answers.py, stack ``adapter``.)
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 from hostile_store import RawAnswers, response
+from support import self_signed_cert
 
+from benchd.errors import TargetUnreachable
 from benchd.targets.client import PREPARED_KEPT, Clients, open_clients
 
 
@@ -121,3 +126,41 @@ def test_an_injected_transport_is_used_as_given() -> None:
     assert not clients.http.sends_over_own_pool
     _send_all(clients, [("GET", "/health", {})])
     assert seen == ["http://store.example/health"]
+
+
+async def _https_answer(cert: Path, key: Path) -> int:
+    """Status of GET /health from an https store with a self-signed ``cert``."""
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(response(200, b"{}"))
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        clients = open_clients(_Connection(f"https://127.0.0.1:{port}"), {})
+        assert clients.http.sends_over_own_pool
+        try:
+            return (await clients.http.request("GET", "/health")).status
+        finally:
+            await clients.http.aclose()
+
+
+def test_https_stores_are_verified_with_the_certificates_httpx_would_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed_cert(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with pytest.raises(TargetUnreachable, match="TLS failed"):
+        anyio.run(_https_answer, cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted as httpx trusts it (trust_env)
+    assert anyio.run(_https_answer, cert, key) == 200
