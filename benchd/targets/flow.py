@@ -378,7 +378,9 @@ class NamespaceFlow(NamespaceOwnership):
     def _learn(self, claimed: Mapping[str, str]) -> Callable[[str], bool]:
         """Keep one server id per fixture id of the corpus where the store's id is not the one
         benchd derives; whether a fixture id was found (a test, not a set of 10^6 ids)."""
-        self._held.update(claimed)
+        # The listing's id strings, and the sent ones it does not show: a sent batch's ids are
+        # strings of their own, which a set updated in place would keep beside the listing's.
+        self._held = set(claimed) | (self._held - claimed.keys())
         self._fixture_ids = {}
         self._server_ids = {}
         owned = self._owned

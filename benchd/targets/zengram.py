@@ -147,7 +147,7 @@ class Stored:
     """What the store keeps of a listed record, small and fixed (never its text)."""
 
     listed: Listed  # as the flow sees it
-    fixture_id: str | None  # the fixture id benchd's mark names
+    fixture_id: str | None  # the fixture id benchd's mark names (None under benchd's own id)
     content: bytes  # wire.content_digest of its text: the sentinel's rewrite, read-backs
     created_s: float | None  # its created_at (epoch seconds): the corpus's time
 
@@ -276,6 +276,8 @@ class ZengramStore(HttpStore):
                 written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
                 written_as = sid if written_as == sid else written_as  # one string, not two
         listed = Listed(sid, written_as, lease=holder_of(mark), kept=wire.kept_of(record))
+        if written_as is sid:
+            fid = None  # benchd's own id: the record is found by it (no string per record kept)
         stamp = record.get("created_at")
         created = wire.epoch_s(stamp) if stamp else None
         return Stored(listed, fid, wire.content_digest(content_of(record)), created)

@@ -196,6 +196,10 @@ async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_recor
     try:
         report = await flow.seed(corpus)
         maps = len(flow._fixture_ids) + len(flow._server_ids)  # was 600: both ways, each
+        assert flow._fresh is not None and len(flow._held) == 301  # and the sentinel
+        # one string per held id, the listing's: not a second one made when its batch was sent
+        records = {id(h) for h in flow._held if h.startswith("benchd:")}  # not the sentinel
+        assert len(records) == 300 and records <= {id(k) for k in flow._fresh.records}
         assert list(flow.finish(Hits([owned_id(NS, "m7")]), SearchQuery("q", 5))) == ["m7"]
         deleted = await flow.cleanup([f"m{i}" for i in range(300)])
     finally:
