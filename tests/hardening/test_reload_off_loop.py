@@ -84,3 +84,53 @@ async def test_healthz_answers_while_a_reload_reads_a_fixture(
             await reloaded.wait()
             daemon.stop()
     assert outcome == [True]
+
+
+async def test_a_json_lines_fixture_loads_on_the_loop_in_steps_with_others_running_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 10^6-memory JSON Lines fixture is read a few dozen lines a step, the event loop's
+    other tasks (the other probes) running between steps: no thread holds the GIL for
+    them while it parses."""
+    import json
+
+    from benchd.fixtures import model
+    from benchd.fixtures.reader import STEP_LINES
+
+    monkeypatch.setenv(KEY_ENV, "k")
+    lines = [
+        json.dumps({"memory": {"id": f"m{i}", "content": f"note {i} on tides"}})
+        for i in range(20 * STEP_LINES)
+    ]
+    lines.append(json.dumps({"query": {"q": "tides", "expected_ids": ["m1"]}}))
+    big = tmp_path / "big.jsonl"
+    big.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = load_config(write_config(tmp_path, probe_toml("big", "http://127.0.0.1:9", big)))
+    steps: list[int] = []  # the loop thread's id at each step of the read
+
+    def counted(path: Any) -> Any:
+        inner = model.load_fixture_steps(path)
+        while True:
+            steps.append(threading.get_ident())
+            try:
+                next(inner)
+            except StopIteration as done:
+                return done.value
+            yield
+
+    monkeypatch.setattr(benchd.daemon, "load_fixture_steps", counted)
+    seen: list[int] = []  # how many steps had run each time the other task ran
+    loaded: list[Fixture] = []
+
+    async def load() -> None:
+        loaded.append(await benchd.daemon._load_fixture(config.probes[0]))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(load)
+        while not loaded:
+            seen.append(len(steps))
+            await anyio.sleep(0)
+    assert len(loaded[0].memories) == 20 * STEP_LINES
+    assert set(steps) == {threading.get_ident()}  # on the loop's own thread
+    between = {n for n in seen if 0 < n < len(steps)}
+    assert len(between) >= 19, f"the other task ran between {len(between)} of {len(steps)} steps"
