@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import ssl
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -167,6 +168,7 @@ class _Connection(asyncio.Protocol):
         self._headers_done = False
         self.received = False  # any byte of the current answer arrived
         self.open = True
+        self.idle_since = 0.0  # time.monotonic() when it last went back to the pool
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -303,7 +305,13 @@ class _Connection(asyncio.Protocol):
 
 
 class _Pool:
-    """Idle keep-alive connections to one origin; at most ``limit`` kept."""
+    """Idle keep-alive connections to one origin; at most ``limit`` kept.
+
+    ``idle_s``: a connection idle longer is closed, not reused (None: kept
+    while the store keeps it). Between two cycles a connection may sit idle
+    for the probe's interval, and a load balancer or NAT that forgets it
+    silently would make the next request wait for its whole timeout.
+    """
 
     def __init__(
         self,
@@ -311,12 +319,14 @@ class _Pool:
         limit: int,
         context: ssl.SSLContext | None,
         max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        idle_s: float | None = None,
     ) -> None:
         scheme, self.host, self.port = origin
         self.max_bytes = max_bytes
         # Only https needs a context; building one costs ~0.15 s of CPU on the loop.
         self.ssl = (context or ssl.create_default_context()) if scheme == "https" else None
         self.limit = limit
+        self.idle_s = idle_s
         self.idle: deque[_Connection] = deque()
 
     async def _connect(self, timeout_s: float) -> _Connection:
@@ -331,6 +341,10 @@ class _Pool:
         """Send on an idle connection (or a new one); retry a stale idle one once."""
         while self.idle:
             conn = self.idle.pop()
+            if self.idle_s is not None and time.monotonic() - conn.idle_since > self.idle_s:
+                conn.close()
+                self.close()  # the others went idle before it
+                break
             if conn.open:
                 try:
                     return await self._exchange(conn, spec, timeout_s)
@@ -348,6 +362,7 @@ class _Pool:
             conn.close()  # its state is unknown: never reuse it
             raise
         if conn.open and len(self.idle) < self.limit:
+            conn.idle_since = time.monotonic()
             self.idle.append(conn)
         else:
             conn.close()
@@ -456,13 +471,15 @@ class PoolSender:
     of the load pass holds (head, size, decoded size, timeout); the request's
     ``Accept-Encoding`` is kept. HTTPS uses the certificates httpx would
     (:func:`httpx.create_ssl_context`). Idle keep-alive connections are kept
-    per origin, at most ``keep`` (httpx's default, 20); none is shared by two
-    requests at once.
+    per origin, at most ``keep``, and reused while idle for at most
+    ``idle_s`` (httpx's defaults: 20, 5 s); none is shared by two requests
+    at once.
     """
 
-    def __init__(self, *, max_response_bytes: int, keep: int = 20) -> None:
+    def __init__(self, *, max_response_bytes: int, keep: int = 20, idle_s: float = 5.0) -> None:
         self._max_bytes = max_response_bytes
         self._keep = keep
+        self._idle_s = idle_s
         self._pools: dict[tuple[str, str, int], _Pool] = {}
 
     @staticmethod
@@ -479,7 +496,8 @@ class PoolSender:
         pool = self._pools.get(spec.origin)
         if pool is None:
             tls = httpx.create_ssl_context() if spec.origin[0] == "https" else None
-            pool = self._pools[spec.origin] = _Pool(spec.origin, self._keep, tls, self._max_bytes)
+            pool = _Pool(spec.origin, self._keep, tls, self._max_bytes, self._idle_s)
+            self._pools[spec.origin] = pool
         return await _send(pool, spec, timeout_s, where)
 
     async def aclose(self) -> None:

@@ -24,6 +24,7 @@ from support import self_signed_cert
 
 from benchd.errors import TargetUnreachable
 from benchd.targets.client import PREPARED_KEPT, Clients, open_clients
+from benchd.targets.transport import PoolSender
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,40 @@ def test_https_stores_are_verified_with_the_certificates_httpx_would_use(
         anyio.run(_https_answer, cert, key)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trusted as httpx trusts it (trust_env)
     assert anyio.run(_https_answer, cert, key) == 200
+
+
+async def _connections_for(requests: int, idle_s: float) -> int:
+    """Connections a store saw for ``requests`` GETs in a row, each after 10 ms idle."""
+    accepted = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        try:
+            while True:  # keep-alive: one answer per request
+                await reader.readuntil(b"\r\n\r\n")
+                writer.write(response(200, b"{}"))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        sender = PoolSender(max_response_bytes=1 << 20, idle_s=idle_s)
+        spec = sender.prepare(httpx.Request("GET", f"http://127.0.0.1:{port}/health"))
+        try:
+            for _ in range(requests):
+                assert (await sender.send(spec, "GET /health", 30.0)).status == 200
+                await anyio.sleep(0.01)  # idle: the clock moves on
+        finally:
+            await sender.aclose()
+    return accepted
+
+
+def test_a_connection_idle_past_its_time_is_not_reused() -> None:
+    """A load balancer may forget an idle connection silently: benchd does not wait on it."""
+    assert anyio.run(_connections_for, 3, 3600.0) == 1
+    assert anyio.run(_connections_for, 3, 0.001) == 3
