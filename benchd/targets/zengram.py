@@ -260,8 +260,21 @@ class ZengramStore(HttpStore):
         return Page(listed, str(offset + len(page)))
 
     def _stored_of(self, page: Sequence[dict[str, Any]]) -> dict[str, Stored]:
-        """A page's active records, by server id, reduced to what benchd keeps of each."""
-        return {sid: self._kept(sid, r) for sid, r in wire.active(page).items()}
+        """A page's active records, by server id, reduced to what benchd keeps of each.
+
+        A record the latest listing holds unchanged is kept as that listing's own
+        object (and id string): while a daemon pages the namespace again, the
+        listing it holds and the new one share them instead of two of each.
+        """
+        out: dict[str, Stored] = {}
+        for sid, record in wire.active(page).items():
+            stored = self._kept(sid, record)
+            held = self._listed.get(sid)
+            if held is not None and held == stored:
+                out[held.listed.id] = held
+            else:
+                out[sid] = stored
+        return out
 
     def _kept(self, sid: str, record: Mapping[str, Any]) -> Stored:
         """A listed record: benchd's id from its mark (store-assigned ids), its lease, and

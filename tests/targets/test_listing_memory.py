@@ -207,3 +207,20 @@ async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_recor
     assert report.verified == 300 and report.missing == ()
     assert maps == 0
     assert deleted == 300
+
+
+async def test_listing_an_unchanged_namespace_again_shares_the_held_listings_records() -> None:
+    """A daemon lists its namespace every cycle while it holds the last listing: the records
+    unchanged since are the held ones, so the two listings cost one set of records."""
+    t = _target()
+    try:
+        first = await t.export_namespace()
+        with _held() as held:
+            second = await t.export_namespace()
+        assert second.keys() == first.keys()
+        assert all(second[sid] is first[sid] for sid in first)
+        assert all(k is first[k].id for k in second)  # one id string, not one per listing
+    finally:
+        await t.aclose()
+    # the new listing's dicts only (~100 bytes a record); its own records were ~500 more
+    assert held[0] < RECORDS * 200, f"{held[0] / RECORDS:.0f} bytes per record"
