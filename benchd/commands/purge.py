@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchd.config.load import ProbeConfig, load_config
@@ -53,8 +54,11 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_handle)
 
 
-def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list[Any]]]:
-    """(label, namespace, target, fixture memories) for each namespace to purge."""
+def _targets(
+    args: argparse.Namespace,
+) -> list[tuple[str, str, ProbeTarget, Sequence[Mapping[str, Any]]]]:
+    """(label, namespace, target, fixture memories) for each namespace to purge (a JSON Lines
+    fixture's memories are not read: purge needs their ids)."""
     if args.config and args.namespace:
         raise UsageError("give --config or --namespace/--url, not both")
     if args.namespace:
@@ -71,7 +75,7 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list
     probes: list[ProbeConfig] = (
         [config.probe(n) for n in args.probe] if args.probe else list(config.probes)
     )
-    out: list[tuple[str, str, ProbeTarget, list[Any]]] = []
+    out: list[tuple[str, str, ProbeTarget, Sequence[Mapping[str, Any]]]] = []
     for probe in probes:
         caps = capabilities_of(probe.target.kind, probe.target.settings)
         if not (caps.lists and caps.deletes):
@@ -84,7 +88,7 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, str, ProbeTarget, list
             target.lease = LeaseHolder(  # never takes over a live lease, even this host's daemon's
                 config.server.instance or default_instance(), ttl_s=0.0, role="purge"
             )
-        memories = list(load_fixture(probe.fixture).memories)
+        memories = load_fixture(probe.fixture).memories
         out.append((f"probe {probe.name}", probe.target.namespace or "", target, memories))
     return out
 
