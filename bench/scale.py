@@ -11,9 +11,9 @@ the requests it answers, so CPU per request is the client's CPU over the
 requests it sent. It prints the figures side by side and benchd's as ratios
 of the plain client's. Run from the repo root::
 
-    .venv/bin/python bench/scale.py                  # 10^3 and 10^4 records
-    .venv/bin/python bench/scale.py --full           # and 10^5
-    .venv/bin/python bench/scale.py --huge           # and 10^6
+    .venv/bin/python bench/scale.py                  # 10^3, 10^4 and 10^5 records
+    .venv/bin/python bench/scale.py --full           # and 10^6 (--huge: the same)
+    .venv/bin/python bench/scale.py --quick          # 10^3 and 10^4 only
     .venv/bin/python bench/scale.py --cleanup never  # no deletes (both sides)
 
 The store and the clients share the machine: on a busy box the walls move
@@ -341,8 +341,9 @@ def sequence_text(sequence: list[tuple[str, int, float]], most: int = 40) -> str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="also 10^5 records")
-    parser.add_argument("--huge", action="store_true", help="also 10^5 and 10^6 records")
+    parser.add_argument("--full", action="store_true", help="also 10^6 records")
+    parser.add_argument("--huge", action="store_true", help="the same as --full")
+    parser.add_argument("--quick", action="store_true", help="only 10^3 and 10^4 records")
     parser.add_argument("--cleanup", default="after", choices=["after", "never"])
     parser.add_argument("--sizes", help="comma-separated record counts instead")
     parser.add_argument("--serve-store", help=argparse.SUPPRESS)
@@ -354,10 +355,8 @@ def main() -> None:
     if args.plain:
         plain_client(*args.plain)
         return
-    sizes = [1_000, 10_000]
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     if args.full or args.huge:
-        sizes.append(100_000)
-    if args.huge:
         sizes.append(1_000_000)
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
