@@ -13,6 +13,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -28,7 +29,7 @@ from benchd.config.load import (
 from benchd.config.web import WebConfig
 from benchd.errors import BenchdError, FixtureError
 from benchd.fixtures.model import Fixture, load_fixture, load_fixture_steps
-from benchd.fixtures.reader import JSONL_SUFFIXES
+from benchd.fixtures.reader import JSONL_SUFFIXES, step
 from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
@@ -60,13 +61,9 @@ async def _load_fixture(probe: ProbeConfig) -> Fixture:
         if probe.fixture.suffix.lower() not in JSONL_SUFFIXES:
             return await anyio.to_thread.run_sync(load_fixture, probe.fixture)
         steps = load_fixture_steps(probe.fixture)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                fixture: Fixture = done.value
-                return fixture
+        while not (taken := step(steps))[0]:
             await anyio.sleep(0)  # a checkpoint: let the other probes run
+        return cast(Fixture, taken[1])
     except FixtureError as exc:
         if not probe.fixture_source:
             raise
