@@ -427,13 +427,18 @@ PREPARED_KEPT = 256
 """Requests a :class:`RetryingClient` keeps serialized for replay (~0.5 KiB each)."""
 
 
+_REPLAYED = frozenset({"GET", "HEAD"})
+"""Methods whose requests repeat: searches, listing pages, lease reads. Not DELETE: one
+per record, never asked twice, a cleanup's would push every repeated request out."""
+
+
 def _replay_key(method: str, path: str, kwargs: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """What a request without a body is built from, or None if it may have one.
+    """What a body-less request that repeats is built from, or None (not kept for replay).
 
     Only plain ``str``/``int`` query values: they are the request (a ``bool``
     equals an ``int`` as a key but is sent as ``true``).
     """
-    if method not in ("GET", "DELETE"):
+    if method not in _REPLAYED:
         return None
     for name, value in kwargs.items():  # no body, no headers of its own
         if name not in ("params", "timeout") and value is not None and value != {}:

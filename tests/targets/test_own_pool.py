@@ -102,6 +102,28 @@ def test_requests_kept_for_replay_are_bounded(
     assert [t for _, t in got] == [f"/export?offset={q['offset']}" for _, _, q in asked]
 
 
+def test_a_cleanups_deletes_do_not_push_a_repeated_search_out_of_the_replay(
+    server: tuple[RawAnswers, list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw, got = server
+    built: list[str] = []
+    prepare = PoolSender.prepare
+
+    def counting(request: httpx.Request) -> Any:
+        built.append(request.method)
+        return prepare(request)
+
+    monkeypatch.setattr(PoolSender, "prepare", staticmethod(counting))
+    clients = open_clients(_Connection(raw.url), {})
+    search = ("GET", "/memory/search", {"q": "harbor ferry", "limit": 10})
+    deletes = [("DELETE", f"/memory/r{i}", {}) for i in range(PREPARED_KEPT + 44)]
+    _send_all(clients, [search, *deletes, search])
+    assert len(got) == len(deletes) + 2  # every request was sent ...
+    assert built.count("GET") == 1  # ... and the search was built once, then replayed
+    assert built.count("DELETE") == len(deletes)
+    assert len(clients.http._prepared) == 1  # no delete kept
+
+
 def test_a_proxy_named_for_the_store_sends_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
