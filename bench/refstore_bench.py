@@ -13,6 +13,14 @@ plain SQLite table with no HTTP at all (the floor any HTTP store pays on
 top of), with the ratio. Run from the repo root::
 
     .venv/bin/python bench/refstore_bench.py [--memories 10000] [--retriever bm25]
+
+``--listing N [N ...]`` instead lists a namespace of N records (beside a
+quarter as many of another tenant's) in pages of 500 on the store's index
+object, the way ``GET /export`` pages it: by OFFSET as before (every page
+counts the namespace and steps over every earlier row) and by page cursor
+(the rows after the previous page's last one), with seconds per page at the
+start and the end of the listing (goal: the end no slower than 2x the
+start, i.e. O(page)).
 """
 
 from __future__ import annotations
@@ -32,9 +40,13 @@ from urllib.parse import urlencode
 
 import httpx
 
+from benchd.refstore.catalog import SearchFilter
+from benchd.refstore.index import MemoryIndex
+from benchd.refstore.records import parse_record
 from benchd.refstore.text import STOPWORDS, fts_match
 
-GOALS = {"import_s": 10.0, "p50_ms": 2.0, "rps": 500.0}
+GOALS = {"import_s": 10.0, "p50_ms": 2.0, "rps": 500.0, "listing_end_over_start": 2.0}
+LISTING_PAGE = 500
 
 
 def corpus(n: int, seed: int = 7) -> tuple[list[dict[str, Any]], list[str]]:
@@ -216,13 +228,81 @@ def report(n: int, import_s: float, serial: list[float], rps: float, peer: list[
     print(f"(mean serial {statistics.fmean(serial) * 1000:.3f} ms over {len(serial)} searches)")
 
 
+def listing_index(n: int) -> MemoryIndex:
+    """An in-memory index holding N records of namespace ``bench``, every 5th row another's."""
+    memories, _queries = corpus(n + n // 4)
+    index = MemoryIndex(None, dims=1)
+    now = "2026-12-01T00:00:00.000Z"
+    index.begin()
+    for i, raw in enumerate(memories):
+        tenant = "other" if i % 5 == 4 else "bench"
+        index.write(parse_record({**raw, "client_id": tenant, "type": "event"}, now))
+    index.commit()
+    return index
+
+
+def time_listing(index: MemoryIndex, cursor: bool) -> tuple[list[float], list[str]]:
+    """Page through namespace ``bench``: seconds per page, and the ids listed."""
+    export = index.export if cursor else index.export_by_offset
+    where = SearchFilter(client_id="bench")
+    seconds: list[float] = []
+    ids: list[str] = []
+    while True:
+        start = time.perf_counter()
+        rows, total = export(where, True, LISTING_PAGE, len(ids))
+        seconds.append(time.perf_counter() - start)
+        ids.extend(row["id"] for row in rows)
+        if len(ids) >= total or not rows:
+            return seconds, ids
+
+
+def bench_listing(n: int) -> bool:
+    """Print both listings' seconds per page at the start and the end; True if O(page)."""
+    started = time.perf_counter()
+    index = listing_index(n)
+    print(
+        f"listing {n:,} records (+{n // 4:,} another tenant's) in pages of {LISTING_PAGE}"
+        f" (index built in {time.perf_counter() - started:.1f} s;"
+        f" load average {os.getloadavg()[0]:.2f})"
+    )
+    print(f"{'paging':22} {'pages':>6} {'first ms/page':>14} {'last ms/page':>13}"
+          f" {'last/first':>10} {'whole (s)':>10}")  # fmt: skip
+    listed: dict[bool, list[str]] = {}
+    wholes: dict[bool, float] = {}
+    ratio = 0.0
+    for cursor in (False, True):
+        seconds, listed[cursor] = time_listing(index, cursor)
+        edge = max(1, min(10, len(seconds) // 4))  # pages averaged at each end
+        head, tail = statistics.fmean(seconds[:edge]), statistics.fmean(seconds[-edge:])
+        ratio = tail / head
+        wholes[cursor] = sum(seconds)
+        name = "cursor (now)" if cursor else "OFFSET (before)"
+        print(f"{name:22} {len(seconds):6} {head * 1000:14.2f} {tail * 1000:13.2f}"
+              f" {ratio:9.1f}x {wholes[cursor]:10.2f}")  # fmt: skip
+    index.close()
+    same = listed[False] == listed[True] and len(listed[True]) == n
+    print(f"(first/last: the mean of the first and of the last {edge} pages)")
+    print(
+        f"whole listing: OFFSET / cursor = {wholes[False] / wholes[True]:.1f}x;"
+        f" same {len(listed[True]):,} ids in the same order: {'yes' if same else 'NO'}"
+    )
+    return same and ratio <= GOALS["listing_end_over_start"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument(
+        "--listing", type=int, nargs="+", metavar="N", help="list N records instead (see above)"
+    )
     parser.add_argument("--retriever", default="bm25")
     parser.add_argument("--rounds", type=int, default=2000, help="serial searches")
     parser.add_argument("--seconds", type=float, default=5.0, help="concurrent run length")
     args = parser.parse_args()
+    if args.listing:
+        met = [bench_listing(n) for n in args.listing]
+        print("goals met" if all(met) else "GOALS NOT MET")
+        return 0
     memories, queries = corpus(args.memories)
     key = secrets.token_hex(16)
     proc, url = start_server(args.retriever, key)

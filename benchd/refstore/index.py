@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from benchd.refstore.catalog import Catalog, FloatMatrix, SearchFilter
+from benchd.refstore.paging import PageCursors
 from benchd.refstore.records import NewRecord
 from benchd.refstore.structured import StructuredTables
 from benchd.refstore.text import words
@@ -78,6 +79,8 @@ class MemoryIndex:
         self._db.executescript(_SCHEMA)
         self.structured = StructuredTables(self._db)
         self.catalog = Catalog(dims)
+        self._cursors = PageCursors()
+        self._quiet_changes = 0  # rows changed that no listing depends on
 
     def close(self) -> None:
         self._db.close()
@@ -212,12 +215,18 @@ class MemoryIndex:
         return "deleted"
 
     def bump_access(self, rids: Sequence[int], now: str) -> None:
-        """Count one more access for each returned row (the store's ranking boost)."""
+        """Count one more access for each returned row (the store's ranking boost).
+
+        These changes leave listings' cursors valid: no listing filters or
+        orders by access counts (see :meth:`generation`).
+        """
+        before = self._db.total_changes
         self._db.executemany(
             "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
             " WHERE rid = ?",
             [(now, rid) for rid in rids],
         )
+        self._quiet_changes += self._db.total_changes - before
 
     # -- reading ---------------------------------------------------------------
 
@@ -253,17 +262,65 @@ class MemoryIndex:
     def export(
         self, where: SearchFilter, active_only: bool, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
-        """One page of records in insertion order, and the total that match."""
+        """One page of records in insertion order, and the total that match.
+
+        Answers exactly what :meth:`export_by_offset` answers, in O(page): a
+        page that starts where an earlier one ended, the table unchanged
+        since, is read from that page's last row id on, and the total is the
+        one counted then (see :mod:`benchd.refstore.paging`).
+        """
         extra, params = _where_sql(where)
         cond = ("active = 1" if active_only else "1 = 1") + extra
-        total = int(
-            self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0]
-        )
-        rows = self._db.execute(
+        key = (cond, tuple(params))
+        self._cursors.sync(self.generation())
+        total = self._cursors.total(key)
+        if total is None:
+            total = self._count(cond, params)
+            self._cursors.set_total(key, total)
+        start = self._cursors.start(key, offset)
+        if start is None:
+            rows = self._page(cond, params, limit, offset)
+        else:
+            end, last_rid = start
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE {cond} AND rid > ?"
+                " ORDER BY rid LIMIT ? OFFSET ?",
+                (*params, last_rid, limit, offset - end),
+            ).fetchall()
+        if rows:
+            self._cursors.remember(key, offset + len(rows), int(rows[-1][0]))
+        return [_payload(row) for row in rows], total
+
+    def export_by_offset(
+        self, where: SearchFilter, active_only: bool, limit: int, offset: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """:meth:`export` the plain way, counting and stepping over ``offset`` rows each time."""
+        extra, params = _where_sql(where)
+        cond = ("active = 1" if active_only else "1 = 1") + extra
+        rows = self._page(cond, params, limit, offset)
+        return [_payload(row) for row in rows], self._count(cond, params)
+
+    def generation(self) -> tuple[int, int]:
+        """Changes the table went through: equal twice, no listing answer can differ.
+
+        Rows written by this connection (every INSERT, UPDATE and DELETE
+        counts, whichever path issued it) except access-count bumps, which
+        touch no column a listing filters or orders by (the payloads listed
+        are read fresh), plus SQLite's count of commits by other connections
+        to the same file.
+        """
+        others = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        return self._db.total_changes - self._quiet_changes, others
+
+    def _count(self, cond: str, params: Sequence[Any]) -> int:
+        row = self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()
+        return int(row[0])
+
+    def _page(self, cond: str, params: Sequence[Any], limit: int, offset: int) -> list[Any]:
+        return self._db.execute(
             f"SELECT {_COLUMNS} FROM memories WHERE {cond} ORDER BY rid LIMIT ? OFFSET ?",
             (*params, limit, offset),
         ).fetchall()
-        return [_payload(row) for row in rows], total
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One record's full payload by id (active or not), or None."""
