@@ -79,7 +79,8 @@ class MemoryIndex:
         self._db.executescript(_SCHEMA)
         self.structured = StructuredTables(self._db)
         self.catalog = Catalog(dims)
-        self._cursors = PageCursors()
+        self._cursors = PageCursors[int]()  # after a page: its last row id
+        self._ms_cursors = PageCursors[tuple[int, str]]()  # the real server's time cursor
         self._quiet_changes = 0  # rows changed that no listing depends on
 
     def close(self) -> None:
@@ -272,11 +273,7 @@ class MemoryIndex:
         extra, params = _where_sql(where)
         cond = ("active = 1" if active_only else "1 = 1") + extra
         key = (cond, tuple(params))
-        self._cursors.sync(self.generation())
-        total = self._cursors.total(key)
-        if total is None:
-            total = self._count(cond, params)
-            self._cursors.set_total(key, total)
+        total = self._total(cond, params)
         start = self._cursors.start(key, offset)
         if start is None:
             rows = self._page(cond, params, limit, offset)
@@ -312,6 +309,18 @@ class MemoryIndex:
         others = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         return self._db.total_changes - self._quiet_changes, others
 
+    def _total(self, cond: str, params: Sequence[Any]) -> int:
+        """Rows matching ``cond``: counted once per generation of the table."""
+        generation = self.generation()
+        self._cursors.sync(generation)
+        self._ms_cursors.sync(generation)
+        key = (cond, tuple(params))
+        total = self._cursors.total(key)
+        if total is None:
+            total = self._count(cond, params)
+            self._cursors.set_total(key, total)
+        return total
+
     def _count(self, cond: str, params: Sequence[Any]) -> int:
         row = self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()
         return int(row[0])
@@ -340,17 +349,37 @@ class MemoryIndex:
         all listed (the id breaks the tie), but a row dated below the
         millisecond, in the boundary millisecond and older than the boundary
         row, falls between the two pages. ``offset`` counts rows of that cut
-        listing; ``total`` counts them all.
+        listing (which depends on ``limit``: the cuts fall every ``limit``
+        rows); ``total`` counts them all.
+
+        The cut listing is walked from its start, ``limit`` rows at a time,
+        up to ``offset + limit``; a page of the same filter and size that
+        ended at or before ``offset``, the table unchanged since, saves the
+        walk up to there (:mod:`benchd.refstore.paging`).
         """
         extra, params = _where_sql(where)
         cond = ("active = 1" if active_only else "1 = 1") + extra
-        total = int(
-            self._db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0]
-        )
+        total = self._total(cond, params)
+        walk = (f"{cond} cut every {limit}", tuple(params))
+        start = self._ms_cursors.start(walk, offset)
+        base, cursor = (0, None) if start is None else start
+        listed, cursor = self._ms_walk(cond, params, limit, cursor, offset + limit - base)
+        if cursor is not None:
+            self._ms_cursors.remember(walk, base + len(listed), cursor)
+        return [_payload(row) for row in listed[offset - base : offset - base + limit]], total
+
+    def _ms_walk(
+        self,
+        cond: str,
+        params: Sequence[Any],
+        limit: int,
+        cursor: tuple[int, str] | None,
+        wanted: int,
+    ) -> tuple[list[Sequence[Any]], tuple[int, str] | None]:
+        """At least ``wanted`` rows of the cut listing from ``cursor`` on (fewer at its end)."""
         us = "CAST(ROUND(created_ts * 1000000) AS INTEGER)"
         listed: list[Sequence[Any]] = []
-        cursor: tuple[int, str] | None = None
-        while len(listed) < offset + limit:
+        while len(listed) < wanted:
             after = "" if cursor is None else f" AND ({us} < ? OR ({us} = ? AND id < ?))"
             more = () if cursor is None else (cursor[0], cursor[0], cursor[1])
             rows = self._db.execute(
@@ -362,7 +391,7 @@ class MemoryIndex:
                 break
             listed.extend(row[:-1] for row in rows)
             cursor = (int(rows[-1][-1]) // 1000 * 1000, str(rows[-1][1]))
-        return [_payload(row) for row in listed[offset : offset + limit]], total
+        return listed, cursor
 
     def texts(self) -> list[tuple[int, str]]:
         """Every row's ``(rid, text)``: what a new embedder must re-embed."""

@@ -14,30 +14,33 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 __all__ = ["ListingKey", "PageCursors"]
 
 # A listing: the filter's SQL condition and its parameters (active_only is in the SQL).
 ListingKey = tuple[str, tuple[object, ...]]
 
+State = TypeVar("State")  # where a listing stands after a page: a row id, a time cursor
+
 _LISTINGS = 8  # filters remembered at once: a handful of namespaces listed concurrently
 _ENDS = 4  # page ends kept per filter: a few readers of one namespace at different offsets
 
 
 @dataclass(slots=True)
-class _Listing:
+class _Listing(Generic[State]):
     total: int | None = None
-    ends: OrderedDict[int, int] = field(default_factory=OrderedDict)  # offset -> last rid
+    ends: OrderedDict[int, State] = field(default_factory=OrderedDict)  # offset -> state
 
 
-class PageCursors:
+class PageCursors(Generic[State]):
     """A small LRU of page ends and totals per listing, valid for one table generation."""
 
     def __init__(self, listings: int = _LISTINGS, ends: int = _ENDS) -> None:
         self._max_listings = listings
         self._max_ends = ends
         self._generation: Hashable = None
-        self._listings: OrderedDict[ListingKey, _Listing] = OrderedDict()
+        self._listings: OrderedDict[ListingKey, _Listing[State]] = OrderedDict()
         self.hits = 0  # pages served from a cursor (for benches and tests)
 
     def sync(self, generation: Hashable) -> None:
@@ -53,8 +56,8 @@ class PageCursors:
     def set_total(self, key: ListingKey, total: int) -> None:
         self._listing(key).total = total
 
-    def start(self, key: ListingKey, offset: int) -> tuple[int, int] | None:
-        """The nearest page end at or before ``offset``: ``(its offset, its last rid)``."""
+    def start(self, key: ListingKey, offset: int) -> tuple[int, State] | None:
+        """The nearest page end at or before ``offset``: ``(its offset, the state there)``."""
         listing = self._listings.get(key)
         if listing is None:
             return None
@@ -66,18 +69,18 @@ class PageCursors:
         self.hits += 1
         return end, listing.ends[end]
 
-    def remember(self, key: ListingKey, end: int, last_rid: int) -> None:
-        """A page ended at offset ``end`` (exclusive) on row ``last_rid``."""
+    def remember(self, key: ListingKey, end: int, state: State) -> None:
+        """A page ended at offset ``end`` (exclusive), the listing then at ``state``."""
         ends = self._listing(key).ends
-        ends[end] = last_rid
+        ends[end] = state
         ends.move_to_end(end)
         while len(ends) > self._max_ends:
             ends.popitem(last=False)
 
-    def _listing(self, key: ListingKey) -> _Listing:
+    def _listing(self, key: ListingKey) -> _Listing[State]:
         listing = self._listings.get(key)
         if listing is None:
-            listing = self._listings[key] = _Listing()
+            listing = self._listings[key] = _Listing[State]()
             while len(self._listings) > self._max_listings:
                 self._listings.popitem(last=False)
         else:

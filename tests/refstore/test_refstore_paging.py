@@ -2,7 +2,9 @@
 
 The reference for every comparison is :meth:`MemoryIndex.export_by_offset`
 (``COUNT(*)`` plus ``ORDER BY rid LIMIT n OFFSET k``, nothing remembered),
-which is what the store answered before page cursors.
+which is what the store answered before page cursors; for the zengram-4.3
+profile's millisecond cursor, :func:`ms_cursor_reference`, the walk from the
+start on every page that the store did before.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from hypothesis.stateful import (
 )
 
 from benchd.refstore.catalog import SearchFilter
-from benchd.refstore.index import MemoryIndex
+from benchd.refstore.index import _COLUMNS, MemoryIndex, _payload, _where_sql
 from benchd.refstore.paging import PageCursors
 from benchd.refstore.records import parse_record, parse_timestamp
 
 NOW = "2026-06-01T00:00:00.000Z"
 TIMES = ["2026-01-01T00:00:00.000Z", "2026-02-01T00:00:00.000Z", "2026-03-01T00:00:00.000Z"]
+# rows sharing a millisecond, and rows below it, that the millisecond cursor can lose
+SUB_MS = ["2026-02-01T00:00:00.000400Z", "2026-02-01T00:00:00.000100Z", "2026-02-01T00:00:00.001Z"]
 IDS = [f"m{i}" for i in range(16)]
 CLIENTS = ["a", "b"]
 TYPES = ["fact", "event"]
@@ -52,7 +56,7 @@ _record = st.fixed_dictionaries(
         "content": st.sampled_from(["alpha", "beta", "gamma", "delta"]),  # dedup collisions
         "client_id": st.sampled_from(CLIENTS),
         "type": st.sampled_from(TYPES),
-        "created_at": st.sampled_from(TIMES),
+        "created_at": st.sampled_from(TIMES + SUB_MS),
     },
     optional={"active": st.just(False)},
 )
@@ -73,12 +77,41 @@ def import_records(index: MemoryIndex, raws: list[dict[str, Any]]) -> None:
     index.set_vectors(rids, np.ones((len(rids), 4), dtype=np.float32), "hash:4")
 
 
+def ms_cursor_reference(
+    index: MemoryIndex, where: SearchFilter, active_only: bool, limit: int, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """``export_by_ms_cursor`` as it was before page cursors: the walk from the start."""
+    extra, params = _where_sql(where)
+    cond = ("active = 1" if active_only else "1 = 1") + extra
+    db = index._db
+    total = int(db.execute(f"SELECT COUNT(*) FROM memories WHERE {cond}", params).fetchone()[0])
+    us = "CAST(ROUND(created_ts * 1000000) AS INTEGER)"
+    listed: list[Any] = []
+    cursor: tuple[int, str] | None = None
+    while len(listed) < offset + limit:
+        after = "" if cursor is None else f" AND ({us} < ? OR ({us} = ? AND id < ?))"
+        more = () if cursor is None else (cursor[0], cursor[0], cursor[1])
+        rows = db.execute(
+            f"SELECT {_COLUMNS}, {us} FROM memories WHERE {cond}{after}"
+            f" ORDER BY {us} DESC, id DESC LIMIT ?",
+            (*params, *more, limit),
+        ).fetchall()
+        if not rows:
+            break
+        listed.extend(row[:-1] for row in rows)
+        cursor = (int(rows[-1][-1]) // 1000 * 1000, str(rows[-1][1]))
+    return [_payload(row) for row in listed[offset : offset + limit]], total
+
+
 def page_both(
     index: MemoryIndex, where: SearchFilter, active_only: bool, limit: int, offset: int
 ) -> tuple[list[dict[str, Any]], int]:
-    """The page by cursor, asserted equal to the page by OFFSET."""
+    """The page by cursor, asserted equal to the page by OFFSET (and the same for the
+    millisecond cursor's pages)."""
     fast = index.export(where, active_only, limit, offset)
     assert fast == index.export_by_offset(where, active_only, limit, offset)
+    cut = index.export_by_ms_cursor(where, active_only, limit, offset)
+    assert cut == ms_cursor_reference(index, where, active_only, limit, offset)
     return fast
 
 
@@ -92,7 +125,7 @@ class ListingMachine(RuleBasedStateMachine):
         self.fresh = 0
         self.ends: list[int] = []  # offsets where pages ended: the cursors' offsets
         self.cursor_pages = 0
-        self.last = (SearchFilter(), True)  # the filter of the last page asked for
+        self.last = (SearchFilter(), True, 5)  # the filter and size of the last page asked for
 
     @initialize(persistent=st.booleans(), seed=st.integers(0, 40))
     def open_index(self, persistent: bool, seed: int) -> None:
@@ -120,9 +153,10 @@ class ListingMachine(RuleBasedStateMachine):
     def page(
         self, where: SearchFilter, active_only: bool, limit: int, offset: int
     ) -> tuple[list[dict[str, Any]], int]:
-        hits = self.ix._cursors.hits
+        hits = self.ix._cursors.hits + self.ix._ms_cursors.hits
         answer = page_both(self.ix, where, active_only, limit, offset)
-        self.cursor_pages += self.ix._cursors.hits - hits
+        self.cursor_pages += self.ix._cursors.hits + self.ix._ms_cursors.hits - hits
+        self.last = (where, active_only, limit)
         return answer
 
     @rule(raws=st.lists(_record, min_size=1, max_size=8))
@@ -148,7 +182,6 @@ class ListingMachine(RuleBasedStateMachine):
     ) -> None:
         rows, _total = self.page(where, active_only, limit, offset)
         self.ends.append(offset + len(rows))
-        self.last = (where, active_only)
 
     @rule(**_page_args, data=st.data())
     def page_at_a_page_end(
@@ -157,12 +190,13 @@ class ListingMachine(RuleBasedStateMachine):
         offset = data.draw(st.sampled_from([0, *self.ends]))
         rows, _total = self.page(where, active_only, limit, offset)
         self.ends.append(offset + len(rows))
-        self.last = (where, active_only)
 
-    @rule(limit=st.integers(1, 6), back=st.integers(0, 2))
-    def next_page(self, limit: int, back: int) -> None:
-        """The last paged listing again, from where it ended (or a page before)."""
-        where, active_only = self.last
+    @rule(size=st.one_of(st.none(), st.integers(1, 6)), back=st.integers(0, 2))
+    def next_page(self, size: int | None, back: int) -> None:
+        """The last paged listing again (its page size, or another), from where it ended
+        (or a page before)."""
+        where, active_only, limit = self.last
+        limit = limit if size is None else size
         offset = self.ends[-1 - back] if len(self.ends) > back else 0
         rows, _total = self.page(where, active_only, limit, offset)
         self.ends.append(offset + len(rows))
@@ -228,6 +262,22 @@ def test_a_whole_listing_counts_once_and_steps_over_no_earlier_page(index: Memor
     assert len([s for s in sql if "rid >" in s]) == 5  # every later page from a cursor
     offsets = range(0, 24, 4)
     assert pages == [index.export_by_offset(where, True, 4, at) for at in offsets]
+
+
+def test_a_millisecond_cursor_listing_walks_each_row_once(index: MemoryIndex) -> None:
+    sql: list[str] = []
+    index._db.set_trace_callback(sql.append)
+    where, offset, pages = SearchFilter(client_id="a"), 0, []
+    while not pages or pages[-1][0]:
+        pages.append(index.export_by_ms_cursor(where, True, 4, offset))
+        offset += len(pages[-1][0])
+    index._db.set_trace_callback(None)
+    assert (offset, len(pages)) == (20, 6)
+    assert len([s for s in sql if "COUNT(*)" in s]) == 1
+    # one query a page (the last one finds the end), not 1 + 2 + ... + 6 walking from the start
+    assert len([s for s in sql if "ORDER BY CAST" in s]) == len(pages)
+    offsets = range(0, 24, 4)
+    assert pages == [ms_cursor_reference(index, where, True, 4, at) for at in offsets]
 
 
 def _write(index: MemoryIndex, raw: dict[str, Any]) -> None:
