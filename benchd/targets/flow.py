@@ -33,13 +33,14 @@ import anyio
 import anyio.lowlevel
 
 from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.fixtures.stream import StreamedMemories
+from benchd.fixtures.stream import memory_ids
 from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
 from benchd.result import RankedIds, SeedReport, TargetInfo
 from benchd.targets.answers import listing_limit
 from benchd.targets.base import Progress, SearchQuery
 from benchd.targets.client import run_bounded
+from benchd.targets.idtable import IdSet, ListedTable
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.listing import Listing
 from benchd.targets.owned import (
@@ -60,7 +61,7 @@ from benchd.targets.store import (
     Store,
 )
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of", "corpus_ids"]
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
 
 log = get_logger("benchd.targets")
 
@@ -82,13 +83,6 @@ CHECKPOINT_EVERY = 1000
 """A pass over the corpus that sends nothing yields to the event loop this often (records)."""
 
 
-def corpus_ids(memories: Sequence[Mapping[str, Any]]) -> Sequence[str]:
-    """The corpus's fixture ids in order; a streamed fixture's without reading its file."""
-    if isinstance(memories, StreamedMemories):
-        return memories.ids
-    return tuple(str(m["id"]) for m in memories)
-
-
 def content_of(record: Mapping[str, Any]) -> str:
     """A memory's text (``content``, or ``text`` as the import format allows)."""
     return str(record.get("content") or record.get("text") or "")
@@ -107,7 +101,7 @@ class NamespaceFlow(NamespaceOwnership):
         self._listing_limit = listing_limit(0)  # most records a listing may hold
         # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
         # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
-        self._held: set[str] = set()
+        self._held = IdSet(self._owned)
         ns = store.plan.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
         self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
@@ -197,12 +191,13 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def _list(self) -> Listing:
         """The whole namespace, page by page; bounded in records and in pages."""
-        records: dict[str, Listed] = {}
+        records = ListedTable(self._owned)  # the corpus's copies by position, in arrays
         cursor: str | None = None
         most = self._listing_limit
         for _ in range(most + 2):  # a store's pages bring at least one record each
             page = await self.store.list_page(cursor)
-            records.update((r.id, r) for r in page.records)
+            for record in page.records:
+                records.add(record)
             if len(records) > most:
                 raise TargetProtocolError(
                     f"{self._where()}: the namespace lists more than {most} records; benchd's "
@@ -223,8 +218,8 @@ class NamespaceFlow(NamespaceOwnership):
     ) -> SeedReport:
         """Write the corpus into the reserved namespace, verify it, time it to searchable."""
         plan, caps = self.store.plan, self.store.capabilities
-        ids = corpus_ids(memories)
-        self._owned = OwnedIds(plan.namespace, ids)
+        ids = memory_ids(memories)
+        self._own(ids)
         started = time.monotonic()
         retries_before = self.store.retries
         self._listing_limit = listing_limit(len(memories))
@@ -247,7 +242,7 @@ class NamespaceFlow(NamespaceOwnership):
             unchanged_since = existing if self._changes == changes else None
             verified, missing = await self._verify(ids, progress, unchanged_since)
         last: list[Mapping[str, Any]] = []  # the corpus's last memory, noted on the way
-        self.store.seeded(self._records(_noting_last(memories, last)))
+        self.store.seeded(self._records(_noting_last(memories, last), self._fresh))
         enter_phase(progress, "searchable")
         self._progress = progress
         searchable = await self._searchable_after(memories, ids, missing, last)
@@ -266,16 +261,27 @@ class NamespaceFlow(NamespaceOwnership):
             unchanged=unchanged,
         )
 
-    def _records(self, memories: Iterable[Mapping[str, Any]]) -> Iterator[Record]:
-        """The corpus's records, made as they are read (never a list of 10^5 beside it)."""
-        return (self._record(m) for m in memories)
+    def _own(self, ids: Sequence[str]) -> None:
+        """Take ``ids`` as the corpus; the same ids as before keep their maps (and every
+        listing and set kept by their positions stays valid)."""
+        ns = self.store.plan.namespace
+        owned = self._owned
+        if owned.namespace != ns or len(owned) != len(ids) or not owned.same_ids(ids):
+            self._owned = OwnedIds(ns, ids)
 
-    def _record(self, memory: Mapping[str, Any]) -> Record:
+    def _records(
+        self, memories: Iterable[Mapping[str, Any]], listing: Listing | None = None
+    ) -> Iterator[Record]:
+        """The corpus's records, made as they are read (never a list of 10^5 beside it); with
+        ``listing``, each with its record as listed there."""
+        return (self._record(m, listing) for m in memories)
+
+    def _record(self, memory: Mapping[str, Any], listing: Listing | None = None) -> Record:
         """What the flow writes for a fixture memory: benchd's id and mark."""
         fid = str(memory["id"])
-        return Record(
-            self._owned.store_id(fid), fid, memory, owner_mark(self._owned.namespace, fid)
-        )
+        sid = self._owned.store_id(fid)
+        listed = None if listing is None else listing.records.get(self._server_id(fid))
+        return Record(sid, fid, memory, owner_mark(self._owned.namespace, fid), listed)
 
     async def _write_all(
         self, existing: Listing, memories: Sequence[Mapping[str, Any]], progress: Progress | None
@@ -286,25 +292,26 @@ class NamespaceFlow(NamespaceOwnership):
         What the store would skip is not sent at all: against a per-key write
         budget a steady-state cycle then costs no writes.
         """
-        keep: set[str] = set()
+        keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
         if self.store.plan.cleanup != "before" and existing.claimed:
-            for n, record in enumerate(self._records(memories), 1):
-                if n % CHECKPOINT_EVERY == 0:
+            for n, record in enumerate(self._records(memories)):
+                if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
                     await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
                 listed = existing.records.get(record.store_id)
                 if listed is None:
                     continue
                 if self.store.unchanged(listed, record):
-                    keep.add(record.fixture_id)
+                    keep[n] = 1
                 elif record.store_id in existing.claimed and self.store.stale(listed, record):
                     stale.append(record.store_id)  # only what the listing shows as benchd's
         if stale and self._can_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
             await self._delete_ids(stale)
-        to_write = (r for r in self._records(memories) if r.fixture_id not in keep)
-        counts = await self._write_batches(to_write, len(memories) - len(keep), progress)
-        return counts, len(keep)
+        kept = len(keep) - keep.count(0)
+        to_write = (r for n, r in enumerate(self._records(memories)) if not keep[n])
+        counts = await self._write_batches(to_write, len(memories) - kept, progress)
+        return counts, kept
 
     async def _write_batches(
         self, records: Iterable[Record], total: int, progress: Progress | None
@@ -348,7 +355,7 @@ class NamespaceFlow(NamespaceOwnership):
         """
         if listed is None:
             listed = await self._list()
-        found = self._learn(listed.claimed)
+        found = self._learn(listed)
         missing = [f for f in ids if not found(f)]
         if progress is not None:
             progress(len(ids) - len(missing), len(ids))
@@ -356,7 +363,7 @@ class NamespaceFlow(NamespaceOwnership):
             wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
             extra = await self._read_back(wanted)
             if extra:
-                found = self._learn(listed.merged(extra).claimed)
+                found = self._learn(listed.merged(extra))
                 missing = [f for f in missing if not found(f)]
                 if progress is not None:
                     progress(len(ids) - len(missing), len(ids))
@@ -375,23 +382,22 @@ class NamespaceFlow(NamespaceOwnership):
             else fixture_id
         )
 
-    def _learn(self, claimed: Mapping[str, str]) -> Callable[[str], bool]:
+    def _learn(self, listing: Listing) -> Callable[[str], bool]:
         """Keep one server id per fixture id of the corpus where the store's id is not the one
         benchd derives; whether a fixture id was found (a test, not a set of 10^6 ids)."""
-        # The listing's id strings, and the sent ones it does not show: a sent batch's ids are
-        # strings of their own, which a set updated in place would keep beside the listing's.
-        self._held = set(claimed) | (self._held - claimed.keys())
+        # The listing's ids, and the sent ones it does not show.
+        self._held = listing.held_beside(self._held)
         self._fixture_ids = {}
         self._server_ids = {}
         owned = self._owned
-        for sid, fid in claimed.items():
+        for sid, fid in listing.assigned.items():  # a table's by-position records are derived
             derived = fid in owned.fixture_ids and sid == owned.store_id(fid)
             if fid in owned.fixture_ids and fid not in self._server_ids and not derived:
                 self._server_ids[fid] = sid
                 self._fixture_ids[sid] = fid
 
         def found(fid: str) -> bool:
-            return fid in self._server_ids or claimed.get(owned.store_id(fid)) == fid
+            return fid in self._server_ids or listing.claims(fid)
 
         return found
 
@@ -462,16 +468,19 @@ class NamespaceFlow(NamespaceOwnership):
         seen = self._held  # benchd's server ids listed (or written) before this listing
         listed = await self._list()
         self._held = listed.held
-        claimed = dict(listed.claimed)
+        targets = [s for s, f in listed.claimed.items() if f in wanted]
         unlisted = [
             self._owned.store_id(f)
-            for f in wanted - set(claimed.values())
-            if f in self._owned.fixture_ids and self._owned.store_id(f) in seen
+            for f in wanted
+            if f in self._owned.fixture_ids
+            and not listed.fixture_listed(f)
+            and self._owned.store_id(f) in seen
         ]
         if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
             extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
-            claimed.update(Listing(extra, self._owned).claimed)
-        return await self._delete_ids([s for s, f in claimed.items() if f in wanted])
+            more = Listing(extra, self._owned).claimed
+            targets += [s for s, f in more.items() if f in wanted and s not in listed.claimed]
+        return await self._delete_ids(targets)
 
     async def release(self) -> int:
         """Delete the sentinel once the namespace holds no other record benchd wrote.
@@ -501,7 +510,7 @@ class NamespaceFlow(NamespaceOwnership):
                 f"{self._where()}: this target cannot list and delete records, "
                 "so benchd cannot purge it"
             )
-        self._owned = OwnedIds(self.store.plan.namespace, corpus_ids(memories))
+        self._own(memory_ids(memories))
         listed = await self._list()
         holder = listed.lease
         me = self.lease

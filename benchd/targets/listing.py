@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
+from benchd.targets.idtable import IdSet, ListedTable
 from benchd.targets.lease import Holder
 from benchd.targets.owned import OwnedIds, legacy_sentinel_id, sentinel_id, sentinel_text
 from benchd.targets.store import Listed
@@ -79,7 +80,11 @@ class Listing:
     ``claimed`` maps each record benchd wrote (no sentinel) to the fixture id
     it was written for (its own id where the fixture id is not in the corpus:
     an earlier version of the fixture); ``sentinels`` maps benchd's sentinel
-    records to which sentinel they are.
+    records to which sentinel they are. Where ``records`` is a
+    :class:`~benchd.targets.idtable.ListedTable` over ``owned``, its records
+    kept by position are benchd's copies of the corpus by construction, and
+    only the others are looked at one by one: nothing is kept per record
+    beyond the table.
     """
 
     def __init__(self, records: Mapping[str, Listed], owned: OwnedIds) -> None:
@@ -89,27 +94,70 @@ class Listing:
         self._ids: dict[str, Which] = {sentinel_id(ns): "current", legacy_sentinel_id(ns): "legacy"}
         self._digests = sentinel_digests(ns)
         self.sentinels: dict[str, Which] = {}
-        self.claimed: dict[str, str] = {}
-        for sid, rec in records.items():
+        table = records if isinstance(records, ListedTable) and records.owned is owned else None
+        self._table = table
+        # benchd's records not kept by position, to the fixture id each was written for
+        self.assigned: dict[str, str] = {}
+        for sid, rec in (table.extras if table is not None else records).items():
             which = self._sentinel_of(rec)
             if which is not None:
                 self.sentinels[sid] = which
                 continue
             fid = self._written_for(rec)
             if fid is not None:
-                self.claimed[sid] = fid
+                self.assigned[sid] = fid
+        self.claimed: Mapping[str, str] = _Claimed(table, self.assigned)
+        self._assigned_fixtures: set[str] | None = None  # assigned's fixture ids, when asked
 
     def __len__(self) -> int:
         return len(self.records)
 
     def merged(self, extra: Mapping[str, Listed]) -> Listing:
         """This listing with records read back by id added."""
-        return Listing({**self.records, **extra}, self.owned)
+        if self._table is None:
+            return Listing({**self.records, **extra}, self.owned)
+        table = self._table.copy()
+        for record in extra.values():
+            table.add(record)
+        return Listing(table, self.owned)
 
     @property
-    def held(self) -> set[str]:
+    def held(self) -> IdSet:
         """Store ids of every record of benchd's listed (its records and sentinels)."""
-        return set(self.claimed) | set(self.sentinels)
+        ids = [*self.assigned, *self.sentinels]
+        if self._table is not None:
+            return IdSet.of_table(self._table, ids)
+        return IdSet(self.owned, ids)
+
+    def held_beside(self, earlier: IdSet) -> IdSet:
+        """The store ids this listing claims, and those of ``earlier`` it does not claim (sent
+        batches the listing does not show, the sentinel)."""
+        out = IdSet(self.owned, self.assigned)
+        table = self._table
+        if table is not None:
+            out.add_flags(table.listed_flags())
+            if earlier.owned is self.owned:
+                out.add_flags(earlier.flags_without(table.listed_flags()))
+                out.update(s for s in earlier.others() if s not in self.claimed)
+                return out
+        out.update(s for s in earlier if s not in self.claimed)
+        return out
+
+    def fixture_listed(self, fixture_id: str) -> bool:
+        """Whether any listed record of benchd's was written for ``fixture_id``."""
+        at = self.owned.position(fixture_id)
+        if self._table is not None and at is not None and self._table.listed_at(at):
+            return True
+        if self._assigned_fixtures is None:
+            self._assigned_fixtures = set(self.assigned.values())
+        return fixture_id in self._assigned_fixtures
+
+    def claims(self, fixture_id: str) -> bool:
+        """Whether benchd's copy of ``fixture_id`` is listed under the id benchd derives."""
+        at = self.owned.position(fixture_id)
+        if self._table is not None and at is not None and self._table.listed_at(at):
+            return True
+        return self.assigned.get(self.owned.store_id(fixture_id)) == fixture_id
 
     @property
     def foreign(self) -> int:
@@ -154,3 +202,39 @@ class Listing:
             if value is not None and value in self.owned.fixture_ids:
                 return value
         return None
+
+
+class _Claimed(Mapping[str, str]):
+    """A listing's claimed records (store id -> fixture id): those its table keeps by
+    position (each benchd's copy of the fixture memory at that position), then the rest."""
+
+    __slots__ = ("_assigned", "_table")
+
+    def __init__(self, table: ListedTable | None, assigned: Mapping[str, str]) -> None:
+        self._table = table
+        self._assigned = assigned
+
+    def __getitem__(self, store_id: str) -> str:
+        found = self._assigned.get(store_id)
+        if found is not None:
+            return found
+        at = None if self._table is None else self._table.position(store_id)
+        if at is None:
+            raise KeyError(store_id)
+        return self._table.owned.fixture_at(at)  # type: ignore[union-attr]
+
+    def __contains__(self, store_id: object) -> bool:
+        if store_id in self._assigned:
+            return True
+        return isinstance(store_id, str) and self._table is not None and (
+            self._table.position(store_id) is not None
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._assigned
+        if self._table is not None:
+            for at in self._table.positions():
+                yield self._table.owned.store_id_at(at)
+
+    def __len__(self) -> int:
+        return len(self._assigned) + (0 if self._table is None else self._table.by_position)

@@ -26,7 +26,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
 
 __all__ = [
@@ -167,23 +167,32 @@ def foreign_label(store_id: str, fixture_ids: Set[str]) -> str:
 class OwnedIds:
     """The fixture id ↔ owned id maps of one corpus in one namespace.
 
-    Nothing is kept per record but the fixture ids: an owned id is the prefix
-    and the fixture id (:func:`owned_id`), computed when asked; only the few
-    ids :func:`owned_id` hashes (long ones, or starting with ``#``) are mapped
-    back through a dict. A store id maps back to the fixture id object held
-    here, so the listings of 10^6 records share one string per fixture id.
+    Nothing is kept per record but the fixture ids and their positions: an
+    owned id is the prefix and the fixture id (:func:`owned_id`), computed
+    when asked; only the few ids :func:`owned_id` hashes (long ones, or
+    starting with ``#``) are mapped back through a dict. A store id maps back
+    to the fixture id object held here, so the listings of 10^6 records share
+    one string per fixture id, and to the fixture's position in the corpus
+    (:meth:`index`), by which a listing of the corpus keeps its records in
+    arrays (:mod:`benchd.targets.idtable`).
     """
 
     def __init__(self, namespace: str, fixture_ids: Iterable[str]) -> None:
         self.namespace = namespace
         self.prefix = owned_prefix(namespace)
-        self._ids = {f: f for f in fixture_ids}  # each fixture id, to its one string
+        order = fixture_ids if isinstance(fixture_ids, tuple) else tuple(fixture_ids)
+        self._order: tuple[str, ...] = order  # position -> fixture id
+        self._ids = {f: i for i, f in enumerate(order)}  # fixture id -> its position
         self.fixture_ids: Set[str] = self._ids.keys()
         self._hashed = {
             owned_id(namespace, f): f for f in self.fixture_ids if not self._plain(f)
         }  # owned id -> fixture id, where the owned id is a hash
         self.store_of: Mapping[str, str] = _StoreIds(self)
         self.fixture_of: Mapping[str, str] = _FixtureIds(self)
+
+    def __len__(self) -> int:
+        """How many positions the corpus has (its memories, in fixture order)."""
+        return len(self._order)
 
     def _plain(self, fixture_id: str) -> bool:
         """Whether :func:`owned_id` writes ``fixture_id`` as it is (after the prefix)."""
@@ -200,12 +209,39 @@ class OwnedIds:
         return f"{self.prefix}#{_hash(fixture_id)}"
 
     def _fixture_of(self, store_id: str) -> str | None:
+        at = self.index(store_id)
+        return None if at is None else self._order[at]
+
+    def index(self, store_id: str) -> int | None:
+        """The corpus position of the fixture memory ``store_id`` is benchd's id for, if any.
+
+        The id must be exactly the one :meth:`store_id` derives (a record listed
+        under it is benchd's copy of that memory); the last position where the
+        fixture repeats an id.
+        """
         if not store_id.startswith(self.prefix):
             return None
         rest = store_id[len(self.prefix) :]
         if rest.startswith("#"):
-            return self._hashed.get(store_id)
+            fid = self._hashed.get(store_id)
+            return None if fid is None else self._ids[fid]
         return self._ids.get(rest) if len(store_id) <= MAX_ID_CHARS else None
+
+    def same_ids(self, ids: Sequence[str]) -> bool:
+        """Whether ``ids`` are this corpus's fixture ids, in the same order."""
+        return ids is self._order or tuple(ids) == self._order
+
+    def position(self, fixture_id: str) -> int | None:
+        """The corpus position of ``fixture_id``; None if it is not the corpus's."""
+        return self._ids.get(fixture_id)
+
+    def store_id_at(self, index: int) -> str:
+        """benchd's id for the fixture memory at corpus position ``index``."""
+        return self.store_id(self._order[index])
+
+    def fixture_at(self, index: int) -> str:
+        """The fixture id at corpus position ``index``."""
+        return self._order[index]
 
     def is_owned(self, store_id: str) -> bool:
         """Whether ``store_id`` has the form of an id benchd writes in this namespace."""

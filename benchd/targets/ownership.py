@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from benchd.errors import OwnershipError
 from benchd.logging import get_logger
+from benchd.targets.idtable import IdSet
 from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.listing import Listing
 from benchd.targets.owned import OWNER_KEY, OwnedIds, sentinel_id, sentinel_text
@@ -31,7 +32,7 @@ class NamespaceOwnership:
     lease: LeaseHolder | None
     _owned: OwnedIds
     _read_only: str | None
-    _held: set[str]
+    _held: IdSet
     _leased: bool
 
     async def _list(self) -> Listing:
@@ -85,7 +86,7 @@ class NamespaceOwnership:
                 )
             self._check_read_only(existing, holder, me)
             self._read_only = holder.describe()
-            self._held = set()  # the holder's records, not this process's
+            self._held = IdSet(self._owned)  # the holder's records, not this process's
             return adopted
         keep = me is not None and caps.lease
         if not keep and existing.has_current_sentinel():
@@ -133,8 +134,7 @@ class NamespaceOwnership:
 
     def _check_read_only(self, existing: Listing, holder: Holder, me: LeaseHolder) -> None:
         """Beside a live holder, measure only its complete corpus of the same fixture."""
-        claimed = set(existing.claimed.values())
-        found = len(self._owned.fixture_ids & claimed)
+        found = sum(1 for f in self._owned.fixture_ids if existing.fixture_listed(f))
         total = len(self._owned.fixture_ids)
         same = holder.same_fixture(me.fixture_hash)
         if not same or found < total:

@@ -66,7 +66,8 @@ namespace: the lease is read back after every heartbeat and before it is
 handed back; None where the store cannot, and the flow lists the namespace),
 ``unchanged(listed, record)`` (the store would skip this write as a
 duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
-corpus before the first search, e.g. to anchor date words) and
+corpus before the first search, each record with its latest listing's
+:class:`Listed` where it was listed, e.g. to anchor date words) and
 ``load_sender(...)`` (the store's own sender for the load pass, declared by
 :attr:`Capabilities.load_sender`).
 
@@ -135,6 +136,8 @@ class Record:
     fixture_id: str  # "" for the sentinel
     memory: Mapping[str, Any]  # the fixture memory (the sentinel's text for the sentinel)
     mark: Mapping[str, Any]  # benchd's owner mark (namespace, fixture id; the lease)
+    # As the latest listing shows it, where one does: given to ``seeded`` (None elsewhere)
+    listed: Listed | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,9 @@ class Listed:
     # (:func:`benchd.targets.listing.fingerprint`): a listing keeps a few small fields per
     # record, never its text or metadata. None: not comparable (the record is rewritten).
     kept: bytes | None = None
+    # When the store says the record was created (epoch seconds), where the kind needs it:
+    # zengram sends the corpus's latest as date words' reference (the corpus's "now").
+    created_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ week.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -57,6 +57,7 @@ from benchd.targets.client import (
 )
 from benchd.targets.connection import HttpFlow, HttpStore, delete_rechecked
 from benchd.targets.flow import content_of
+from benchd.targets.idtable import SeenIds
 from benchd.targets.lease import holder_of
 from benchd.targets.owned import (
     OWNER_KEY,
@@ -95,6 +96,20 @@ EXPORT_PAGE = 500
 # far from multiples of EXPORT_PAGE (and from each other's) up to several thousand records.
 RESCUE_PAGES = (331, 457)
 READ_BACK_POLLS = 5  # listings while a timed-out import may still be writing
+
+Keep = Callable[[str, bytes], bool]
+"""Which listed records a read-back keeps, by server id and digest of the text."""
+
+
+def _everything(_sid: str, _content: bytes) -> bool:
+    return True
+
+
+def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
+    """Keep a listed record with the id or the text of one of these prepared records."""
+    ids = {str(r["id"]) for r in records if r.get("id") is not None}
+    contents = {wire.key(r)[1] for r in records}
+    return lambda sid, content: sid in ids or content in contents
 
 
 def _non_negative(v: float) -> str | None:
@@ -144,12 +159,10 @@ class ZengramConfig:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """What the store keeps of a listed record, small and fixed (never its text)."""
+    """A record a read-back looks for: as the flow sees it, and a digest of its text."""
 
-    listed: Listed  # as the flow sees it
-    fixture_id: str | None  # the fixture id benchd's mark names (None under benchd's own id)
-    content: bytes  # wire.content_digest of its text: the sentinel's rewrite, read-backs
-    created_s: float | None  # its created_at (epoch seconds): the corpus's time
+    listed: Listed
+    content: bytes  # wire.content_digest of its text
 
 
 class ZengramStore(HttpStore):
@@ -169,10 +182,14 @@ class ZengramStore(HttpStore):
         self._last_fill_ms = 0
         self._sent = 0  # records sent this process: bounds a read-back listing
         self._most = 0  # ... and so does the largest namespace the flow listed
-        self._sent_created: dict[str, str] = {}  # fixture id -> the created_at benchd filled
-        self._listed: dict[str, Stored] = {}  # the latest listing, by server id
-        self._paging: dict[str, Stored] = {}  # the listing being paged
-        self._seen: set[str] = set()  # ids of the listing being paged, active or not
+        # The latest created_at benchd filled for a corpus record since the corpus was last
+        # told (seeded): the time of those the listing does not show. Filled times only grow.
+        self._filled_ms: int | None = None
+        # The sentinel's text (digest) as the latest listing shows it; None: not listed.
+        self._sentinel_content: bytes | None = None
+        self._paging_sentinel: bytes | None = None  # ... as the listing being paged shows it
+        self._paging_active = 0  # active records of the listing being paged
+        self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
 
@@ -247,53 +264,58 @@ class ZengramStore(HttpStore):
         """
         offset = int(cursor or 0)
         if cursor is None:
-            self._paging, self._seen = {}, set()
+            self._paging_sentinel, self._paging_active = None, 0
+            self._seen = SeenIds()
         page, more = await self._fetch_page(offset)
-        kept = self._stored_of(page)  # the page's records, reduced; the page is dropped
-        self._paging.update(kept)
-        listed = [s.listed for s in kept.values()]
+        listed = [self._listed(sid, r) for sid, r in wire.active(page).items()]
+        self._paging_active += len(listed)
+        self._paging_sentinel = self._sentinel_in(page, self._paging_sentinel)
         if not page or not more:
-            self._listed, self._paging, self._seen = self._paging, {}, set()
-            self._most = max(self._most, listing_limit(len(self._listed)))
+            self._sentinel_content = self._paging_sentinel
+            self._most = max(self._most, listing_limit(self._paging_active))
+            self._seen = SeenIds()
             return Page(listed)
         self._check_progress(offset, page, self._seen)
         return Page(listed, str(offset + len(page)))
 
-    def _stored_of(self, page: Sequence[dict[str, Any]]) -> dict[str, Stored]:
-        """A page's active records, by server id, reduced to what benchd keeps of each.
+    def _sentinel_in(self, page: Sequence[Mapping[str, Any]], found: bytes | None) -> bytes | None:
+        """The digest of the sentinel's text where ``page`` lists it active, else ``found``."""
+        sentinel = sentinel_id(self.config.namespace)
+        for record in page:
+            if str(record["id"]) == sentinel and record.get("active", True) is not False:
+                return wire.content_digest(content_of(record))
+        return found
 
-        A record the latest listing holds unchanged is kept as that listing's own
-        object (and id string): while a daemon pages the namespace again, the
-        listing it holds and the new one share them instead of two of each.
-        """
-        out: dict[str, Stored] = {}
-        for sid, record in wire.active(page).items():
-            stored = self._kept(sid, record)
-            held = self._listed.get(sid)
-            if held is not None and held == stored:
-                out[held.listed.id] = held
-            else:
-                out[sid] = stored
-        return out
-
-    def _kept(self, sid: str, record: Mapping[str, Any]) -> Stored:
-        """A listed record: benchd's id from its mark (store-assigned ids), its lease, and
-        digests of its text and of what the import's dedup compares; never the text."""
+    def _listed(self, sid: str, record: Mapping[str, Any]) -> Listed:
+        """A listed record: benchd's id from its mark (store-assigned ids), its lease, its
+        created_at and a digest of what the import's dedup compares; never the text."""
         ns = self.config.namespace
         metadata = record.get("metadata")
         mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
-        written_as, fid = None, None
+        written_as = None
         if isinstance(mark, dict):
             fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
             if mark.get("namespace") == ns:
                 written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
                 written_as = sid if written_as == sid else written_as  # one string, not two
-        listed = Listed(sid, written_as, lease=holder_of(mark), kept=wire.kept_of(record))
-        if written_as is sid:
-            fid = None  # benchd's own id: the record is found by it (no string per record kept)
         stamp = record.get("created_at")
-        created = wire.epoch_s(stamp) if stamp else None
-        return Stored(listed, fid, wire.content_digest(content_of(record)), created)
+        return Listed(
+            sid,
+            written_as,
+            lease=holder_of(mark),
+            kept=wire.kept_of(record),
+            created_s=wire.epoch_s(stamp) if stamp else None,
+        )
+
+    def _stored(self, page: Sequence[dict[str, Any]], keep: Keep) -> dict[str, Stored]:
+        """A page's active records that ``keep`` wants, by server id, with their texts'
+        digests."""
+        out: dict[str, Stored] = {}
+        for sid, record in wire.active(page).items():
+            content = wire.content_digest(content_of(record))
+            if keep(sid, content):
+                out[sid] = Stored(self._listed(sid, record), content)
+        return out
 
     async def read_back(self, store_ids: Sequence[str]) -> list[Listed]:
         """Records the listing did not show, looked for in listings with other page sizes.
@@ -314,8 +336,7 @@ class ZengramStore(HttpStore):
         for size in RESCUE_PAGES:
             if wanted <= found.keys():
                 break
-            listed = await self._export_all(size)
-            found.update((sid, rec) for sid, rec in listed.items() if sid in wanted)
+            found.update(await self._export_all(size, keep=lambda sid, _content: sid in wanted))
         return found
 
     async def read_sentinel(self, store_id: str) -> list[Listed]:
@@ -329,16 +350,18 @@ class ZengramStore(HttpStore):
         latest listing learns the sentinel as read now.
         """
         found = None
+
+        def keep(sid: str, _content: bytes) -> bool:
+            return sid == store_id
+
         if self._sentinel_ms is not None:
             since = wire.iso_ms(self._sentinel_ms - 1)
-            found = (await self._export_all(EXPORT_PAGE, "fact", since)).get(store_id)
+            found = (await self._export_all(EXPORT_PAGE, "fact", since, keep)).get(store_id)
         if found is None:
-            found = (await self._export_all(EXPORT_PAGE, "fact")).get(store_id)
-        if found is None:
-            self._listed.pop(store_id, None)
-            return []
-        self._listed[store_id] = found
-        return [found.listed]
+            found = (await self._export_all(EXPORT_PAGE, "fact", keep=keep)).get(store_id)
+        if store_id == sentinel_id(self.config.namespace):
+            self._sentinel_content = None if found is None else found.content
+        return [] if found is None else [found.listed]
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         return await self._import_batch([self._prepare(r) for r in batch])
@@ -356,10 +379,11 @@ class ZengramStore(HttpStore):
         sentinel = self._prepare(record)
         at = wire.epoch_s(sentinel["created_at"])
         self._sentinel_ms = None if at is None else round(at * 1000)
-        listed = self._listed.get(record.store_id)
+        is_sentinel = record.store_id == sentinel_id(self.config.namespace)
+        listed = self._sentinel_content if is_sentinel else None
         with anyio.CancelScope(shield=True) as shield:
             shield.deadline = anyio.current_time() + self._sentinel_bound_s()
-            if listed is not None and listed.content == wire.content_digest(sentinel["content"]):
+            if listed is not None and listed == wire.content_digest(sentinel["content"]):
                 await self.delete(record.store_id)
             counts = await self._import_batch([sentinel])
         if shield.cancelled_caught:
@@ -435,7 +459,7 @@ class ZengramStore(HttpStore):
         if out.get("created_at") is None:
             out["created_at"] = self._fill_time()
             if record.fixture_id:
-                self._sent_created[record.fixture_id] = out["created_at"]
+                self._filled_ms = self._last_fill_ms
         else:
             out["created_at"] = wire.to_ms(out["created_at"])
         metadata = out.get("metadata")
@@ -469,21 +493,17 @@ class ZengramStore(HttpStore):
         same records however long ago that seed was.
         """
         latest: float | None = None
-        marked: dict[str, Stored] = {}
-        for stored in self._listed.values():
-            if stored.fixture_id is not None:
-                marked.setdefault(stored.fixture_id, stored)
         for record in records:
             stamp = record.memory.get("created_at")
             if stamp is not None:
                 moment = wire.epoch_s(stamp)
             else:
-                kept = marked.get(record.fixture_id) or self._listed.get(record.store_id)
-                moment = kept.created_s if kept is not None else None
-                if moment is None:
-                    moment = wire.epoch_s(self._sent_created.get(record.fixture_id))
+                moment = None if record.listed is None else record.listed.created_s
+                if moment is None and self._filled_ms is not None:
+                    moment = self._filled_ms / 1000  # the latest benchd filled (none later)
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
+        self._filled_ms = None
         return None if latest is None else wire.iso_ms(round(latest * 1000))
 
     async def _import_batch(self, batch: Sequence[Any]) -> Counts:
@@ -526,7 +546,8 @@ class ZengramStore(HttpStore):
             if poll:
                 await anyio.sleep(wait)  # the server may still be writing the timed-out import
             before = len(missing)
-            held = wire.keys({sid: s.content for sid, s in (await self._export_all()).items()})
+            listed = await self._export_all(keep=_any_of(missing))
+            held = wire.keys({sid: s.content for sid, s in listed.items()})
             missing = [r for r in missing if wire.key(r) not in held]
             if not missing or (poll and len(missing) == before):
                 break
@@ -574,37 +595,36 @@ class ZengramStore(HttpStore):
         return await decode(answer.body, what, partial(wire.export_page, size, what))
 
     def _check_progress(
-        self, offset: int, page: Sequence[Mapping[str, Any]], seen: set[str]
+        self, offset: int, page: Sequence[Mapping[str, Any]], seen: SeenIds
     ) -> None:
         """A page with has_more bringing no record not seen before: the paging is broken."""
-        ids = [str(r["id"]) for r in page]
-        if seen.issuperset(ids):
+        if not seen.add_new(str(r["id"]) for r in page):
             raise TargetProtocolError(
                 f"GET {self._base}/export: has_more is true but the page at offset {offset} "
                 "holds no record not seen before; the store's paging is broken"
             )
-        seen.update(ids)
 
     async def _export_all(
-        self, size: int = EXPORT_PAGE, record_type: str | None = None, since: str | None = None
+        self,
+        size: int = EXPORT_PAGE,
+        record_type: str | None = None,
+        since: str | None = None,
+        keep: Keep | None = None,
     ) -> dict[str, Stored]:
-        """Every active record in the namespace (of ``record_type`` only, created after
-        ``since``, where given), by server id: a read-back's own listing.
+        """The active records in the namespace (of ``record_type`` only, created after
+        ``since``, where given) that ``keep`` wants, by server id: a read-back's own listing.
 
         Its paging state is its own (imports are read back concurrently);
-        bounded like the flow's listing, by what this store was sent. A whole
-        listing becomes the latest one.
+        bounded like the flow's listing, by what this store was sent.
         """
         records: dict[str, Stored] = {}
-        seen: set[str] = set()
+        seen = SeenIds()
         offset = 0
         most = max(listing_limit(self._sent), self._most)
         for _ in range(most // size + 2):
             page, more = await self._fetch_page(offset, size, record_type, since)
-            records.update(self._stored_of(page))
+            records.update(self._stored(page, keep or _everything))
             if not page or not more:
-                if record_type is None and since is None:
-                    self._listed = records
                 return records
             self._check_progress(offset, page, seen)
             offset += len(page)

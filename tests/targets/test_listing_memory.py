@@ -22,10 +22,11 @@ import pytest
 from memory_kind import TENANTS, MemorySettings, MemoryStore
 
 from benchd.config.secrets import Secret
+from benchd.fixtures.stream import memory_ids
 from benchd.targets.base import SearchQuery
 from benchd.targets.flow import NamespaceFlow
 from benchd.targets.listing import fingerprint
-from benchd.targets.owned import OWNER_KEY, owned_id
+from benchd.targets.owned import OWNER_KEY, owned_id, sentinel_id
 from benchd.targets.store import Counts, Hits, Listed, Record
 from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
@@ -188,8 +189,8 @@ def test_owned_ids_keep_the_fixture_ids_only_and_map_both_ways() -> None:
 
 
 async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_record() -> None:
-    """Where the listed id is the one benchd derives, the flow maps nothing per record; it
-    still finds, labels and cleans up every one."""
+    """Where the listed id is the one benchd derives, the flow maps nothing per record and
+    holds its ids by corpus position; it still finds, labels and cleans up every one."""
     corpus = [{"id": f"m{i}", "content": f"note {i}"} for i in range(300)]
     TENANTS.clear()
     flow = NamespaceFlow(MemoryStore(MemorySettings(page=500)))
@@ -197,11 +198,14 @@ async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_recor
         report = await flow.seed(corpus)
         maps = len(flow._fixture_ids) + len(flow._server_ids)  # was 600: both ways, each
         assert flow._fresh is not None and len(flow._held) == 301  # and the sentinel
-        # one string per held id, the listing's: not a second one made when its batch was sent
-        records = {id(h) for h in flow._held if h.startswith("benchd:")}  # not the sentinel
-        assert len(records) == 300 and records <= {id(k) for k in flow._fresh.records}
+        assert list(flow._held.others()) == [sentinel_id(NS)]  # the corpus's: by position
+        assert set(flow._held) == {owned_id(NS, f"m{i}") for i in range(300)} | {
+            sentinel_id(NS)
+        }
+        assert flow._fresh.records.extras.keys() == {sentinel_id(NS)}  # type: ignore[attr-defined]
         assert list(flow.finish(Hits([owned_id(NS, "m7")]), SearchQuery("q", 5))) == ["m7"]
         deleted = await flow.cleanup([f"m{i}" for i in range(300)])
+        assert len(flow._held) == 1  # the sentinel
     finally:
         TENANTS.clear()
     assert report.verified == 300 and report.missing == ()
@@ -209,18 +213,20 @@ async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_recor
     assert deleted == 300
 
 
-async def test_listing_an_unchanged_namespace_again_shares_the_held_listings_records() -> None:
-    """A daemon lists its namespace every cycle while it holds the last listing: the records
-    unchanged since are the held ones, so the two listings cost one set of records."""
+async def test_a_daemon_holding_a_listing_while_it_lists_again_keeps_bytes_not_objects() -> None:
+    """A daemon lists its namespace every cycle while it holds the last listing: each
+    listing of the corpus is a few arrays by corpus position, not an object per record."""
     t = _target()
+    memories = [{"id": f"doc-{i:06d}", "content": "x"} for i in range(RECORDS)]
+    t._own(memory_ids(memories))
     try:
         first = await t.export_namespace()
         with _held() as held:
             second = await t.export_namespace()
-        assert second.keys() == first.keys()
-        assert all(second[sid] is first[sid] for sid in first)
-        assert all(k is first[k].id for k in second)  # one id string, not one per listing
+        assert second.keys() == first.keys() and len(second) == RECORDS
+        assert all(second[sid] == first[sid] for sid in first)
+        assert len(second.extras) == 0  # type: ignore[attr-defined]
     finally:
         await t.aclose()
-    # the new listing's dicts only (~100 bytes a record); its own records were ~500 more
-    assert held[0] < RECORDS * 200, f"{held[0] / RECORDS:.0f} bytes per record"
+    # a flag, 48 bytes of fingerprints and a float per record (~57); objects cost ~500 more
+    assert held[0] < RECORDS * 80, f"{held[0] / RECORDS:.0f} bytes per record"
