@@ -6,7 +6,9 @@
 page at offset k is ``rid > last LIMIT n`` — exactly the same rows, in the
 same order — as long as no row of the table changed since. So every cursor
 (and every cached total) belongs to one *generation* of the table; any other
-generation drops them all and the index answers by OFFSET again.
+generation drops them all and the index answers by OFFSET again. The
+zengram-4.3 profile's listing keeps its walk's state the same way (rows
+walked, the millisecond cursor reached), so a page resumes the walk.
 """
 
 from __future__ import annotations
