@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, MutableSet
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from benchd.targets.owned import OwnedIds
+
+if TYPE_CHECKING:
+    import numpy as np
 from benchd.targets.store import Listed
 
 __all__ = ["IdSet", "ListedTable", "SeenIds"]
@@ -260,33 +262,37 @@ class SeenIds:
     Enough to tell a page that brings nothing new (a store paging forever)
     from one that does: a page of 500 ids all colliding with earlier ones by
     chance does not happen. Recent hashes sit in a set, merged into a sorted
-    array every ``merge_at``.
+    numpy array every ``merge_at`` (numpy is imported then: ``validate``
+    builds a store without it).
     """
 
     __slots__ = ("_merge_at", "_recent", "_sorted")
 
     def __init__(self, merge_at: int = MERGE_AT) -> None:
-        self._sorted = np.empty(0, dtype=np.int64)
+        self._sorted: np.ndarray | None = None
         self._recent: set[int] = set()
         self._merge_at = merge_at
 
     def __len__(self) -> int:
-        return len(self._sorted) + len(self._recent)
+        return (0 if self._sorted is None else len(self._sorted)) + len(self._recent)
 
     def add_new(self, ids: Iterable[str]) -> bool:
         """Add ``ids``; whether any of them was not seen before."""
         hashes = [hash(i) for i in ids]
-        new = False
-        if hashes:
-            found = np.zeros(len(hashes), dtype=bool)
-            if len(self._sorted):
-                wanted = np.array(hashes, dtype=np.int64)
-                at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
-                found = self._sorted[at] == wanted
-            new = any(not f and h not in self._recent for h, f in zip(hashes, found, strict=True))
-            self._recent.update(h for h, f in zip(hashes, found, strict=True) if not f)
+        if self._sorted is not None and hashes:
+            import numpy as np
+
+            wanted = np.array(hashes, dtype=np.int64)
+            at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
+            known = self._sorted[at] == wanted
+            hashes = [h for h, old in zip(hashes, known, strict=True) if not old]
+        new = any(h not in self._recent for h in hashes)
+        self._recent.update(hashes)
         if len(self._recent) >= self._merge_at:
+            import numpy as np
+
             merged = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-            self._sorted = np.union1d(self._sorted, merged)
+            old = np.empty(0, dtype=np.int64) if self._sorted is None else self._sorted
+            self._sorted = np.union1d(old, merged)
             self._recent = set()
         return new
