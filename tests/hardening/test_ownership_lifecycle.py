@@ -108,6 +108,13 @@ def test_an_interrupted_cleanup_before_is_completed_by_the_next_cycle(
                 tg.cancel_scope.cancel()  # what SIGTERM does to a running cycle
         finally:
             await second.aclose()
+        # A delete the cancelled cycle had sent is still waiting out its 150 ms at the store
+        # (the server finishes it whatever the client does): one sent now, with the same
+        # fixed latency, is answered after it, so the next cycle does not race it.
+        reply = httpx.delete(
+            f"{store.url}/memory/not-a-record", headers={"x-api-key": KEY}, timeout=10
+        )
+        assert reply.status_code == 404
         half = len(_ours(store.url))
         _post(store.url, "/admin/config", {"faults": []})
         third = ProbeRunner(probe)
