@@ -286,3 +286,26 @@ def test_init_container_replica_count_is_the_deployments(
     deployment = _doc(rendered, "StatefulSet")
     init_env = {e["name"]: e["value"] for e in _container(deployment, "render-config")["env"]}
     assert int(init_env["BENCHD_REPLICAS"]) == deployment["spec"]["replicas"]
+
+
+def test_the_docs_take_a_newcomer_from_an_empty_cluster_to_a_scraped_probe() -> None:
+    """docs/deploy.md's Kubernetes steps build and push the image the pods run, name the
+    operator's CRDs as a prerequisite, and point at the template line holding the store URL."""
+    docs = (DEPLOY.parent / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = docs.split("\n## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+    statefulset = load_yaml(BASE / "statefulset.yaml")
+    spec = statefulset["spec"]["template"]["spec"]
+    images = {c["image"] for c in spec["containers"] + spec["initContainers"]}
+    (image,) = images
+    name, tag = image.split(":")
+    pushed = f"registry.example.com/team/{name}:{tag}"
+    assert f"docker build -f deploy/docker/Dockerfile -t {pushed} ." in section
+    assert f"docker push {pushed}" in section
+    assert f"{{name: {name}, newName: {pushed.split(':')[0]}, newTag: {tag}}}" in section
+    for crd in CRD_KINDS:
+        assert f"`{crd}`" in section
+    template = (BASE / "benchd.toml.in").read_text(encoding="utf-8").splitlines()
+    edit = next(i for i, line in enumerate(template) if line.startswith("# EDIT"))
+    url_line = next(line for line in template[edit:] if not line.startswith("#"))
+    assert url_line.startswith("url = ")
+    assert "marked `EDIT`" in section
