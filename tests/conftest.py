@@ -40,6 +40,10 @@ ci = settings.get_profile("ci") if os.environ.get("CI") else None
 settings.register_profile("benchd", parent=ci, deadline=None)
 settings.load_profile("benchd")
 
+# An exported $BENCHD_CONFIG would change the config every command run without --config
+# finds (benchd/config/locate.py); the tests name the one they mean.
+os.environ.pop("BENCHD_CONFIG", None)
+
 # The test session is an entry point: it hands the store kinds to config, as
 # benchd's commands do (config never imports the targets package).
 register_kinds()

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ async def _handle(args: argparse.Namespace) -> int:
     from benchd.targets import register_kinds
 
     source = locate_config(args.config)
-    source.announce()
+    source.announce(as_json=not sys.stderr.isatty() if json_logs is None else json_logs)
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(source.path) if source.path else None
     # Until the daemon's own handler is installed a SIGHUP would kill the process

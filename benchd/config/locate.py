@@ -8,10 +8,12 @@ so that a ``benchd.toml`` (or an exported variable) never runs unnoticed.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchd.errors import UsageError
@@ -36,10 +38,20 @@ class ConfigSource:
             return f"benchd: config: {default} ({self.why})"
         return f"benchd: config {self.path} ({self.why})"
 
-    def announce(self, default: str = "the embedded default") -> None:
-        """Say on stderr which config runs, unless the command line named it."""
-        if not self.named:
-            print(self.line(default), file=sys.stderr, flush=True)
+    def announce(self, default: str = "the embedded default", *, as_json: bool = False) -> None:
+        """Say on stderr which config runs, unless the command line named it.
+
+        ``as_json``: as a log event shaped like the JSON log lines that follow it
+        (``config`` null for ``default``), for a daemon whose stderr is collected.
+        """
+        if self.named:
+            return
+        text = self.line(default)
+        if as_json:
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            event = {"config": self.path, "found": self.why, "event": "config", "level": "info"}
+            text = json.dumps({**event, "timestamp": now})
+        print(text, file=sys.stderr, flush=True)
 
     def required(self, command: str, alternative: str) -> str:
         """The path; a usage error naming every way to give one when none was found."""

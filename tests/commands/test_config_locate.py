@@ -20,6 +20,8 @@ from benchd.refstore.testing import started_refstore
 
 KEY_ENV = "LOCATE_KEY"
 BROKEN = '[[probe]]\nname = "{name}"\n'  # no fixture, no target: exit 2, naming the file
+# `run` stopped right after its announcement: a pid file that cannot be written (exit 5)
+RUN_NO_PID_FILE = ["run", "--listen", "127.0.0.1:0", "--pid-file", "no/such/run.pid"]
 ANNOUNCED = {
     "cwd": "benchd: config ./benchd.toml (found in the working directory)",
     "env": "benchd: config {path} (from $BENCHD_CONFIG)",
@@ -82,7 +84,7 @@ def test_nothing_found_is_the_embedded_default_or_a_usage_error_naming_every_way
 
 
 COMMANDS = [
-    ["run"],
+    ["run", "--log-format", "console"],  # the daemon's logs are JSON unless on a terminal
     ["once"],
     ["validate"],
     ["baseline", "save", "--out", "b.toml"],
@@ -172,11 +174,26 @@ def test_validate_of_named_fixtures_reads_no_config(
 def test_run_with_nothing_found_announces_the_embedded_default_first(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A pid file that cannot be written stops it right after the announcement."""
-    code, err = benchd(capsys, "run", "--listen", "127.0.0.1:0", "--pid-file", "no/such/run.pid")
+    code, err = benchd(capsys, *RUN_NO_PID_FILE, "--log-format", "console")
     assert code == 5
     assert err[0] == ANNOUNCED["embedded"]
     assert err[1].startswith("benchd: error: I/O error writing the pid file no/such/run.pid")
+
+
+def test_a_daemon_logging_json_announces_its_config_as_a_json_log_line(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (folder / "benchd.toml").write_text(BROKEN.format(name="local"))
+    code, err = benchd(capsys, "run", "--log-format", "json")
+    assert code == 2
+    event = json.loads(err[0])
+    assert (event["event"], event["level"]) == ("config", "info")
+    assert (event["config"], event["found"]) == ("./benchd.toml", "found in the working directory")
+    assert event["timestamp"].endswith("Z")
+    (folder / "benchd.toml").unlink()
+    code, err = benchd(capsys, *RUN_NO_PID_FILE, "--log-format", "json")
+    assert code == 5
+    assert json.loads(err[0])["config"] is None  # the embedded default
 
 
 # --------------------------------------------------------------------------- as a user runs it
