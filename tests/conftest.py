@@ -1,19 +1,15 @@
-"""Shared test plumbing: the anyio backend and the location of ../shared."""
+"""Test plumbing for every test: the anyio backend, structlog reset, Hypothesis profile."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import structlog
 from hypothesis import settings
 
 from benchd.targets import register_kinds
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture
