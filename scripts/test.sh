@@ -72,6 +72,20 @@ fi
 if [ "$(id -u)" = 0 ] && ! id -u pgserver >/dev/null 2>&1; then
     useradd --system --no-create-home --shell /usr/sbin/nologin pgserver
 fi
+# BENCHD_TEST_ROOT=DIR: lint and test DIR, a copy of this checkout's files, with the
+# environments installed above (.ci/run puts one in a folder other users cannot enter, with
+# nothing beside it). DIR imports its own benchd and reaches the stores' venv and the npm
+# servers through links in it, where a clone holding them would have them.
+if [ -n "${BENCHD_TEST_ROOT:-}" ]; then
+    TEST_ROOT="$(cd "$BENCHD_TEST_ROOT" && pwd)"
+    STORES_VENV="$(cd "$BENCHD_STORES_VENV" && pwd)"
+    [ -e "$TEST_ROOT/.venv-stores" ] || ln -s "$STORES_VENV" "$TEST_ROOT/.venv-stores"
+    [ -e "$TEST_ROOT/.ci-npm" ] || [ ! -d "$ROOT/.ci-npm" ] || ln -s "$ROOT/.ci-npm" "$TEST_ROOT/.ci-npm"
+    BENCHD_STORES_VENV="$TEST_ROOT/.venv-stores"
+    export PYTHONPATH="$TEST_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+    cd "$TEST_ROOT"
+    echo "scripts/test.sh: testing $TEST_ROOT with the environments of $ROOT" >&2
+fi
 export BENCHD_STORES_VENV BENCHD_REQUIRE_STORES=1
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"

@@ -1,19 +1,15 @@
-"""Shared test plumbing: the anyio backend and the location of ../shared."""
+"""Test plumbing for every test: the anyio backend, structlog reset, Hypothesis profile."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import structlog
 from hypothesis import settings
 
 from benchd.targets import register_kinds
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture
@@ -39,6 +35,10 @@ def _reset_structlog() -> Iterator[None]:
 ci = settings.get_profile("ci") if os.environ.get("CI") else None
 settings.register_profile("benchd", parent=ci, deadline=None)
 settings.load_profile("benchd")
+
+# An exported $BENCHD_CONFIG would change the config every command run without --config
+# finds (benchd/config/locate.py); the tests name the one they mean.
+os.environ.pop("BENCHD_CONFIG", None)
 
 # The test session is an entry point: it hands the store kinds to config, as
 # benchd's commands do (config never imports the targets package).

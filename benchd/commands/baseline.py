@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchd.config.drift import DEFAULT_METRICS
+from benchd.config.locate import locate_config
 from benchd.drift.baseline import (
     Baseline,
     baseline_from_results,
@@ -43,9 +44,14 @@ def register(sub: Any) -> None:
             "0 written, 2 bad input, 3 a cycle of the probe failed."
         ),
     )
-    source = save.add_mutually_exclusive_group(required=True)
+    source = save.add_mutually_exclusive_group()
     source.add_argument("--from", dest="source", metavar="RESULT.json", help="a saved result")
-    source.add_argument("--config", "-c", metavar="FILE", help="run one cycle of this config")
+    source.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="run cycles of this config (default: $BENCHD_CONFIG, else ./benchd.toml)",
+    )
     save.add_argument("--probe", "-p", metavar="NAME", help="the probe to pin (default: the only)")
     save.add_argument("--out", "-o", required=True, metavar="FILE", help="baseline TOML to write")
     save.add_argument(
@@ -105,7 +111,10 @@ async def _save(args: argparse.Namespace) -> int:
             read_result_json(args.source), args.probe, args.out, source=args.source
         )
     else:
-        baseline = await _pin_live(args.config, args.probe, args.repeats, force=args.force)
+        found = locate_config(args.config)
+        path = found.required("baseline save", "--from RESULT.json")
+        found.announce()
+        baseline = await _pin_live(path, args.probe, args.repeats, force=args.force)
         write_baseline(baseline, args.out)
     print(
         f"benchd: pinned probe {baseline.probe} ({len(baseline.queries)} queries, "

@@ -19,6 +19,7 @@ from typing import Any
 
 from benchd.commands.baseline import read_result_json
 from benchd.config.drift import KNOWN_METRICS, DriftSettings
+from benchd.config.locate import locate_config
 from benchd.drift.baseline import select_probe
 from benchd.drift.tracker import Reference, Snapshot, compare, metric_keys
 from benchd.errors import EXIT_OK, InputError, UsageError
@@ -76,7 +77,12 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("files", nargs="*", metavar="RESULT.json", help="one or two result files")
-    p.add_argument("--config", "-c", metavar="FILE", help="run one cycle of every probe instead")
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="run one cycle of every probe instead (with no file: $BENCHD_CONFIG, ./benchd.toml)",
+    )
     p.add_argument("--probe-a", metavar="NAME", help="probe to take from the first file")
     p.add_argument("--probe-b", metavar="NAME", help="probe to take from the second file")
     p.add_argument("--format", "-f", choices=("table", "json", "markdown"), default="table")
@@ -370,7 +376,12 @@ async def _pairs(args: argparse.Namespace) -> list[tuple[Side, Side]]:
         return _pairs_of_one(args.files[0])
     if len(args.files) == 2:
         return _pairs_of_two(args)
-    raise UsageError("compare needs one or two RESULT.json files (or --config FILE)")
+    if args.files:
+        raise UsageError("compare needs one or two RESULT.json files (or --config FILE)")
+    found = locate_config(None)
+    path = found.required("compare", "one or two RESULT.json files")
+    found.announce()
+    return await _pairs_of_config(path)
 
 
 async def _pairs_of_config(path: str) -> list[tuple[Side, Side]]:

@@ -20,6 +20,7 @@ from typing import Any
 from benchd import __version__, redact
 from benchd.budget import Plan, plan_budgets
 from benchd.config.load import Config, load_config, with_adopted_namespaces
+from benchd.config.locate import locate_config
 from benchd.config.thresholds import (
     Threshold,
     check_threshold,
@@ -46,8 +47,9 @@ def register(sub: Any) -> None:
         help="run one cycle of each probe and print the scores",
         description=(
             "Run one cycle of each probe (seed, verify, query serially and under load, score) "
-            "and print a table, JSON, JUnit XML or a TREC run. With no --config, runs the "
-            "embedded default: the reference store in-process and the packaged smoke fixture. "
+            "and print a table, JSON, JUnit XML or a TREC run. With no config (--config, "
+            "$BENCHD_CONFIG or ./benchd.toml), runs the embedded default: the reference "
+            "store in-process and the packaged smoke fixture. "
             "On a namespace another live benchd instance leases (a running daemon), it checks "
             "that instance's corpus is complete and of the same fixture, measures it read-only "
             "and writes and deletes nothing (else exit 3). "
@@ -60,7 +62,12 @@ def register(sub: Any) -> None:
             "severe of 4, 3, 1, 0 wins."
         ),
     )
-    p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="TOML config (default: $BENCHD_CONFIG, else ./benchd.toml, else embedded)",
+    )
     p.add_argument(
         "--probe",
         "-p",
@@ -267,7 +274,9 @@ def _output(fmt: str, results: Sequence[CycleResult], allow_degraded: bool) -> N
 
 async def _handle(args: argparse.Namespace) -> int:
     extra = cli_thresholds(args.fail_under, args.threshold)
-    async with _config(args.config) as config:
+    source = locate_config(args.config)
+    source.announce()
+    async with _config(source.path) as config:
         config = _select(config, args.probe, args.adopt_namespace)
         check_cli_thresholds(config, extra)
         if args.format == "trec" and len(config.probes) != 1:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchd.config.load import ProbeConfig, load_config
+from benchd.config.locate import locate_config
 from benchd.config.secrets import read_secret
 from benchd.errors import EXIT_OK, UsageError
 from benchd.fixtures.model import load_fixture
@@ -40,7 +41,12 @@ def register(sub: Any) -> None:
             "Exit codes: 0 done, 2 bad flags or config, 3 store unreachable, refused or leased."
         ),
     )
-    p.add_argument("--config", "-c", metavar="FILE", help="TOML config naming the probes")
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="TOML config naming the probes (default: $BENCHD_CONFIG, else ./benchd.toml)",
+    )
     p.add_argument(
         "--probe", "-p", action="append", default=[], metavar="NAME", help="only this probe"
     )
@@ -68,10 +74,11 @@ def _targets(
         settings = ZengramConfig(url=args.url, namespace=args.namespace)
         store = ZengramTarget(settings, secret)
         return [(f"namespace {args.namespace!r}", args.namespace, store, [])]
-    if not args.config:
-        raise UsageError("give --config FILE, or --namespace NAME --url URL")
+    found = locate_config(args.config)
+    path = found.required("purge", "--namespace NAME --url URL")
+    found.announce()
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
-    config = load_config(args.config)
+    config = load_config(path)
     probes: list[ProbeConfig] = (
         [config.probe(n) for n in args.probe] if args.probe else list(config.probes)
     )

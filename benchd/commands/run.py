@@ -6,11 +6,13 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchd.config.load import load_config, parse_listen, with_adopted_namespaces
+from benchd.config.locate import locate_config
 from benchd.errors import EXIT_OK, OutputError
 from benchd.logging import configure_logging
 
@@ -25,14 +27,20 @@ def register(sub: Any) -> None:
         help="run the daemon: probes on their schedules, metrics on /metrics",
         description=(
             "Run every probe on its own interval and serve / (landing page), /metrics, "
-            "/healthz, /readyz, /api/status and POST /-/reload. With no --config, runs the "
-            "embedded default: the reference store in-process on loopback, probed with the "
+            "/healthz, /readyz, /api/status and POST /-/reload. With no config (--config, "
+            "$BENCHD_CONFIG or ./benchd.toml), runs the embedded default: the reference "
+            "store in-process on loopback, probed with the "
             "packaged smoke fixture. SIGHUP or POST /-/reload reloads the config; "
             "SIGTERM/SIGINT stop cleanly (exit 0). Exit codes: 0 stopped cleanly, "
             "2 bad config/fixture/flags, 5 the pid file could not be written."
         ),
     )
-    p.add_argument("--config", "-c", metavar="FILE", help="TOML config (default: embedded)")
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="TOML config (default: $BENCHD_CONFIG, else ./benchd.toml, else embedded)",
+    )
     p.add_argument(
         "--listen",
         "-l",
@@ -111,8 +119,10 @@ async def _handle(args: argparse.Namespace) -> int:
     json_logs = None if args.log_format == "auto" else args.log_format == "json"
     from benchd.targets import register_kinds
 
+    source = locate_config(args.config)
+    source.announce(as_json=not sys.stderr.isatty() if json_logs is None else json_logs)
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
-    config = load_config(args.config) if args.config else None
+    config = load_config(source.path) if source.path else None
     # Until the daemon's own handler is installed a SIGHUP would kill the process
     # (its default action); a reload before start-up has nothing to reload anyway.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -123,7 +133,7 @@ async def _handle(args: argparse.Namespace) -> int:
             configure_logging(config.server.log_level, json=json_logs)
             daemon = Daemon(
                 config,
-                config_path=args.config,
+                config_path=source.path,
                 listen=listen,
             )
             await daemon.run()

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchd.config.locate import locate_config
 from benchd.errors import EXIT_INPUT, EXIT_OK, ConfigError, UsageError
 from benchd.fixtures.model import FixtureCheck, check_fixture
 from benchd.fixtures.reader import JSONL_SUFFIXES
@@ -57,7 +58,10 @@ def register(sub: Any) -> None:
         "--config",
         "-c",
         metavar="FILE",
-        help="also check this config (every problem) and every fixture its probes name",
+        help=(
+            "also check this config (every problem) and every fixture its probes name; with "
+            "no FIXTURE, the default is $BENCHD_CONFIG, else ./benchd.toml"
+        ),
     )
     p.add_argument(
         "--check-secrets",
@@ -289,6 +293,11 @@ def run(args: argparse.Namespace) -> int:
     """Print the results for ``args.fixtures`` (and ``--config``); 2 if any problem, else 0."""
     paths: list[str | Path] = list(args.fixtures)
     config_problems: list[str] = []
+    if args.config is None and not paths:  # nothing named: the config a run would find
+        found = locate_config(None)
+        if found.path is not None:
+            found.announce()
+            args.config = found.path
     if args.config is not None:
         fixtures, config_problems, config_ok = _config_check(args)
         paths = [*fixtures, *paths]
@@ -296,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(config_problems) or config_ok)
     elif not paths:
         raise UsageError(
-            "validate: name at least one FIXTURE or --config FILE (see benchd validate --help)"
+            "validate: name at least one FIXTURE or --config FILE, or set $BENCHD_CONFIG or "
+            "run where ./benchd.toml is (see benchd validate --help)"
         )
     checks = [_shown(c) for c in check_paths(paths)]
     if args.config is not None and not config_problems:

@@ -1,9 +1,10 @@
 """``benchd once`` against ``benchd refstore --profile zengram-4.3``: date words need dates.
 
-The target API's own smoke fixture gives no ``created_at`` and no
-``reference_date``; its two date-word queries ("in May", "in June") then
-score 0 against the real server, and so they must against the reference
-store. Given dates, they score 1. Two real processes over loopback.
+A fixture in the target API's eval format gives no ``created_at`` and no
+``reference_date`` (tests/data/zengram-eval.json, benchd's own); its two
+date-word queries ("in May", "in June") then score 0 against the real
+server, and so they must against the reference store. Given dates, they
+score 1. Two real processes over loopback.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 
 KEY = "once-dates-key-123456"
 REPO = Path(__file__).resolve().parents[2]
-SHARED_SMOKE = REPO.parent / "shared" / "fixtures-external" / "zengram-smoke.json"
+ZENGRAM_EVAL = REPO / "tests" / "data" / "zengram-eval.json"
 DATE_WORDS = re.compile(r"\bin (may|june)\b", re.IGNORECASE)
 
 
@@ -74,18 +75,18 @@ def _hits(probe: dict[str, Any]) -> dict[str, float]:
 def test_date_word_queries_score_0_without_dates_and_1_with_them(
     store_url: str, tmp_path: Path
 ) -> None:
-    bare = _hits(_once(tmp_path, store_url, SHARED_SMOKE, "dates-bare"))
+    bare = _hits(_once(tmp_path, store_url, ZENGRAM_EVAL, "dates-bare"))
     dated_words = [q for q in bare if DATE_WORDS.search(q)]
     assert len(dated_words) == 2
     assert [bare[q] for q in dated_words] == [0.0, 0.0]
 
-    doc = json.loads(SHARED_SMOKE.read_text(encoding="utf-8"))
+    doc = json.loads(ZENGRAM_EVAL.read_text(encoding="utf-8"))
     doc["reference_date"] = "2026-07-01"
     for memory in doc["memories"]:
-        month = re.search(r"-(2026-\d\d)-", memory["id"])  # event-incident-2026-05-payments
+        month = re.search(r"-(2026-\d\d)-", memory["id"])  # event-outage-2026-05-dns
         if month:
             memory["created_at"] = f"{month.group(1)}-12T09:00:00Z"
-    dated_file = tmp_path / "zengram-smoke-dated.json"
+    dated_file = tmp_path / "zengram-eval-dated.json"
     dated_file.write_text(json.dumps(doc), encoding="utf-8")
     dated = _hits(_once(tmp_path, store_url, dated_file, "dates-given"))
     assert [dated[q] for q in dated_words] == [1.0, 1.0]

@@ -56,7 +56,7 @@ from prometheus_client.parser import text_string_to_metric_families
 PROBE = "swap"
 KEY_ENV = "BENCHD_E2E_KEY"
 REPO = Path(__file__).resolve().parents[2]
-SMOKE = REPO.parent / "shared" / "fixtures-external" / "zengram-smoke.json"
+SMOKE = REPO / "tests" / "data" / "zengram-eval.json"  # 12 queries, the target API's format
 CONFIG = """\
 [[probe]]
 name = "{probe}"

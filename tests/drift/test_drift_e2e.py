@@ -6,8 +6,8 @@ store embeds with ``hash:1024``; the store is then restarted with
 ``hash:16`` (a much weaker embedding model) and the first cycle after the
 change must report drift against the pinned baseline. A restart with the
 same embedder must not. The same holds for the small fixtures teams have:
-the target API's own 12-query eval file and the packaged 16-query smoke
-fixture, whose drops the sign-flip test alone could never flag.
+a 12-query file in the target API's eval format and the packaged 16-query
+smoke fixture, whose drops the sign-flip test alone could never flag.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from benchd.fixtures.model import packaged_fixture
 from benchd.fixtures.synth import SynthSpec
 from benchd.refstore.testing import started_refstore
 
-SHARED_SMOKE = Path(__file__).resolve().parents[3] / "shared" / "fixtures-external"
-SHARED_SMOKE = SHARED_SMOKE / "zengram-smoke.json"
+# benchd's own 12-query fixture in the target API's eval format
+ZENGRAM_EVAL = Path(__file__).resolve().parents[1] / "data" / "zengram-eval.json"
 
 CONFIG = """
 [[probe]]
@@ -161,7 +161,7 @@ def test_benchd_compare_shows_the_change_as_significant(
 
 
 @pytest.mark.parametrize(
-    "fixture", [SHARED_SMOKE, packaged_fixture("smoke")], ids=["zengram-smoke", "packaged-smoke"]
+    "fixture", [ZENGRAM_EVAL, packaged_fixture("smoke")], ids=["zengram-eval", "packaged-smoke"]
 )
 def test_a_small_fixture_flags_the_weaker_embedder_on_the_first_cycle(
     fixture: Path, tmp_path: Path

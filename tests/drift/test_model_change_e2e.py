@@ -2,8 +2,8 @@
 
 Real processes over loopback: the reference store with the dense retriever
 and real models (the ``models`` extra; CI installs it), ``benchd baseline
-save --repeats`` and ``benchd once`` as subprocesses, on the target API's
-own 12-query eval fixture with ``cleanup = "never"`` — the state production
+save --repeats`` and ``benchd once`` as subprocesses, on a 12-query fixture
+in the target API's eval format with ``cleanup = "never"`` — the state production
 data is in right after a swap: records keep the vectors they were written
 with.
 
@@ -32,7 +32,7 @@ from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import started_refstore
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_SMOKE = REPO.parent / "shared" / "fixtures-external" / "zengram-smoke.json"
+ZENGRAM_EVAL = REPO / "tests" / "data" / "zengram-eval.json"  # the target API's format
 CONFIG = """
 [[probe]]
 name = "swap"
@@ -91,7 +91,7 @@ def pinned(store: RefStoreThread, tmp_path_factory: pytest.TempPathFactory) -> P
     """A baseline of 3 MiniLM cycles (seeded once, then nothing is written)."""
     workdir = tmp_path_factory.mktemp("swap")
     config = workdir / "pin.toml"
-    config.write_text(CONFIG.format(fixture=SHARED_SMOKE, url=store.url, baseline=""))
+    config.write_text(CONFIG.format(fixture=ZENGRAM_EVAL, url=store.url, baseline=""))
     out = workdir / "baseline.toml"
     args = ["baseline", "save", "--config", str(config), "--out", str(out), "--repeats", "3"]
     proc = _benchd(*args, key=store.api_key, cwd=workdir)
@@ -112,7 +112,7 @@ def _drift_now(store: RefStoreThread, baseline: Path) -> dict[str, Any]:
     workdir = baseline.parent
     config = workdir / "after.toml"
     line = f'baseline = "{baseline}"'
-    config.write_text(CONFIG.format(fixture=SHARED_SMOKE, url=store.url, baseline=line))
+    config.write_text(CONFIG.format(fixture=ZENGRAM_EVAL, url=store.url, baseline=line))
     proc = _benchd(
         "once", "--config", str(config), "--format", "json", key=store.api_key, cwd=workdir
     )
@@ -144,7 +144,8 @@ def test_c_re_embedding_everything_is_a_model_change_and_drift_follows_the_delta
     store: RefStoreThread, pinned: Path
 ) -> None:
     view = _admin(store, {"embedder": "e5"})
-    assert view["model"] == view["query_model"] == "e5" and view["reembedded"] >= 34
+    memories = len(json.loads(ZENGRAM_EVAL.read_text(encoding="utf-8"))["memories"])
+    assert view["model"] == view["query_model"] == "e5" and view["reembedded"] >= memories
     drift = _drift_now(store, pinned)
     assert drift["model_changed"] is True and drift["change"]["overlap_delta"] <= -0.1
     stable = drift["noise"] == "stable"  # the MiniLM repeats never moved: every drop is real

@@ -13,7 +13,8 @@ import pytest
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
 
-SMOKE = Path(__file__).resolve().parents[3] / "shared" / "fixtures-external" / "zengram-smoke.json"
+# benchd's own fixture in the target API's eval format (a tenant memory, two date-word queries)
+SMOKE = Path(__file__).resolve().parents[1] / "data" / "zengram-eval.json"
 
 
 @pytest.fixture
@@ -32,6 +33,6 @@ def client(store: RefStoreThread) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="session")
 def smoke() -> dict[str, Any]:
-    """The target API's own eval fixture (34 memories, 12 queries)."""
+    """A fixture in the target API's eval format (32 memories, 12 queries)."""
     data: dict[str, Any] = json.loads(SMOKE.read_text(encoding="utf-8"))
     return data

@@ -12,9 +12,10 @@ from benchd.refstore.testing import import_ok, search_ids
 
 def _hits(client: httpx.Client, smoke: dict[str, Any]) -> int:
     """How many smoke queries find an expected id in their top 5."""
+    tenants = {m["id"]: m["client_id"] for m in smoke["memories"] if "client_id" in m}
     found = 0
     for query in smoke["queries"]:
-        tenant = "globex-media" if "globex" in query["q"] else "global"
+        tenant = tenants.get(query["expected_ids"][0], "global")
         ids = search_ids(client, query["q"], limit=5, client_id=tenant)
         found += bool(set(ids) & set(query["expected_ids"]))
     return found

@@ -15,7 +15,7 @@ from benchd.refstore.testing import (
     started_refstore,
 )
 
-SMOKE = Path(__file__).resolve().parents[3] / "shared" / "fixtures-external" / "zengram-smoke.json"
+SMOKE = Path(__file__).resolve().parents[1] / "data" / "zengram-eval.json"
 
 bm25_store = refstore_fixture(name="bm25_store", scope="module", retriever="bm25")
 
@@ -38,7 +38,7 @@ def test_import_records_batches_past_the_500_record_cap() -> None:
 
 
 def test_fixture_memories_reads_a_fixture_file() -> None:
-    assert len(fixture_memories(SMOKE)) == 34
+    assert len(fixture_memories(SMOKE)) == 32
 
 
 def test_oversized_bodies_are_refused_with_413_json() -> None:

@@ -15,6 +15,8 @@ Without the servers (or the client extras) the tests are skipped, unless
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import pwd
 import queue
@@ -150,10 +152,48 @@ class Postgres:
 
 
 def _pg_bin() -> Path:
+    """PostgreSQL's bin directory, where the user it runs as (``_pg_user``) can reach it."""
     found = sorted(stores_venv().glob("lib/python3*/site-packages/pgserver/pginstall/bin"))
     if not found:
         missing(f"PostgreSQL from PyPI pgserver is not installed in {stores_venv()}")
-    return found[0]
+    user = _pg_user()
+    if user is None or _runs_as(found[0], user):
+        return found[0]
+    return _reachable_copy(found[0], user)
+
+
+def _runs_as(bindir: Path, user: str) -> bool:
+    """Whether ``user`` can run ``initdb`` there (every folder above it must let them in)."""
+    try:
+        subprocess.run(
+            [str(bindir / "initdb"), "--version"],
+            check=True, capture_output=True, user=user, timeout=START_TIMEOUT_S,
+        )  # fmt: skip
+    except (PermissionError, subprocess.CalledProcessError):
+        return False
+    return True
+
+
+@functools.cache
+def _reachable_copy(bindir: Path, user: str) -> Path:
+    """``bindir``'s PostgreSQL install copied once into a temp folder anyone can traverse.
+
+    A checkout in a folder other users cannot enter (mode 0700: root's home, ``mktemp -d``)
+    keeps ``user`` from its own ``.venv-stores``. PostgreSQL finds its lib and share
+    folders relative to its binaries, and they find the wheel's ``pgserver.libs`` (libpq)
+    by a relative rpath, so the install (~35 MB) moves with that layout kept.
+    """
+    site = bindir.parents[2]  # site-packages: pgserver/pginstall/bin
+    home = Path(tempfile.mkdtemp(prefix="benchd-pginstall-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    home.chmod(0o755)
+    shutil.copytree(bindir.parent, home / "pgserver" / "pginstall", symlinks=True)
+    if (site / "pgserver.libs").is_dir():
+        shutil.copytree(site / "pgserver.libs", home / "pgserver.libs", symlinks=True)
+    copied = home / "pgserver" / "pginstall" / "bin"
+    if not _runs_as(copied, user):
+        missing(f"user {user!r} cannot run PostgreSQL from {bindir} nor from a copy in {home}")
+    return copied
 
 
 def _pg_user() -> str | None:
