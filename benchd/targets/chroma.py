@@ -32,7 +32,10 @@ Every record benchd writes carries ``<namespace_key> = <namespace>`` in its
 metadata, and every get, query and delete benchd sends filters on it
 (``where``), so another tenant's records in a shared collection are never
 listed, ranked or deleted, whatever their ids. A write deletes benchd's own
-ids in its namespace, then adds (``add`` never overwrites an existing id).
+ids in its namespace, then adds (``add`` never overwrites an existing id), and
+reads the batch back: Chroma's add skips an id the collection already holds and
+answers success all the same, so a record held under benchd's id outside its
+namespace fails the write with ``ownership``, naming how many.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from benchd.config.kinds import StoreCosts
 from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
-from benchd.errors import TargetHTTPError, TargetProtocolError
+from benchd.errors import OwnershipError, TargetHTTPError, TargetProtocolError
 from benchd.logging import get_logger
 from benchd.targets.answers import decode
 from benchd.targets.base import ProbeTarget
@@ -218,6 +221,29 @@ class ChromaIO:
             raise
         return await decode(sent.body, f"POST {self.base}{path}") if answer else None
 
+    async def _added(self, cid: str, ids: Sequence[str]) -> None:
+        """Check an add stored every record: Chroma's add skips an id the collection holds
+        already and answers success all the same, saying nothing of it."""
+        body = {"ids": list(ids), "where": self.filter, "include": []}
+        got = await self._on_records(cid, "get", body)
+        stored = {sid for sid, _ in _id_meta(got, self.where, len(ids))}
+        dropped = [sid for sid in ids if sid not in stored]
+        if not dropped:
+            return
+        body = {"ids": dropped, "include": []}  # no namespace filter: ids only, whose they are
+        held = len(_id_meta(await self._on_records(cid, "get", body), self.where, len(dropped)))
+        said = (
+            f"{self.where}: the add stored {len(stored)} of {len(ids)} records and answered "
+            f"success; Chroma's add keeps a record it holds under the same id and drops the new one"
+        )
+        if held:
+            raise OwnershipError(
+                f"{said}: {held} of these ids are held outside benchd's namespace "
+                f"{self.config.namespace!r} (another tenant's records, which benchd never "
+                "overwrites): choose another namespace or collection"
+            )
+        raise TargetProtocolError(f"{said}, yet {len(dropped)} of them are not there at all")
+
     # -- the collection ---------------------------------------------------------------
 
     async def lookup(self) -> dict[str, Any] | None:
@@ -345,6 +371,7 @@ class ChromaIO:
         }
         await self._on_records(cid, "add", body, answer=False)
         self._dims = dims
+        await self._added(cid, ids)
 
     @fresh_after_restart
     async def delete(self, store_id: str) -> bool:
