@@ -388,11 +388,16 @@ class PgvectorIO:
                 return conn
             try:
                 await conn.execute("")
-                return conn
             except (psycopg.Error, OSError) as exc:
                 with anyio.CancelScope(shield=True):
                     await conn.close()
                 await self.handles.stale(f"a pooled connection was closed: {words(str(exc))}")
+                continue
+            except BaseException:  # the call's timeout, a cancelled cycle: not handed out
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                raise
+            return conn
         return None
 
     async def _forget(self) -> None:
