@@ -15,7 +15,8 @@ Then:
   unchanged); one back empty is seeded afresh;
 - benchd's namespace holds the corpus and the sentinel once each (no
   duplicates), read with the store's own client;
-- benchd's stderr holds nothing but its JSON log: the store libraries' own
+- the kind forgot its stale handles once (one ``store handles reset`` event),
+  and benchd's stderr holds nothing but its JSON log: the store libraries' own
   warnings and tracebacks (psycopg's, pymilvus's, gRPC's) are log events.
 
 Not applicable: **qdrant**. Its kind runs qdrant-client's local mode, an
@@ -168,5 +169,8 @@ def test_a_restarted_store_is_measured_again_by_the_first_cycle_after_it_is_back
         assert then["outcome"] == "success", then.get("error")
         assert then["seed_imported"] == 0 and then["seed_unchanged"] == CORPUS, then
         assert daemon.stop(timeout=120) == 0
+    resets = [e for e in daemon.events if e.get("event") == "store handles reset"]
+    # one line an outage; Chroma back with its data has nothing stale (its id survives)
+    assert len(resets) == (0 if kind == "chroma" and not empty else 1), resets
     assert benchd_rows(kind, server, ns, where_of(kind, ns)) == CORPUS + 1  # and the sentinel
     assert not_json(daemon.lines) == [], "".join(not_json(daemon.lines)[:20])
