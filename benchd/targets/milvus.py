@@ -105,6 +105,7 @@ _METRICS = {"cosine": "COSINE", "l2": "L2", "ip": "IP"}
 MAX_QUERY_WINDOW = 16_384  # Milvus's limit on offset + limit of one query
 GRPC_MAX_RECEIVE = b"grpc.max_receive_message_length"  # grpc's ChannelArgKey (bytes)
 GRPC_IDLE_PINGS = "grpc.keepalive_permit_without_calls"  # as pymilvus spells its default (str)
+GRPC_OWN_SUBCHANNELS = "grpc.use_local_subchannel_pool"
 MAX_CONTENT_CHARS = 65_535  # Milvus's VARCHAR limit; longer texts are cut when written
 _RESTARTED = (100, 101)
 """MilvusException codes for a collection the server no longer has (100: it came back
@@ -220,6 +221,10 @@ class MilvusIO:
                 # fewer (Milvus Lite: GOAWAY "too_many_pings" after ~70 s idle) drops the
                 # channel between cycles and gRPC logs it on stderr. Ping only during calls.
                 GRPC_IDLE_PINGS: 0,
+                # gRPC shares subchannels (and their reconnect backoff) between channels to one
+                # address: the new channel opened after a connection error would wait out the
+                # old one's backoff, past the server's return. One subchannel per channel.
+                GRPC_OWN_SUBCHANNELS: 1,
             },
             # pymilvus shares one channel per address and token: another client's options
             # (another probe's bound) would apply to this one
