@@ -15,7 +15,10 @@ Settings (``[probe.target]``, ``kind = "chroma"``; nothing beyond httpx)::
     [probe.target.embed]
     model = "minilm"           # vectors come from benchd's embed stage
 
-The collection is looked up by name and its id cached. **Own collection**
+The collection is looked up by name and its id cached until a records call
+answers 404 (the collection was deleted, or the server came back empty): it
+is looked up again, created again where it is benchd's own, and the call runs
+once more. **Own collection**
 (``shared = false``): benchd creates it with the metadata ``benchd_owner =
 <namespace>`` and refuses a collection of that name without that mark; when
 the embedder's dimensions change it deletes and recreates that collection,
@@ -29,7 +32,10 @@ Every record benchd writes carries ``<namespace_key> = <namespace>`` in its
 metadata, and every get, query and delete benchd sends filters on it
 (``where``), so another tenant's records in a shared collection are never
 listed, ranked or deleted, whatever their ids. A write deletes benchd's own
-ids in its namespace, then adds (``add`` never overwrites an existing id).
+ids in its namespace, then adds (``add`` never overwrites an existing id), and
+reads the batch back: Chroma's add skips an id the collection already holds and
+answers success all the same, so a record held under benchd's id outside its
+namespace fails the write with ``ownership``, naming how many.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from benchd.config.kinds import StoreCosts
 from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
-from benchd.errors import TargetHTTPError, TargetProtocolError
+from benchd.errors import OwnershipError, TargetHTTPError, TargetProtocolError
 from benchd.logging import get_logger
 from benchd.targets.answers import decode
 from benchd.targets.base import ProbeTarget
@@ -60,6 +66,7 @@ from benchd.targets.client import (
     positive_problem,
 )
 from benchd.targets.flow import NamespaceFlow
+from benchd.targets.handles import Handles, fresh_after_restart
 from benchd.targets.owned import namespace_problem
 from benchd.targets.store import Capabilities, SeedPlan
 from benchd.targets.vectors import (
@@ -186,6 +193,11 @@ class ChromaIO:
         self._id: str | None = None
         self._dims: int | None = None
         self.where = f"chroma collection {self.name} at {self.base}"
+        self.handles = Handles(self.where, self._forget)
+
+    async def _forget(self) -> None:
+        """The collection's id and dimensions: it is looked up by name again."""
+        self._id = self._dims = None
 
     @property
     def filter(self) -> dict[str, Any]:
@@ -194,6 +206,42 @@ class ChromaIO:
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         answer = await self.http.request(method, path, **kwargs)
         return await decode(answer.body, f"{method} {self.base}{path}")
+
+    async def _on_records(
+        self, cid: str, op: str, body: Mapping[str, Any], *, answer: bool = True
+    ) -> Any:
+        """``POST .../collections/<cid>/<op>``, its answer decoded (``answer``); a 404 forgets
+        the collection's id (deleted or recreated, or the server came back empty)."""
+        path = self._records(cid, op)
+        try:
+            sent = await self.http.request("POST", path, json=body)
+        except TargetHTTPError as exc:
+            if exc.status == 404:
+                await self.handles.stale(exc.message)
+            raise
+        return await decode(sent.body, f"POST {self.base}{path}") if answer else None
+
+    async def _added(self, cid: str, ids: Sequence[str]) -> None:
+        """Check an add stored every record: Chroma's add skips an id the collection holds
+        already and answers success all the same, saying nothing of it."""
+        body = {"ids": list(ids), "where": self.filter, "include": []}
+        got = await self._on_records(cid, "get", body)
+        stored = {sid for sid, _ in _id_meta(got, self.where, len(ids))}
+        dropped = [sid for sid in ids if sid not in stored]
+        if not dropped:
+            return
+        body = {"ids": dropped, "include": []}  # no namespace filter: ids only, whose they are
+        held = len(_id_meta(await self._on_records(cid, "get", body), self.where, len(dropped)))
+        said = f"{self.where}: the add stored {len(ids) - len(dropped)} of {len(ids)} records"
+        if not held:  # not there at all: the verify reads the namespace back and counts them
+            log.warning("chroma answered an add it did not store", store=said, missing=len(dropped))
+            return
+        raise OwnershipError(
+            f"{said} and answered success: Chroma's add keeps a record it holds under the same "
+            f"id and drops the new one, and {held} of these ids are held outside benchd's "
+            f"namespace {self.config.namespace!r} (another tenant's records, which benchd never "
+            "overwrites): choose another namespace or collection"
+        )
 
     # -- the collection ---------------------------------------------------------------
 
@@ -284,6 +332,7 @@ class ChromaIO:
 
     # -- records -----------------------------------------------------------------------
 
+    @fresh_after_restart
     async def page(self, cursor: str | None, limit: int) -> tuple[list[Marked], str | None]:
         """Up to ``limit`` records of the namespace from offset ``cursor`` (Chroma pages so)."""
         cid = await self.collection_id(None)
@@ -291,18 +340,20 @@ class ChromaIO:
             return [], None
         offset = int(cursor or 0)
         body = {"where": self.filter, "include": ["metadatas"], "limit": limit, "offset": offset}
-        got = await self._json("POST", self._records(cid, "get"), json=body)
+        got = await self._on_records(cid, "get", body)
         rows = _id_meta(got, self.where, limit)
         return rows, (str(offset + len(rows)) if len(rows) == limit else None)
 
+    @fresh_after_restart
     async def rows(self, ids: Sequence[str]) -> list[Marked]:
         cid = await self.collection_id(None)
         if cid is None or not ids:
             return []
         body = {"ids": list(ids), "where": self.filter, "include": ["metadatas"]}
-        got = await self._json("POST", self._records(cid, "get"), json=body)
+        got = await self._on_records(cid, "get", body)
         return _id_meta(got, self.where, len(ids))
 
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's records with these ids in its namespace: delete (filtered), add."""
         dims = len(rows[0][3]) if rows else None
@@ -310,34 +361,35 @@ class ChromaIO:
         if cid is None or not rows:
             return
         ids = [r[0] for r in rows]
-        await self.http.request(
-            "POST", self._records(cid, "delete"), json={"ids": ids, "where": self.filter}
-        )
+        await self._on_records(cid, "delete", {"ids": ids, "where": self.filter}, answer=False)
         body = {
             "ids": ids,
             "documents": [r[1] for r in rows],
             "metadatas": [{**r[2], **self.filter} for r in rows],
             "embeddings": [[float(x) for x in r[3]] for r in rows],
         }
-        await self.http.request("POST", self._records(cid, "add"), json=body)
+        await self._on_records(cid, "add", body, answer=False)
         self._dims = dims
+        await self._added(cid, ids)
 
+    @fresh_after_restart
     async def delete(self, store_id: str) -> bool:
         cid = await self.collection_id(None)
         if cid is None:
             return False
         body = {"ids": [store_id], "where": self.filter}
-        answer = await self._json("POST", self._records(cid, "delete"), json=body)
+        answer = await self._on_records(cid, "delete", body)
         deleted = answer.get("deleted") if isinstance(answer, dict) else None
         return not isinstance(deleted, int) or deleted > 0  # older servers answer {}
 
+    @fresh_after_restart
     async def delete_many(self, store_ids: Sequence[str]) -> int:
         """One ``delete`` for the set, filtered on benchd's namespace like every delete."""
         cid = await self.collection_id(None)
         if cid is None:
             return 0
         body = {"ids": list(store_ids), "where": self.filter}
-        answer = await self._json("POST", self._records(cid, "delete"), json=body)
+        answer = await self._on_records(cid, "delete", body)
         deleted = answer.get("deleted") if isinstance(answer, dict) else None
         return deleted if isinstance(deleted, int) else len(store_ids)  # older servers: {}
 
@@ -349,18 +401,12 @@ class ChromaIO:
             "include": ["distances"],
         }
 
+    @fresh_after_restart
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         cid = await self.collection_id(None)
         if cid is None:
             return []
-        try:
-            got = await self._json(
-                "POST", self._records(cid, "query"), json=self.search_request(cid, vector, limit)
-            )
-        except TargetHTTPError as exc:
-            if exc.status == 404:  # the collection went away (recreated by another cycle)
-                self._id = None
-            raise
+        got = await self._on_records(cid, "query", self.search_request(cid, vector, limit))
         return hits_of(got, self.where, limit, self.config.distance)
 
     async def aclose(self) -> None:

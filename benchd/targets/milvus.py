@@ -25,6 +25,12 @@ Data calls use pymilvus's async client; collection creation (which the async
 client cannot do against Milvus Lite) runs the sync client in a worker
 thread. Answers are bounded: ``limit`` on every query and search, and the gRPC
 channel's ``max_receive_message_length`` (``max_response_bytes``).
+
+A restarted server: the collection is looked up again after a connection error
+(through a new channel) or an answer that it does not exist (the server came
+back empty: benchd's own is created again) or is released (Milvus Lite
+releases every collection when it restarts: benchd loads it), and the call
+runs once more.
 """
 
 from __future__ import annotations
@@ -49,10 +55,11 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.logging import get_logger
+from benchd.logging import get_logger, route_library_logs
 from benchd.targets.base import ProbeTarget
 from benchd.targets.client import DEFAULT_MAX_RESPONSE_BYTES, positive_problem
 from benchd.targets.flow import NamespaceFlow
+from benchd.targets.handles import Handles, fresh_after_restart
 from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
@@ -98,7 +105,11 @@ _METRICS = {"cosine": "COSINE", "l2": "L2", "ip": "IP"}
 MAX_QUERY_WINDOW = 16_384  # Milvus's limit on offset + limit of one query
 GRPC_MAX_RECEIVE = b"grpc.max_receive_message_length"  # grpc's ChannelArgKey (bytes)
 GRPC_IDLE_PINGS = "grpc.keepalive_permit_without_calls"  # as pymilvus spells its default (str)
+GRPC_OWN_SUBCHANNELS = "grpc.use_local_subchannel_pool"
 MAX_CONTENT_CHARS = 65_535  # Milvus's VARCHAR limit; longer texts are cut when written
+_RESTARTED = (100, 101)
+"""MilvusException codes for a collection the server no longer has (100: it came back
+empty) or holds released (101: "call load() before search/get/query")."""
 
 
 def _name_problem(value: str) -> str | None:
@@ -178,8 +189,13 @@ class MilvusIO:
         self._token = token
         self._client: Any = None
         self._dims: int | None = None  # of the collection, once looked at
-        self._known = False  # the collection was looked up (or created) by this process
+        self._known = False  # the collection was looked up (or created, loaded) by this process
         self.where = f"milvus collection {self.name} at {config.uri}"
+        self.handles = Handles(self.where, self._forget)
+
+    async def _forget(self) -> None:
+        """The collection looked up: the server restarted (empty, or with it released)."""
+        self._known = False
 
     @property
     def filter(self) -> str:
@@ -205,6 +221,10 @@ class MilvusIO:
                 # fewer (Milvus Lite: GOAWAY "too_many_pings" after ~70 s idle) drops the
                 # channel between cycles and gRPC logs it on stderr. Ping only during calls.
                 GRPC_IDLE_PINGS: 0,
+                # gRPC shares subchannels (and their reconnect backoff) between channels to one
+                # address: the new channel opened after a connection error would wait out the
+                # old one's backoff, past the server's return. One subchannel per channel.
+                GRPC_OWN_SUBCHANNELS: 1,
             },
             # pymilvus shares one channel per address and token: another client's options
             # (another probe's bound) would apply to this one
@@ -221,7 +241,20 @@ class MilvusIO:
         except TargetError:
             raise
         except Exception as exc:  # pymilvus raises MilvusException and grpc errors alike
-            raise error_of(exc, f"{self.where}: {what}") from None
+            raise await self._error(exc, what, getattr(fn, "__self__", None)) from None
+
+    async def _error(self, exc: Exception, what: str, client: Any = None) -> TargetError:
+        """``exc`` as benchd's error; one that says the server restarted forgets the handles,
+        and a connection error the async ``client`` the call went through (pymilvus does not
+        always reconnect its channel to a restarted server: the next call opens a new one)."""
+        error = error_of(exc, f"{self.where}: {what}")
+        unreachable = isinstance(error, TargetUnreachable)
+        if unreachable and client is not None and client is self._client:
+            self._client = None
+            await _close(client)
+        if unreachable or getattr(exc, "code", None) in _RESTARTED:
+            await self.handles.stale(error.message)
+        return error
 
     async def _sync(self, what: str, fn: Callable[[Any], T]) -> T:
         """A sync client call in a worker thread (what the async client lacks on Milvus Lite)."""
@@ -243,11 +276,12 @@ class MilvusIO:
         except TargetError:
             raise
         except Exception as exc:
-            raise error_of(exc, f"{self.where}: {what}") from None
+            raise await self._error(exc, what) from None
 
     async def client(self) -> Any:
         if self._client is None:
             module = await import_off_loop("pymilvus", EXTRA, self.where)
+            route_library_logs("pymilvus")  # its import installed stderr handlers of its own
             self._client = module.AsyncMilvusClient(**self._options())
         return self._client
 
@@ -261,8 +295,22 @@ class MilvusIO:
         described = await self._call("describe", client.describe_collection, self.name)
         self._check_mark(described)
         self._dims = _vector_dims(described, self.config.vector_field)
+        await self._loaded(client)
         self._known = True
         return True
+
+    async def _loaded(self, client: Any) -> None:
+        """Load the collection where the server holds it released (Milvus Lite releases
+        every collection when it restarts, and a released one answers no query)."""
+        try:
+            state = await self._call("get load state", client.get_load_state, self.name)
+        except (TargetAuthError, TargetProtocolError) as exc:  # a role without the privilege
+            log.info("load state unknown: the collection is not loaded by benchd", error=str(exc))
+            return
+        loaded = state.get("state") if isinstance(state, Mapping) else None
+        if getattr(loaded, "name", None) == "NotLoad":
+            log.info("loading the released collection", collection=self.name)
+            await self._call("load", client.load_collection, self.name)
 
     def _check_mark(self, described: Mapping[str, Any]) -> None:
         if self.config.shared:
@@ -327,6 +375,7 @@ class MilvusIO:
 
     # -- entities -----------------------------------------------------------------------
 
+    @fresh_after_restart
     async def page(self, cursor: str | None, limit: int) -> tuple[list[Marked], str | None]:
         """Up to ``limit`` entities of the namespace with ids after ``cursor``, in id order."""
         if not await self.ready(None):
@@ -343,6 +392,7 @@ class MilvusIO:
         listed = sorted(_entities(rows, c.id_field, c.mark_field, self.where))[:limit]
         return listed, (listed[-1][0] if len(listed) == limit else None)
 
+    @fresh_after_restart
     async def rows(self, ids: Sequence[str]) -> list[Marked]:
         if not ids or not await self.ready(None):
             return []
@@ -356,6 +406,7 @@ class MilvusIO:
         )  # fmt: skip
         return _entities(rows, c.id_field, c.mark_field, self.where)
 
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's entities with these ids in its namespace: delete (filtered), insert."""
         if not rows:
@@ -376,6 +427,7 @@ class MilvusIO:
         ]  # fmt: skip
         await self._call("insert", client.insert, self.name, data)
 
+    @fresh_after_restart
     async def delete(self, store_id: str) -> bool:
         if not await self.ready(None):
             return False
@@ -389,6 +441,7 @@ class MilvusIO:
         )  # fmt: skip
         return True
 
+    @fresh_after_restart
     async def delete_many(self, store_ids: Sequence[str]) -> int:
         """One filtered delete for the set (namespace and ids); how many were there."""
         if not await self.ready(None):
@@ -403,6 +456,7 @@ class MilvusIO:
         )  # fmt: skip
         return len(found)
 
+    @fresh_after_restart
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         if not await self.ready(None):
             return []
@@ -419,10 +473,16 @@ class MilvusIO:
     async def aclose(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            try:
-                await client.close()
-            except Exception as exc:  # closing a broken channel must not fail shutdown
-                log.info("milvus client close failed", error=str(exc))
+            await _close(client)
+
+
+async def _close(client: Any) -> None:
+    """Close an async client; a broken channel's close failing fails nothing."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await client.close()
+        except Exception as exc:
+            log.info("milvus client close failed", error=words(str(exc)))
 
 
 def literal(text: str) -> str:

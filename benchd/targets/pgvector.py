@@ -33,6 +33,11 @@ the embedder's label, and on the sentinel the lease) lives in the metadata
 column. Errors: a refused connection is ``connect``, a bad password
 ``auth``, a cancelled statement ``timeout``, any other SQL error ``decode``
 (with its SQLSTATE).
+
+A restarted database: a pooled connection idle for half a second is checked
+before it is handed out, and a connection error or a missing table forgets the
+pool and the table checked, the call then runs once more (recreating benchd's
+own table in a database that came back empty).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -64,6 +70,7 @@ from benchd.errors import (
 from benchd.logging import get_logger
 from benchd.targets.base import ProbeTarget
 from benchd.targets.flow import NamespaceFlow
+from benchd.targets.handles import Handles, fresh_after_restart
 from benchd.targets.owned import MAX_ID_CHARS, namespace_problem
 from benchd.targets.said import words
 from benchd.targets.store import Capabilities, SeedPlan
@@ -106,6 +113,12 @@ _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction left open
 MAX_QUERY_TEXTS = 1024  # query vectors kept as text (a fixture's queries; cleared past it)
 MAX_SHOWN_ID = 2 * MAX_ID_CHARS  # the longest id a listing or a search reads
 MAX_MARK_BYTES = 4096  # the metadata a listing reads per row (a lease is ~250 bytes)
+_UNDEFINED_TABLE = "42P01"  # SQLSTATE: the table is not there (a database recreated)
+CHECK_IDLE_S = 0.5
+"""A pooled connection idle this long is checked before it is handed out; one used more
+recently is handed out as is (HikariCP's ``aliveBypassWindowMs`` is 500 ms too), so a
+load pass's searches pay no extra round trip while a cycle after an idle interval finds
+a restarted server's closed connections before it uses them."""
 
 
 def _identifier_problem(value: str) -> str | None:
@@ -300,11 +313,12 @@ class PgvectorIO:
         self.sql = PgvectorSQL(config)
         self.embed = embed
         self._dsn = dsn
-        self._idle: list[Any] = []  # open connections not in use
+        self._idle: list[tuple[Any, float]] = []  # open connections not in use, since when
         self._slots = anyio.Semaphore(config.pool_size)
         self._table_dims: int | None = None  # None: not looked at yet
         self._texts: dict[tuple[float, ...], str] = {}  # query vectors as text
         self.where = f"pgvector table {config.table}"
+        self.handles = Handles(self.where, self._forget)
 
     async def _connect(self) -> Any:
         psycopg = await import_off_loop("psycopg", EXTRA, self.where)
@@ -324,14 +338,18 @@ class PgvectorIO:
 
         At most ``pool_size`` connections, opened on demand in the caller (so a
         refused password is an ``auth`` error at once, never retried in the
-        background); one that failed or timed out is closed, not reused.
+        background); one idle for :data:`CHECK_IDLE_S` is checked before it is
+        handed out; one that failed or timed out is closed, not reused. A
+        connection error or a missing table forgets the pool and the table
+        checked (:mod:`benchd.targets.handles`): the database restarted.
         """
         psycopg = await import_off_loop("psycopg", EXTRA, self.where)
         async with self._slots:
-            conn = self._idle.pop() if self._idle else None
+            conn = None
             reusable = False
             try:
                 with anyio.fail_after(self.config.timeout_s):
+                    conn = await self._checked_idle(psycopg)
                     if conn is None:
                         conn = await self._connect()
                     yield conn
@@ -341,20 +359,58 @@ class PgvectorIO:
                     f"{self.where}: no answer within {self.config.timeout_s:g}s"
                 ) from None
             except psycopg.Error as exc:
-                raise error_of(exc, self.where) from None
+                error = error_of(exc, self.where)
+                if isinstance(error, TargetUnreachable) or exc.sqlstate == _UNDEFINED_TABLE:
+                    await self.handles.stale(error.message)
+                raise error from None
             except OSError as exc:
+                await self.handles.stale(str(exc))
                 raise TargetUnreachable(f"{self.where}: {exc}") from None
             finally:
                 if conn is not None:
                     if reusable:
-                        self._idle.append(conn)
+                        self._idle.append((conn, time.monotonic()))
                     else:
                         with anyio.CancelScope(shield=True):
                             await conn.close()
 
+    async def _checked_idle(self, psycopg: Any) -> Any:
+        """An idle connection that still answers, or None (none left: open one).
+
+        One idle for :data:`CHECK_IDLE_S` or longer is checked with an empty
+        statement first, as psycopg_pool's ``check_connection`` does; one that
+        fails it was closed by the server (a restart, an idle timeout): the
+        pool is forgotten and a new connection opened.
+        """
+        while self._idle:
+            conn, since = self._idle.pop()
+            if time.monotonic() - since < CHECK_IDLE_S:
+                return conn
+            try:
+                await conn.execute("")
+            except (psycopg.Error, OSError) as exc:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                await self.handles.stale(f"a pooled connection was closed: {words(str(exc))}")
+                continue
+            except BaseException:  # the call's timeout, a cancelled cycle: not handed out
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                raise
+            return conn
+        return None
+
+    async def _forget(self) -> None:
+        """The pool's idle connections (closed) and the table checked: the database restarted."""
+        idle, self._idle = self._idle, []
+        self._table_dims = None
+        with anyio.CancelScope(shield=True):
+            for conn, _ in idle:
+                await conn.close()
+
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn, _ in idle:
             await conn.close()
 
     # -- the table ---------------------------------------------------------------
@@ -435,6 +491,7 @@ class PgvectorIO:
 
     # -- rows --------------------------------------------------------------------
 
+    @fresh_after_restart
     async def page(self, cursor: str | None, limit: int) -> tuple[list[Marked], str | None]:
         """Up to ``limit`` rows of the namespace with ids after ``cursor``, in id order."""
         if not self.config.shared and not await self.exists():
@@ -446,6 +503,7 @@ class PgvectorIO:
             rows = [(self._id(i), _mark(m)) for i, m in await cur.fetchall()]
         return rows, (rows[-1][0] if len(rows) == limit else None)
 
+    @fresh_after_restart
     async def rows(self, ids: Sequence[str]) -> list[Marked]:
         if not ids or (not self.config.shared and not await self.exists()):
             return []
@@ -454,6 +512,7 @@ class PgvectorIO:
             rows = await cur.fetchall()
         return [(self._id(i), _mark(m)) for i, m in rows]
 
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's rows with these ids in its namespace, in one transaction."""
         ns = self.config.namespace
@@ -469,6 +528,7 @@ class PgvectorIO:
             async with conn.cursor() as cur:
                 await cur.executemany(self.sql.insert(), params)
 
+    @fresh_after_restart
     async def delete(self, store_id: str) -> bool:
         if not self.config.shared and not await self.exists():
             return False
@@ -476,6 +536,7 @@ class PgvectorIO:
             cur = await conn.execute(self.sql.delete(), (self.config.namespace, store_id))
             return bool(cur.rowcount and cur.rowcount > 0)
 
+    @fresh_after_restart
     async def delete_many(self, store_ids: Sequence[str]) -> int:
         """``DELETE … WHERE namespace = $1 AND id = ANY($2)``: one statement for the set."""
         if not self.config.shared and not await self.exists():
@@ -484,6 +545,7 @@ class PgvectorIO:
             cur = await conn.execute(self.sql.clear(), (self.config.namespace, list(store_ids)))
             return max(0, cur.rowcount or 0)
 
+    @fresh_after_restart
     async def search(self, vector: Sequence[float], limit: int) -> list[Scored]:
         if not self.config.shared and self._table_dims is None and not await self.exists():
             return []

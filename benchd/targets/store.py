@@ -71,6 +71,11 @@ corpus before the first search, each record with its latest listing's
 ``load_sender(...)`` (the store's own sender for the load pass, declared by
 :attr:`Capabilities.load_sender`).
 
+A kind's handles on its store (pooled connections, a collection's id, its
+loaded state) do not outlive the store's restart: the kind forgets them where
+it translates a connect or not-found error and runs that call once more
+(:mod:`benchd.targets.handles`); the flow never sees a stale one.
+
 A store without a listing (:attr:`Capabilities.lists` false) cannot have
 its seed verified nor its namespace's ownership checked; without delete, no
 cleanup and no ``purge``; without a lease, two writers on one namespace are

@@ -7,7 +7,9 @@ dependencies never touch benchd's: PostgreSQL 16 + pgvector from PyPI
 from ``chromadb`` and ``milvus-lite server`` from ``milvus-lite``. Each runner
 starts one server on a free loopback port, waits for it with a deadline (a
 log line or an answering endpoint, never a fixed sleep), yields where it is
-and stops it (SIGINT/SIGTERM, then SIGKILL) on exit.
+and stops it (SIGINT/SIGTERM, then SIGKILL) on exit. Each server's ``restarts``
+(a :class:`Restarts`) kills it and starts it again on the same port, with its
+data or empty, for the restart tests.
 
 Without the servers (or the client extras) the tests are skipped, unless
 ``BENCHD_REQUIRE_STORES=1`` (set by ``scripts/test.sh``) makes that a failure.
@@ -28,7 +30,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,7 @@ __all__ = [
     "Milvus",
     "Postgres",
     "QdrantLocal",
+    "Restarts",
     "missing",
     "run_chroma",
     "run_milvus",
@@ -137,6 +140,49 @@ def _stop(proc: subprocess.Popen[str], output: _Output, sig: int = signal.SIGTER
     output.close()
 
 
+class Restarts:
+    """A running server, killed and started again on the same port (with its data or empty).
+
+    ``launch(empty)`` starts the server (after wiping its data when ``empty``) and
+    returns once it answers; :meth:`close` stops whatever runs at the end.
+    """
+
+    def __init__(
+        self, launch: Callable[[bool], tuple[subprocess.Popen[str], _Output]], stop_signal: int
+    ) -> None:
+        self._launch = launch
+        self._signal = stop_signal
+        self._running: tuple[subprocess.Popen[str], _Output] | None = launch(False)
+        self.restarts = 0
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None and self._running[0].poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill ends it: no shutdown of its own."""
+        if self._running is not None:
+            _stop(*self._running, signal.SIGKILL)
+            self._running = None
+
+    def start(self, *, empty: bool) -> None:
+        """Start it again (after :meth:`kill`) on the same port; ``empty``: its data wiped."""
+        assert self._running is None, "kill() it first"
+        self._running = self._launch(empty)
+        self.restarts += 1
+
+    def close(self) -> None:
+        if self._running is not None:
+            _stop(*self._running, self._signal)
+            self._running = None
+
+
+def _wipe(path: Path) -> None:
+    """Empty ``path`` (kept) for a server started afresh."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+
+
 # -- PostgreSQL + pgvector -------------------------------------------------------------
 
 
@@ -149,6 +195,7 @@ class Postgres:
     password: str  # of the "benchd" role (scram-sha-256 over TCP)
     dsn: str  # benchd's: postgresql://benchd:PASSWORD@127.0.0.1:PORT/benchd
     admin_dsn: str  # the superuser's (trust over the Unix socket in the data dir)
+    restarts: Restarts = field(repr=False, compare=False)
 
 
 def _pg_bin() -> Path:
@@ -216,9 +263,48 @@ def _psql(
     )  # fmt: skip
 
 
+def _pg_launcher(
+    bindir: Path, root: Path, port: int, password: str, user: str | None
+) -> Callable[[bool], tuple[subprocess.Popen[str], _Output]]:
+    """Start PostgreSQL on ``root/data`` (a new cluster when ``empty`` or there is none yet)."""
+
+    def launch(empty: bool) -> tuple[subprocess.Popen[str], _Output]:
+        data = root / "data"
+        fresh = empty or not data.exists()
+        if fresh:
+            shutil.rmtree(data, ignore_errors=True)
+            subprocess.run(
+                [str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
+                 "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={root / 'pw'}",
+                 "--encoding=UTF8", "--no-sync"],
+                check=True, capture_output=True, text=True, user=user, timeout=START_TIMEOUT_S,
+            )  # fmt: skip
+        proc, output = _spawn(
+            [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1",
+             "-p", str(port), "-k", str(root), "-c", "fsync=off", "-c", "max_connections=60"],
+            user=user,
+        )  # fmt: skip
+        try:
+            output.wait_line("ready to accept connections", time.monotonic() + START_TIMEOUT_S)
+            if fresh:
+                _psql(bindir, root, port, f"CREATE ROLE benchd LOGIN PASSWORD '{password}'", user)
+                _psql(bindir, root, port, "CREATE DATABASE benchd OWNER benchd", user)
+                _psql(bindir, root, port, "CREATE EXTENSION vector", user, "benchd")
+        except BaseException:
+            _stop(proc, output, signal.SIGINT)
+            raise
+        return proc, output
+
+    return launch
+
+
 @contextmanager
 def run_postgres() -> Iterator[Postgres]:
-    """PostgreSQL 16 + pgvector on 127.0.0.1: role and database ``benchd``, extension ``vector``."""
+    """PostgreSQL 16 + pgvector on 127.0.0.1: role and database ``benchd``, extension ``vector``.
+
+    Started empty again (``restarts.start(empty=True)``), it is a new cluster with the
+    same role, password, database and extension: a database recreated by its operator.
+    """
     bindir, user = _pg_bin(), _pg_user()
     root = Path(tempfile.mkdtemp(prefix="benchd-pg-"))
     password = secrets.token_urlsafe(12)
@@ -228,32 +314,19 @@ def run_postgres() -> Iterator[Postgres]:
         os.chown(root, entry.pw_uid, entry.pw_gid)
         os.chown(root / "pw", entry.pw_uid, entry.pw_gid)
     try:
-        subprocess.run(
-            [str(bindir / "initdb"), "-D", str(root / "data"), "-U", "postgres",
-             "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={root / 'pw'}",
-             "--encoding=UTF8", "--no-sync"],
-            check=True, capture_output=True, text=True, user=user, timeout=START_TIMEOUT_S,
-        )  # fmt: skip
         port = _free_port()
-        proc, output = _spawn(
-            [str(bindir / "postgres"), "-D", str(root / "data"), "-h", "127.0.0.1",
-             "-p", str(port), "-k", str(root), "-c", "fsync=off", "-c", "max_connections=60"],
-            user=user,
-        )  # fmt: skip
+        restarts = Restarts(_pg_launcher(bindir, root, port, password, user), signal.SIGINT)
         try:
-            output.wait_line("ready to accept connections", time.monotonic() + START_TIMEOUT_S)
-            _psql(bindir, root, port, f"CREATE ROLE benchd LOGIN PASSWORD '{password}'", user)
-            _psql(bindir, root, port, "CREATE DATABASE benchd OWNER benchd", user)
-            _psql(bindir, root, port, "CREATE EXTENSION vector", user, "benchd")
             yield Postgres(
                 host="127.0.0.1",
                 port=port,
                 password=password,
                 dsn=f"postgresql://benchd:{password}@127.0.0.1:{port}/benchd",
                 admin_dsn=f"host={root} port={port} user=postgres dbname=benchd",
+                restarts=restarts,
             )
         finally:
-            _stop(proc, output, signal.SIGINT)  # PostgreSQL's fast shutdown
+            restarts.close()  # SIGINT: PostgreSQL's fast shutdown
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -264,6 +337,7 @@ def run_postgres() -> Iterator[Postgres]:
 @dataclass(frozen=True)
 class Chroma:
     url: str  # http://127.0.0.1:PORT
+    restarts: Restarts = field(repr=False, compare=False)
 
 
 def _alive(url: str) -> bool:
@@ -271,6 +345,30 @@ def _alive(url: str) -> bool:
         return httpx.get(url, timeout=2.0).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _chroma_launcher(
+    chroma: Path, root: Path, port: int
+) -> Callable[[bool], tuple[subprocess.Popen[str], _Output]]:
+    url = f"http://127.0.0.1:{port}"
+
+    def launch(empty: bool) -> tuple[subprocess.Popen[str], _Output]:
+        if empty:
+            _wipe(root)
+        proc, output = _spawn(
+            [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(root)]
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        delay = 0.05
+        while not _alive(f"{url}/api/v2/heartbeat"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                _stop(proc, output)
+                raise AssertionError(f"chroma did not answer ({proc.returncode}):\n{output.tail()}")
+            time.sleep(delay)  # polling interval of a deadline loop
+            delay = min(delay * 2, 0.5)
+        return proc, output
+
+    return launch
 
 
 @contextmanager
@@ -281,23 +379,13 @@ def run_chroma() -> Iterator[Chroma]:
         missing(f"chroma (PyPI chromadb) is not installed in {stores_venv()}")
     root = Path(tempfile.mkdtemp(prefix="benchd-chroma-"))
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc, output = _spawn(
-        [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(root)]
-    )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        delay = 0.05
-        while not _alive(f"{url}/api/v2/heartbeat"):
-            if proc.poll() is not None:
-                raise AssertionError(f"chroma exited {proc.returncode}:\n{output.tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"chroma did not answer in time:\n{output.tail()}")
-            time.sleep(delay)  # polling interval of a deadline loop
-            delay = min(delay * 2, 0.5)
-        yield Chroma(url)
+        restarts = Restarts(_chroma_launcher(chroma, root, port), signal.SIGTERM)
+        try:
+            yield Chroma(f"http://127.0.0.1:{port}", restarts)
+        finally:
+            restarts.close()
     finally:
-        _stop(proc, output)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -307,6 +395,27 @@ def run_chroma() -> Iterator[Chroma]:
 @dataclass(frozen=True)
 class Milvus:
     uri: str  # http://127.0.0.1:PORT (gRPC)
+    restarts: Restarts = field(repr=False, compare=False)
+
+
+def _milvus_launcher(
+    lite: Path, root: Path, port: int
+) -> Callable[[bool], tuple[subprocess.Popen[str], _Output]]:
+    def launch(empty: bool) -> tuple[subprocess.Popen[str], _Output]:
+        if empty:
+            shutil.rmtree(root / "data", ignore_errors=True)
+        proc, output = _spawn(
+            [str(lite), "server", "--host", "127.0.0.1", "--port", str(port),
+             "--data-dir", str(root / "data")]
+        )  # fmt: skip
+        try:
+            output.wait_line("listening on", time.monotonic() + START_TIMEOUT_S)
+        except BaseException:
+            _stop(proc, output)
+            raise
+        return proc, output
+
+    return launch
 
 
 @contextmanager
@@ -317,15 +426,13 @@ def run_milvus() -> Iterator[Milvus]:
         missing(f"milvus-lite is not installed in {stores_venv()}")
     root = Path(tempfile.mkdtemp(prefix="benchd-milvus-"))
     port = _free_port()
-    proc, output = _spawn(
-        [str(lite), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(root / "data")]
-    )  # fmt: skip
     try:
-        output.wait_line("listening on", time.monotonic() + START_TIMEOUT_S)
-        yield Milvus(f"http://127.0.0.1:{port}")
+        restarts = Restarts(_milvus_launcher(lite, root, port), signal.SIGTERM)
+        try:
+            yield Milvus(f"http://127.0.0.1:{port}", restarts)
+        finally:
+            restarts.close()
     finally:
-        _stop(proc, output)
         shutil.rmtree(root, ignore_errors=True)
 
 
