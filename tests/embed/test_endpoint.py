@@ -19,8 +19,8 @@ from hostile_embeddings import HostileEmbeddings
 
 from benchd import redact
 from benchd.embed.config import EmbedConfig
-from benchd.embed.endpoint import endpoint_url, matrix_of
-from benchd.embed.models import HashEmbedder
+from benchd.embed.endpoint import EmbedderError, Limits, endpoint_url, matrix_of
+from benchd.embed.models import HashEmbedder, parse_embedder
 from benchd.embed.stage import EmbedStage
 from benchd.errors import TargetError
 from benchd.targets.vectors import embed_stage
@@ -181,3 +181,29 @@ def test_an_endpoint_url_is_taken_apart() -> None:
 def test_anything_but_the_documented_shape_is_a_value_error(value: object) -> None:
     with pytest.raises(ValueError):
         matrix_of(value, rows=1)
+
+
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [
+        ("huge", "decode"),
+        ("flood", "decode"),
+        ("lists", "decode"),
+        ("string", "decode"),
+        ("deep", "decode"),
+        ("refused", "auth"),
+        ("dribble", "timeout"),
+    ],
+)
+async def test_the_reference_stores_own_client_is_bounded_too(
+    endpoint: HostileEmbeddings, model: str, kind: str
+) -> None:
+    """Without the targets' client (the reference store cannot import it): same bounds."""
+    embedder = parse_embedder(f"openai:{endpoint.url}#{model}", limits=Limits(timeout_s=1.0))
+    try:
+        with pytest.raises(EmbedderError) as caught:
+            await embedder.embed(TEXTS)
+    finally:
+        await embedder.aclose()
+    assert caught.value.kind == kind, caught.value
+    assert str(caught.value).startswith(f"POST {endpoint.url}/embeddings")
