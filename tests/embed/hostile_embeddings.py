@@ -14,6 +14,8 @@ name answers:
 ``deep``      200,000 nested arrays inside ``data``
 ``refused``   401
 ``flaky``     503 with ``Retry-After: 0`` to every second request, else ``hash``
+``limited``   429 with ``Retry-After: 0`` to every second request, else ``hash``
+``lockout``   429 without ``Retry-After``
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class HostileEmbeddings:
         self.dribble_s = dribble_s
         self.seen: list[tuple[str, dict[str, str], dict[str, Any]]] = []
         self.closed = threading.Event()  # a client hung up on a streamed answer
-        self._flaky = 0
+        self._asked: dict[str, int] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,10 +63,13 @@ class HostileEmbeddings:
         self.url = f"{self.origin}/v1"
 
     def answer(self, handler: BaseHTTPRequestHandler, model: str, texts: list[str]) -> None:
-        if model == "flaky":
-            self._flaky += 1
-            if self._flaky % 2:
-                return _send(handler, 503, b'{"error": "busy"}', {"Retry-After": "0"})
+        if model in ("flaky", "limited"):
+            self._asked[model] = self._asked.get(model, 0) + 1
+            if self._asked[model] % 2:
+                status = 503 if model == "flaky" else 429
+                return _send(handler, status, b'{"error": "busy"}', {"Retry-After": "0"})
+        if model == "lockout":
+            return _send(handler, 429, b'{"error": "too many"}')
         if model == "refused":
             return _send(handler, 401, b'{"error": "bad key"}')
         if model in ("huge", "flood"):

@@ -126,14 +126,23 @@ async def test_a_refused_connection_is_connect(tmp_path: Path) -> None:
     assert error.kind == "connect"
 
 
-async def test_a_503_with_retry_after_is_retried_and_answered(
-    endpoint: HostileEmbeddings, tmp_path: Path
+@pytest.mark.parametrize("model", ["flaky", "limited"])
+async def test_a_503_or_429_with_retry_after_is_retried_and_answered(
+    endpoint: HostileEmbeddings, tmp_path: Path, model: str
 ) -> None:
-    stage = stage_for(endpoint.url, "flaky", tmp_path, target=Target(max_retries=2))
+    stage = stage_for(endpoint.url, model, tmp_path, target=Target(max_retries=2))
     vectors = await stage.passages(TEXTS)
     await stage.aclose()
     assert vectors.shape == (2, 16)
-    assert sum(1 for _, _, body in endpoint.seen if body["model"] == "flaky") == 2
+    assert sum(1 for _, _, body in endpoint.seen if body["model"] == model) == 2
+
+
+async def test_a_429_without_retry_after_is_rate_limited_and_not_retried(
+    endpoint: HostileEmbeddings, tmp_path: Path
+) -> None:
+    error = await failure(endpoint.url, "lockout", tmp_path, target=Target(max_retries=3))
+    assert error.kind == "rate_limited"
+    assert sum(1 for _, _, body in endpoint.seen if body["model"] == "lockout") == 1
 
 
 async def test_the_query_follows_the_path_and_no_credential_is_shown(
