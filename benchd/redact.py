@@ -21,7 +21,8 @@ Two rules, applied together by :func:`mask`:
   :data:`MIN_SECRET_LEN` characters are not registered: masking "ab" would
   garble every text while protecting nothing.
 - **URL user info.** ``scheme://user:pass@host`` becomes ``scheme://***@host`` in
-  any text, registered or not.
+  any text, registered or not. A URL's query parameters named like a
+  credential (``?api-key=...``) are registered by :func:`register_url`.
 
 :func:`public_url` goes further for URLs shown to anyone: no user info, no
 query string, no fragment.
@@ -35,7 +36,7 @@ import re
 import threading
 from collections.abc import Mapping, MutableMapping
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 __all__ = [
     "LABEL_CHARS",
@@ -123,13 +124,28 @@ def register_secret(value: str) -> None:
         _forget()
 
 
+_URL_START = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://")
+_CREDENTIAL_PARAM = re.compile(r"(?i)key|token|secret|sig|pass|auth|cred|session")
+"""Query parameters whose values are secrets (``api-key``, ``access_token``, ``sig``, ...)."""
+
+
 def register_url(url: str) -> None:
-    """Register the password (and the whole user info) of ``url``, if it has any."""
+    """Register the password (and the whole user info) of ``url``, and credential parameters.
+
+    ``url`` may follow a prefix (``openai:https://...#model``). A query
+    parameter named like a credential (:data:`_CREDENTIAL_PARAM`) is a secret too.
+    """
+    start = _URL_START.search(url)
+    if start is not None:
+        url = url[start.start() :]
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
         return
+    for name, value in parse_qsl(parts.query):
+        if _CREDENTIAL_PARAM.search(name):
+            register_secret(value)
     if password:
         register_secret(password)
         userinfo = parts.netloc.rpartition("@")[0]

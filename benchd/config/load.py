@@ -558,12 +558,13 @@ def _env(match: re.Match[str], file: str, path: str, env: _Interpolated) -> str:
 def _register_secrets(value: Any, env: _Interpolated, path: str = "") -> None:
     """Register what the config says is secret with :mod:`benchd.redact`.
 
-    The password of any URL's user info; every value of a ``headers`` table that
-    came from ``${VAR}`` or sits under a credential header name
-    (:data:`~benchd.redact.SECRET_HEADERS`), with the variables' own values.
+    The password of any URL's user info and its credential query parameters;
+    every value of a ``headers`` table that came from ``${VAR}`` or sits under
+    a credential header name (:data:`~benchd.redact.SECRET_HEADERS`), with the
+    variables' own values.
     """
     if isinstance(value, str):
-        if "@" in value and "://" in value:
+        if "://" in value and ("@" in value or "?" in value):
             register_url(value)
         return
     if isinstance(value, list):

@@ -7,9 +7,15 @@ from dataclasses import dataclass, field
 from benchd.config.schema import check
 from benchd.embed.spec import read_spec, spec_problem
 
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+
 __all__ = ["MAX_BATCH", "EmbedConfig"]
 
 MAX_BATCH = 4096
+
+
+def _bytes_problem(value: int) -> str | None:
+    return None if value > 0 else "must be > 0"
 
 
 def _batch_problem(value: int) -> str | None:
@@ -24,6 +30,10 @@ class EmbedConfig:
     batch_size: int = field(default=64, metadata=check(_batch_problem))
     cache: bool = True
     cache_dir: str = ""
+    # the largest answer read from an openai: endpoint (declared or received)
+    max_response_bytes: int = field(
+        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(_bytes_problem)
+    )
 
     @property
     def label(self) -> str:

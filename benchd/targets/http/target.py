@@ -111,7 +111,7 @@ class HttpKindStore(HttpStore):
         super().__init__(config, auth, transport, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         # {embedding} / {q_embedding}: vectors from benchd's embed stage (docs/targets.md)
-        self._embed = embed_stage(config.embed) if config.embed is not None else None
+        self._embed = embed_stage(config.embed, config) if config.embed is not None else None
 
     def _what(self, template: Endpoint | None) -> str:
         assert template is not None
