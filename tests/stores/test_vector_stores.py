@@ -127,8 +127,9 @@ async def test_written_records_are_listed_searched_and_deleted(
         seen = await listed(store)
         assert set(seen) == {r.store_id for r in batch}
         assert all(store.unchanged(seen[r.store_id], r) for r in batch)
-        hits = await store.search(SearchQuery(q=memories[3]["content"], limit=5))
-        assert hits.ids[0] == batch[3].store_id and len(hits.ids) == 6  # one more: the sentinel
+        # as the flow asks it (NamespaceFlow.asked): k = 5 and room for the sentinel
+        hits = await store.search(SearchQuery(q=memories[3]["content"], limit=6))
+        assert hits.ids[0] == batch[3].store_id and len(hits.ids) == 6
         assert all(a >= b for a, b in zip(hits.scores, hits.scores[1:], strict=False))  # type: ignore[operator]
         assert await store.delete(batch[0].store_id) is True
         assert await store.delete(batch[0].store_id) is False
