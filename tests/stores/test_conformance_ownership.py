@@ -26,6 +26,7 @@ tested over a fake store in tests/targets/test_flow_guarantees.py.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from support import BenchdProcess
 from benchd.embed.config import EmbedConfig
 from benchd.errors import TargetProtocolError
 from benchd.fixtures.model import load_fixture, packaged_fixture
+from benchd.refstore.testing import started_refstore
 from benchd.targets.flow import NamespaceFlow
 from benchd.targets.owned import OwnedIds
 
@@ -137,6 +139,35 @@ def test_once_with_cleanup_after_leaves_nothing_of_benchds_not_even_the_sentinel
     assert once_json(config, server)["outcome"] == "success"
     assert benchd_rows(kind, server, ns, where(kind, tenant)) == 0
     assert tenant.snapshot() == before
+
+
+def test_zengram_once_with_cleanup_after_leaves_no_sentinel(tmp_path: Path) -> None:
+    """The same part on the reference store's Zengram API (``kind = "zengram"``)."""
+    key, ns = "conform-key-0123456789", "benchd-conform-after"
+    with started_refstore(
+        api_key=key, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
+    ) as store:
+        config = tmp_path / "zengram.toml"
+        config.write_text(f"""
+[[probe]]
+name = "zengram"
+fixture = "packaged:smoke"
+k = [10]
+[probe.target]
+kind = "zengram"
+url = "{store.url}"
+api_key_env = "CONFORM_KEY"
+namespace = "{ns}"
+cleanup = "after"
+[probe.budget]
+unlimited = true
+""")
+        os.environ["CONFORM_KEY"] = key
+        assert once_json(config, None)["outcome"] == "success"
+        with httpx.Client(base_url=store.url, headers={"x-api-key": key}) as client:
+            page = client.get("/export", params={"client_id": ns, "limit": 1000}).json()
+        active = [r["id"] for r in page["memories"] if r.get("active", True) is not False]
+        assert active == []
 
 
 # -- answers that lie, from a proxy of Chroma's own API -----------------------------------
