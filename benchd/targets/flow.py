@@ -16,6 +16,18 @@ as :class:`~benchd.targets.listing.Listing` says. No delete is sent for an
 id that was not listed in benchd's own namespace by this process, in the
 listing taken just before the delete. What a store cannot do (its
 :class:`~benchd.targets.store.Capabilities`) is skipped, never faked.
+
+What the flow never trusts, whatever the store (DESIGN §2b): that an id it
+is about to write is free (where the store can read ids in every namespace,
+those its listing does not show as benchd's are read first, and one another
+tenant holds fails the seed with ``ownership``, nothing written); that
+paging ends (a page with a next cursor that brings nothing new is a
+``decode`` error, and a listing holds at most max(20,000, 2 x corpus)
+records); that a reported count is true (counts are clamped to what was
+sent, ``purge`` counts what a listing after its deletes no longer shows, and
+a cleanup whose counts disagree lists to confirm); and that the store gives
+k results of the corpus when asked for k (it is asked for k plus the records
+benchd keeps beside the corpus: sentinels, lease records).
 """
 
 from __future__ import annotations
