@@ -27,8 +27,16 @@ from benchd.config.thresholds import (
     parse_fail_under,
     parse_threshold,
 )
-from benchd.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_THRESHOLD, UsageError
+from benchd.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_TARGET,
+    EXIT_THRESHOLD,
+    BenchdError,
+    UsageError,
+)
 from benchd.fixtures.model import load_fixture
+from benchd.logging import get_logger
 from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.status import result_to_json
@@ -37,6 +45,8 @@ from benchd.targets import register_kinds
 from benchd.targets.base import Progress
 
 __all__ = ["cli_thresholds", "exit_code", "register"]
+
+log = get_logger("benchd.once")
 
 FORMATS = ("table", "json", "junit", "trec")
 
@@ -232,12 +242,22 @@ async def run_probes(
         )
         try:
             result = await runner.run_once(progress=_progress(probe.name))
-            await runner.release_lease(probe.timeout_s)
+            await _leave(runner, probe.timeout_s)
         finally:
             await runner.aclose()
         results.append(result)
         say_read_only(result)
     return results
+
+
+async def _leave(runner: ProbeRunner, grace_s: float) -> None:
+    """After the cycle, hand the lease back; with ``cleanup = "after"`` first delete what is
+    left of the corpus and then the sentinel, so a ``once`` leaves nothing behind."""
+    try:
+        await runner.cleanup(grace_s)
+    except BenchdError as exc:
+        log.warning("cleanup failed", probe=runner.probe.name, error=str(exc))
+        await runner.release_lease(grace_s)
 
 
 def say_read_only(result: CycleResult) -> None:

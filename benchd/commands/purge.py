@@ -5,7 +5,8 @@ lists the namespace and deletes only records benchd wrote (its ids, or its
 mark where the store assigns ids; with an earlier version's sentinel, that
 version's bare fixture ids too), then the sentinel; records of anyone else
 stay. Refused while another live instance holds the namespace's lease,
-unless ``--force``.
+unless ``--force``. What it prints is counted by a listing taken after the
+deletes: a store's own counts are no proof.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from benchd.config.load import ProbeConfig, load_config
 from benchd.config.locate import locate_config
 from benchd.config.secrets import read_secret
-from benchd.errors import EXIT_OK, UsageError
+from benchd.errors import EXIT_OK, EXIT_TARGET, UsageError
 from benchd.fixtures.model import load_fixture
 from benchd.targets import build_target, capabilities_of, register_kinds
 from benchd.targets.base import ProbeTarget
@@ -38,7 +39,8 @@ def register(sub: Any) -> None:
             "[--probe NAME]... (the probes' namespaces) or --namespace NAME --url URL "
             "(a zengram store, e.g. the namespace of a replica that is gone). Refused while "
             "another live benchd instance holds the namespace's lease, unless --force. "
-            "Exit codes: 0 done, 2 bad flags or config, 3 store unreachable, refused or leased."
+            "Exit codes: 0 done, 2 bad flags or config, 3 store unreachable, refused, leased, or "
+            "records of benchd's still listed after their deletes."
         ),
     )
     p.add_argument(
@@ -101,14 +103,24 @@ def _targets(
 
 
 async def _handle(args: argparse.Namespace) -> int:
+    code = EXIT_OK
     for label, ns, target, memories in _targets(args):
         try:
             purged = await target.purge(memories, force=args.force)
         finally:
             await target.aclose()
+        # counted by a listing taken after the deletes, not by what the store said
         print(
             f"{label}: namespace {ns!r}: deleted {purged.records} benchd record(s) and "
             f"{purged.sentinels} sentinel(s); left {purged.foreign} record(s) benchd did not write"
         )
+        if purged.kept:
+            print(
+                f"{label}: namespace {ns!r}: {purged.kept} of benchd's record(s) still listed "
+                "after their deletes: the store did not delete them; run purge again or check "
+                "the store",
+                file=sys.stderr,
+            )
+            code = EXIT_TARGET
     sys.stdout.flush()
-    return EXIT_OK
+    return code

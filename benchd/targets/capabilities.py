@@ -38,6 +38,9 @@ class Capabilities:
     # fewer is counted as a short answer (benchd_short_answers_total)
     full_answers: bool = False
     retries: bool = False  # retries requests itself and counts them
+    # reads ids whatever namespace holds them (Store.holders): before writing, the flow
+    # refuses an id another tenant holds (many stores replace on an existing id)
+    holders: bool = False
     # where what the store can do is only known once it is built (the python kind's
     # retriever): what decides it; the fields are then its best case
     decided_by: str = ""
@@ -66,8 +69,10 @@ class Capabilities:
 
 @dataclass(frozen=True, slots=True)
 class Purged:
-    """What ``purge`` deleted: benchd's records, its sentinels, and what it left (not benchd's)."""
+    """What ``purge`` deleted (as a listing after the deletes shows): benchd's records, its
+    sentinels, what it left (not benchd's), and benchd's own still listed."""
 
     records: int
     sentinels: int
     foreign: int
+    kept: int = 0  # benchd's records (or sentinels) still listed after their deletes

@@ -354,6 +354,17 @@ class ChromaIO:
         return _id_meta(got, self.where, len(ids))
 
     @fresh_after_restart
+    async def holders(self, ids: Sequence[str]) -> dict[str, bool]:
+        """Which of ``ids`` the collection holds in any namespace: True where benchd's."""
+        cid = await self.collection_id(None)
+        if cid is None or not ids:
+            return {}
+        body = {"ids": list(ids), "include": ["metadatas"]}
+        got = await self._on_records(cid, "get", body)
+        key, ns = self.config.namespace_key, self.config.namespace
+        return {sid: meta.get(key) == ns for sid, meta in _id_meta(got, self.where, len(ids))}
+
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's records with these ids in its namespace: delete (filtered), add."""
         dims = len(rows[0][3]) if rows else None
@@ -459,6 +470,7 @@ def chroma_capabilities(config: ChromaConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's records; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        holders=True,
         full_answers=True,
         retries=True, bulk_deletes=BULK_DELETE,
     )  # fmt: skip

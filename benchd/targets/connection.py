@@ -159,10 +159,11 @@ class HttpFlow(NamespaceFlow):
         self.http_store = store
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:
-        return self.http_store.build_search_request(query)
+        return self.http_store.build_search_request(self.asked(query))
 
     async def parse_search_response(
         self, answer: Answer, query: SearchQuery, *, what: str = ""
     ) -> tuple[str, ...]:
         """A 2xx search answer's fixture ids: at most the limit asked for, sentinel removed."""
-        return self.finish(await self.http_store.parse_hits(answer, query, what=what), query)
+        hits = await self.http_store.parse_hits(answer, self.asked(query), what=what)
+        return self.finish(hits, query)

@@ -16,6 +16,18 @@ as :class:`~benchd.targets.listing.Listing` says. No delete is sent for an
 id that was not listed in benchd's own namespace by this process, in the
 listing taken just before the delete. What a store cannot do (its
 :class:`~benchd.targets.store.Capabilities`) is skipped, never faked.
+
+What the flow never trusts, whatever the store (DESIGN §2b): that an id it
+is about to write is free (where the store can read ids in every namespace,
+those its listing does not show as benchd's are read first, and one another
+tenant holds fails the seed with ``ownership``, nothing written); that
+paging ends (a page with a next cursor that brings nothing new is a
+``decode`` error, and a listing holds at most max(20,000, 2 x corpus)
+records); that a reported count is true (counts are clamped to what was
+sent, ``purge`` counts what a listing after its deletes no longer shows, and
+a cleanup whose counts disagree lists to confirm); and that the store gives
+k results of the corpus when asked for k (it is asked for k plus the records
+benchd keeps beside the corpus: sentinels, lease records).
 """
 
 from __future__ import annotations
@@ -155,7 +167,18 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def search(self, query: SearchQuery) -> tuple[str, ...]:
         """Fixture ids in the store's rank order (foreign results labelled, never relevant)."""
-        return self.finish(await self.store.search(query), query)
+        return self.finish(await self.store.search(self.asked(query)), query)
+
+    def asked(self, query: SearchQuery) -> SearchQuery:
+        """``query`` as the store is asked it: k plus the records benchd keeps in the namespace
+        beside its corpus (its sentinels as last listed, at least one, and the store's lease
+        records), which take result slots and are dropped from the ranking. A store answering
+        sets is asked for k: its answer is scored whole."""
+        if self.store.capabilities.unranked:
+            return query
+        sentinels = len(self._fresh.sentinels) if self._fresh is not None else 0
+        beside = max(1, sentinels) + max(0, self.store.lease_records)
+        return dataclasses.replace(query, limit=query.limit + beside)
 
     def finish(self, hits: Hits, query: SearchQuery) -> RankedIds:
         """A search's store ids (and scores) as scoring sees them.
@@ -178,10 +201,15 @@ class NamespaceFlow(NamespaceOwnership):
     def load_sender(
         self, queries: Sequence[SearchQuery], *, concurrency: int, timeout_s: float
     ) -> AbstractAsyncContextManager[Fire]:
-        """The store's own sender for the load pass, its hits mapped as :meth:`search` maps."""
-        return self.store.load_sender(
-            queries, self.finish, concurrency=concurrency, timeout_s=timeout_s
-        )
+        """The store's own sender for the load pass: each query asked as :meth:`search` asks
+        it (:meth:`asked`), its hits mapped and cut to the query's own k."""
+        asked = [self.asked(q) for q in queries]
+        own = {id(a): q for a, q in zip(asked, queries, strict=True)}
+
+        def finish(hits: Hits, query: SearchQuery) -> RankedIds:
+            return self.finish(hits, own.get(id(query), query))
+
+        return self.store.load_sender(asked, finish, concurrency=concurrency, timeout_s=timeout_s)
 
     # -- listing ----------------------------------------------------------------------
 
@@ -196,8 +224,15 @@ class NamespaceFlow(NamespaceOwnership):
         most = self._listing_limit
         for _ in range(most + 2):  # a store's pages bring at least one record each
             page = await self.store.list_page(cursor)
+            before = len(records)
             for record in page.records:
                 records.add(record)
+            if page.next is not None and not (page.new or len(records) > before):
+                raise TargetProtocolError(
+                    f"{self._where()}: a listing page after {before} record(s) brings no "
+                    "record not listed before, yet says more follow; the store's paging is "
+                    "broken (it repeats a page or ignores its cursor)"
+                )
             if len(records) > most:
                 raise TargetProtocolError(
                     f"{self._where()}: the namespace lists more than {most} records; benchd's "
@@ -226,6 +261,8 @@ class NamespaceFlow(NamespaceOwnership):
         existing = await self._list() if caps.lists else Listing({}, self._owned)
         changes = self._changes
         self._held = existing.held
+        if caps.writes:
+            await self._check_holders(existing)
         adopted = await self._take_ownership(existing)
         if self._read_only is None:
             await self._migrate(existing)
@@ -330,7 +367,7 @@ class NamespaceFlow(NamespaceOwnership):
             self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
-            for i, n in enumerate(await self.store.write(batch)):
+            for i, n in enumerate(_clamped(await self.store.write(batch), len(batch))):
                 totals[i] += n
             done += len(batch)
             if progress is not None:
@@ -480,7 +517,8 @@ class NamespaceFlow(NamespaceOwnership):
             extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
             more = Listing(extra, self._owned).claimed
             targets += [s for s, f in more.items() if f in wanted and s not in listed.claimed]
-        return await self._delete_ids(targets)
+        sent: list[str] = []
+        return await self._confirmed(sent, await self._delete_ids(targets, sent))
 
     async def release(self) -> int:
         """Delete the sentinel once the namespace holds no other record benchd wrote.
@@ -523,9 +561,26 @@ class NamespaceFlow(NamespaceOwnership):
         ours = list(listed.claimed)
         if "legacy" in listed.sentinels.values():
             ours += listed.legacy()
-        deleted = await self._delete_ids(ours)
-        marks = await self._delete_ids(list(listed.sentinels))
-        return Purged(deleted, marks, len(listed) - len(ours) - len(listed.sentinels))
+        sent: list[str] = []
+        await self._delete_ids(ours, sent)
+        marks = list(listed.sentinels)
+        await self._delete_ids(marks, sent)
+        # What went is what a listing no longer shows: a store's counts are no proof.
+        after = await self._list()
+        gone = [s for s in sent if s not in after.records]
+        kept = len(sent) - len(gone)
+        sentinels = sum(1 for s in gone if s in listed.sentinels)
+        foreign = len(listed) - len(ours) - len(marks)
+        return Purged(len(gone) - sentinels, sentinels, foreign, kept)
+
+    async def _confirmed(self, server_ids: Sequence[str], reported: int) -> int:
+        """How many of ``server_ids`` (deletes sent) went: the store's count where it says all
+        of them went, else what a listing taken now no longer shows (a count is no proof)."""
+        if reported == len(server_ids) or not self.store.capabilities.lists:
+            return reported
+        listed = await self._list()
+        self._held = listed.held
+        return sum(1 for s in server_ids if s not in listed.records)
 
     async def _still_listed(self, server_id: str) -> bool:
         """Whether a delete of ``server_id`` may go now: listed in the namespace recently.
@@ -542,12 +597,14 @@ class NamespaceFlow(NamespaceOwnership):
         self._checked[server_id] = self._listed_at
         return True
 
-    async def _delete_ids(self, server_ids: Sequence[str]) -> int:
+    async def _delete_ids(self, server_ids: Sequence[str], sent: list[str] | None = None) -> int:
         """Delete these (already verified) server ids, ``delete_concurrency`` at a time, the
-        requests kept within :attr:`write_rate` (:class:`Spacing`)."""
+        requests kept within :attr:`write_rate` (:class:`Spacing`); the ids a delete was
+        sent for are added to ``sent``."""
         spacing = Spacing.for_budget(self.write_rate)
+        sent = [] if sent is None else sent
         if (size := self.store.capabilities.bulk_deletes) > 1:
-            return await self._delete_sets(server_ids, size, spacing)
+            return await self._delete_sets(server_ids, size, spacing, sent)
         deleted = 0
 
         async def one(server_id: str) -> None:
@@ -556,6 +613,7 @@ class NamespaceFlow(NamespaceOwnership):
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
             self._changes += 1
+            sent.append(server_id)
             recheck = functools.partial(self._still_listed, server_id)
             if await self.store.delete(server_id, recheck):
                 deleted += 1
@@ -567,7 +625,9 @@ class NamespaceFlow(NamespaceOwnership):
         await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
         return deleted
 
-    async def _delete_sets(self, server_ids: Sequence[str], size: int, spacing: Spacing) -> int:
+    async def _delete_sets(
+        self, server_ids: Sequence[str], size: int, spacing: Spacing, sent: list[str]
+    ) -> int:
         """Delete these server ids in sets of ``size`` (a store's bulk delete), sets in flight
         ``delete_concurrency`` at a time.
 
@@ -584,7 +644,9 @@ class NamespaceFlow(NamespaceOwnership):
             if not ids:
                 return
             self._changes += 1
-            deleted += await self.store.delete_many(ids)
+            sent.extend(ids)
+            deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is
+            # the store's word: never more than was sent, never negative
             answered = time.monotonic()
             for server_id in ids:
                 checked = self._checked.pop(server_id, self._listed_at)
@@ -594,6 +656,17 @@ class NamespaceFlow(NamespaceOwnership):
 
         await run_bounded(_chunks(server_ids, size), one, limit=self.store.plan.delete_concurrency)
         return deleted
+
+
+def _clamped(counts: Counts, sent: int) -> Counts:
+    """A store's (written, skipped, errors) for a batch of ``sent``, each at least 0 and
+    together at most ``sent``: what a store reports is never counted beyond what was sent."""
+    left, out = sent, []
+    for n in counts:
+        kept = min(max(0, int(n)), left)
+        out.append(kept)
+        left -= kept
+    return out[0], out[1], out[2]
 
 
 def _noting_last(items: Iterable[T], last: list[T]) -> Iterator[T]:

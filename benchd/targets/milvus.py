@@ -407,6 +407,26 @@ class MilvusIO:
         return _entities(rows, c.id_field, c.mark_field, self.where)
 
     @fresh_after_restart
+    async def holders(self, ids: Sequence[str]) -> dict[str, bool]:
+        """Which of ``ids`` have an entity in any namespace: True where it is benchd's."""
+        if not ids or not await self.ready(None):
+            return {}
+        c = self.config
+        client = await self.client()
+        rows = await self._call(
+            "query", client.query, self.name,
+            filter=f"{c.id_field} in [{', '.join(literal(i) for i in ids)}]",
+            output_fields=[c.id_field, c.namespace_field], limit=len(ids),
+            consistency_level=CONSISTENCY,
+        )  # fmt: skip
+        wanted, out = set(ids), dict[str, bool]()
+        for row in list(rows or ()):
+            sid = row.get(c.id_field) if isinstance(row, Mapping) else None
+            if isinstance(sid, str) and sid in wanted:
+                out[sid] = out.get(sid, True) and row.get(c.namespace_field) == c.namespace
+        return out
+
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's entities with these ids in its namespace: delete (filtered), insert."""
         if not rows:
@@ -538,6 +558,7 @@ def milvus_capabilities(config: MilvusConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's entities; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        holders=True,
         full_answers=True, bulk_deletes=BULK_DELETE,
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from benchd.errors import OwnershipError
 from benchd.logging import get_logger
+from benchd.targets.client import run_bounded
 from benchd.targets.idtable import IdSet
 from benchd.targets.lease import Holder, LeaseHolder
 from benchd.targets.listing import Listing
@@ -23,6 +24,9 @@ from benchd.targets.store import Record, Store
 __all__ = ["NamespaceOwnership"]
 
 log = get_logger("benchd.targets")
+
+HOLDERS_BATCH = 500
+"""Ids read in one :meth:`~benchd.targets.store.Store.holders` call before a write."""
 
 
 class NamespaceOwnership:
@@ -191,3 +195,41 @@ class NamespaceOwnership:
             deleted=deleted,
             sentinel=legacy[0],
         )
+
+    async def _check_holders(self, existing: Listing) -> None:
+        """Refuse to write over a record someone else holds under one of benchd's ids.
+
+        The ids this seed may write that ``existing`` does not list as benchd's
+        (the corpus's, the sentinel) are read without the namespace filter
+        (:meth:`~benchd.targets.store.Store.holders`), before anything is
+        written: a store that replaces on an existing id would otherwise take
+        another tenant's record into benchd's namespace, and a cleanup would
+        delete it. A steady cycle lists every id and reads nothing. On a store
+        without compare-and-swap a write landing between this read and benchd's
+        write is not seen (docs/ownership.md).
+        """
+        caps = self.store.capabilities
+        if not (caps.holders and caps.owned_ids):
+            return
+        owned = self._owned
+        ids = [owned.store_id(f) for f in owned.fixture_ids if not existing.claims(f)]
+        sentinel = sentinel_id(owned.namespace)
+        if sentinel not in existing.records:
+            ids.append(sentinel)
+        foreign: list[str] = []
+
+        async def one(chunk: Sequence[str]) -> None:
+            found = await self.store.holders(chunk)
+            wanted = set(chunk)
+            foreign.extend(i for i, mine in (found or {}).items() if not mine and i in wanted)
+
+        chunks = [ids[n : n + HOLDERS_BATCH] for n in range(0, len(ids), HOLDERS_BATCH)]
+        await run_bounded(chunks, one, limit=self.store.plan.concurrency)
+        if foreign:
+            foreign.sort()
+            raise OwnershipError(
+                f"{self._where()}: {len(foreign)} record(s) under ids benchd writes are held "
+                f"outside its namespace by someone else (e.g. {foreign[0]!r}); benchd never "
+                "writes over another tenant's record, and wrote nothing: remove or rename "
+                "them, or choose another namespace"
+            )

@@ -244,6 +244,10 @@ class PgvectorSQL:
             f"FROM {self.table} WHERE {self.ns} = %s AND {self.id} = ANY(%s)"
         )
 
+    def holders(self) -> str:
+        """Ids in any namespace, and whether each row is in benchd's."""
+        return f"SELECT {self.shown_id}, {self.ns} = %s FROM {self.table} WHERE {self.id} = ANY(%s)"
+
     def clear(self) -> str:
         """Before a write: benchd's own ids, in its own namespace only."""
         return f"DELETE FROM {self.table} WHERE {self.ns} = %s AND {self.id} = ANY(%s)"
@@ -513,6 +517,20 @@ class PgvectorIO:
         return [(self._id(i), _mark(m)) for i, m in rows]
 
     @fresh_after_restart
+    async def holders(self, ids: Sequence[str]) -> dict[str, bool]:
+        """Which of ``ids`` the table holds in any namespace: True where benchd's."""
+        if not ids or (not self.config.shared and not await self.exists()):
+            return {}
+        async with self.connection() as conn:
+            cur = await conn.execute(self.sql.holders(), (self.config.namespace, list(ids)))
+            rows = await cur.fetchall()
+        out: dict[str, bool] = {}
+        for i, mine in rows:
+            sid = self._id(i)
+            out[sid] = out.get(sid, True) and bool(mine)
+        return out
+
+    @fresh_after_restart
     async def write(self, rows: Sequence[Row]) -> None:
         """Replace benchd's rows with these ids in its namespace, in one transaction."""
         ns = self.config.namespace
@@ -636,6 +654,7 @@ def pgvector_capabilities(config: PgvectorConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's rows; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        holders=True,
         full_answers=True, bulk_deletes=BULK_DELETE,
     )
 

@@ -384,22 +384,23 @@ class QdrantIO:
         wanted = set(ids)
         return [m for m in map(self._marked, await self._points(ids)) if m[0] in wanted]
 
+    async def holders(self, ids: Sequence[str]) -> dict[str, bool]:
+        """Which of ``ids`` have a point in any namespace: True where it is benchd's."""
+        if not ids or not await self.ready(None):
+            return {}
+        by_point = {point_id(i): i for i in ids}
+        out: dict[str, bool] = {}
+        for point in await self._points(ids):
+            sid = by_point.get(str(getattr(point, "id", "")))
+            if sid is not None:
+                out[sid] = self._marked(point)[0] == sid
+        return out
+
     async def write(self, rows: Sequence[Row]) -> None:
-        """Upsert benchd's points, after checking that none of those ids is someone else's."""
+        """Upsert benchd's points (the flow read their ids first: :meth:`holders`)."""
         if not rows:
             return
         await self.ready(len(rows[0][3]))
-        ids = [r[0] for r in rows]
-        mine = {m[0] for m in await self.rows(ids)}
-        taken = [i for i in ids if i not in mine]
-        if taken:
-            foreign = await self._points(taken)
-            if foreign:
-                raise OwnershipError(
-                    f"{self.where}: {len(foreign)} point(s) with benchd's ids (e.g. "
-                    f"{point_id(taken[0])}) are not benchd's in namespace "
-                    f"{self.config.namespace!r}; benchd never overwrites them"
-                )
         m, c = self._models, self.config
         points = [
             m.PointStruct(
@@ -515,6 +516,7 @@ def qdrant_capabilities(config: QdrantConfig) -> Capabilities:
     """Lists, writes and deletes its namespace's points; the sentinel keeps the lease."""
     return Capabilities(
         lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+        holders=True,
         full_answers=True,
     )  # fmt: skip
 

@@ -166,7 +166,7 @@ class RetrieverStore(StoreDefaults):
         return listed.kept is not None and listed.kept == fingerprint(_wire(record))
 
     async def search(self, query: SearchQuery) -> Hits:
-        k = query.limit + 1  # room for the sentinel, which is dropped, never scored
+        k = query.limit  # the flow's room for the sentinel included: dropped, never scored
         if self._scores:
             pairs = await self._run("search_scores", query.q, k)
             ids = _ids([p[0] if isinstance(p, tuple | list) and p else p for p in pairs], k, self)

@@ -49,8 +49,10 @@ What a kind implements (:class:`Store`)
 ``search(query)``
     The store's ids in rank order (or as a set, see
     :attr:`Capabilities.unranked`) with the store's scores where it gives
-    them, as :class:`Hits`. The flow maps them to fixture ids, drops the
-    sentinel and cuts to ``query.limit``: ask the store for one more.
+    them, as :class:`Hits`, asked for ``query.limit`` results as given: the
+    flow has raised it by the records benchd keeps beside its corpus (the
+    sentinel, lease records), maps the ids to fixture ids, drops those
+    records and cuts to the k it was asked.
 ``info()``, ``aclose()``
     Describe the store (cheap, no side effects); release connections.
 
@@ -61,9 +63,17 @@ may have skipped, read by id), ``delete_many(ids)`` (declared by
 :attr:`Capabilities.bulk_deletes`: delete a set of records in one call, each
 only while it is in benchd's namespace — the store's delete filters on the
 namespace — and answer how many went),
-``read_sentinel(store_id)`` (the sentinel, read without listing the whole
-namespace: the lease is read back after every heartbeat and before it is
-handed back; None where the store cannot, and the flow lists the namespace),
+``holders(ids)`` (declared by :attr:`Capabilities.holders`: which of these
+ids the store holds in *any* namespace, each True where the record is
+benchd's in its namespace and False where it is someone else's; ids it does
+not hold are left out — read without the namespace filter, so that the flow
+refuses to write over another tenant's record; None where it cannot),
+``lease_records`` (records the store keeps for the lease beside the
+sentinel, as its latest listing showed them: each takes a result slot;
+0 where the lease rides on the sentinel), ``read_sentinel(store_id)`` (the
+sentinel, read without listing the whole namespace: the lease is read back
+after every heartbeat and before it is handed back; None where the store
+cannot, and the flow lists the namespace),
 ``unchanged(listed, record)`` (the store would skip this write as a
 duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
 corpus before the first search, each record with its latest listing's
@@ -170,6 +180,11 @@ class Page:
 
     records: Sequence[Listed]
     next: str | None = None
+    # Whether the page brought a record not listed before, where the store judged it itself
+    # (it reads records it does not show: inactive ones, lease records); None: the flow
+    # judges by ``records``, and a page with a ``next`` that brings nothing new ends the
+    # listing as a ``decode`` error.
+    new: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +217,9 @@ class Store(Protocol):
     @property
     def retry_wait_s(self) -> float: ...
 
+    @property
+    def lease_records(self) -> int: ...
+
     async def info(self) -> TargetInfo: ...
 
     async def list_page(self, cursor: str | None) -> Page: ...
@@ -217,6 +235,8 @@ class Store(Protocol):
     async def delete_many(self, store_ids: Sequence[str]) -> int: ...
 
     async def read_sentinel(self, store_id: str) -> Sequence[Listed] | None: ...
+
+    async def holders(self, store_ids: Sequence[str]) -> Mapping[str, bool] | None: ...
 
     def unchanged(self, listed: Listed, record: Record) -> bool: ...
 
@@ -250,6 +270,11 @@ class StoreDefaults:
     def retry_wait_s(self) -> float:
         return 0.0
 
+    @property
+    def lease_records(self) -> int:
+        """The lease rides on the sentinel: no record of its own."""
+        return 0
+
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
         """No read-by-id: a record the listing skipped is missing."""
         return ()
@@ -257,6 +282,10 @@ class StoreDefaults:
     async def delete_many(self, store_ids: Sequence[str]) -> int:
         """Only called where :attr:`Capabilities.bulk_deletes` is declared."""
         raise NotImplementedError("this store declares no bulk delete")
+
+    async def holders(self, store_ids: Sequence[str]) -> Mapping[str, bool] | None:
+        """No read across namespaces: another tenant's record under benchd's id is not seen."""
+        return None
 
     async def read_sentinel(self, store_id: str) -> Sequence[Listed] | None:
         """No cheaper read than the listing: the flow lists the namespace for the lease."""

@@ -203,6 +203,10 @@ class VectorIO(Protocol):
 
     async def rows(self, ids: Sequence[str]) -> list[Marked]: ...
 
+    async def holders(self, ids: Sequence[str]) -> dict[str, bool]:
+        """Which of ``ids`` the store holds in any namespace: True where benchd's."""
+        ...
+
     async def write(self, rows: Sequence[Row]) -> None: ...
 
     async def delete(self, store_id: str) -> bool: ...
@@ -239,6 +243,10 @@ class VectorStore(StoreDefaults):
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]:
         found = (await self.io.rows(store_ids))[: len(store_ids)]
         return [listed_of(self._id(sid), mark) for sid, mark in found]
+
+    async def holders(self, store_ids: Sequence[str]) -> Mapping[str, bool] | None:
+        """Which of these ids the store holds, read without the namespace filter."""
+        return await self.io.holders(store_ids)
 
     async def write(self, batch: Sequence[Record]) -> tuple[int, int, int]:
         """Embed the batch (cache first) and write it; all written or an error."""
@@ -301,7 +309,7 @@ class VectorStore(StoreDefaults):
         (score descending, id ascending), for every kind and every run.
         """
         vector = await self.embed.query(query.q)
-        want = query.limit + 1  # room for the sentinel
+        want = query.limit  # the flow's room for the sentinel included
         asked = 2 * want
         started = time.perf_counter()
         hits = self._checked(await self.io.search(vector, asked), asked)

@@ -236,8 +236,8 @@ class ZengramStore(HttpStore):
     def _search_params(self, query: SearchQuery) -> dict[str, str | int]:
         params: dict[str, str | int] = {
             "q": query.q,
-            # one more than asked: room for the sentinel, which is dropped, never scored
-            "limit": min(query.limit + 1, SEARCH_CAP),
+            # as the flow asks: room for the sentinel, which is dropped, never scored
+            "limit": min(query.limit, SEARCH_CAP),
             "client_id": self.config.namespace,
             "read_only": "true",
             "track_access": "false",
@@ -251,7 +251,7 @@ class ZengramStore(HttpStore):
     async def parse_hits(self, answer: Answer, query: SearchQuery, *, what: str = "") -> Hits:
         """A 2xx search answer's server ids and scores (as many as were asked for)."""
         what = what or f"GET {self._base}/memory/search"
-        sent = min(query.limit + 1, SEARCH_CAP)  # what was asked (room for the sentinel)
+        sent = min(query.limit, SEARCH_CAP)  # what was asked (room for the sentinel)
         ids, scores = await decode(answer.body, what, partial(wire.search_hits, sent, what))
         return Hits(ids, scores)
 
@@ -276,7 +276,7 @@ class ZengramStore(HttpStore):
             self._seen = SeenIds()
             return Page(listed)
         self._check_progress(offset, page, self._seen)
-        return Page(listed, str(offset + len(page)))
+        return Page(listed, str(offset + len(page)), new=True)  # checked: inactive ones too
 
     def _sentinel_in(self, page: Sequence[Mapping[str, Any]], found: bytes | None) -> bytes | None:
         """The digest of the sentinel's text where ``page`` lists it active, else ``found``."""

@@ -18,7 +18,9 @@ __all__ = [
     "config_text",
     "env_for",
     "once_json",
+    "shared_target",
     "target_table",
+    "tenant_of",
 ]
 
 
@@ -49,6 +51,7 @@ def config_text(
     cache_dir: Path,
     probe: str = "",
     embed: str = "",
+    interval_s: float = 3600,
     **extra: Any,
 ) -> str:
     return f"""
@@ -57,7 +60,7 @@ name = "{kind}"
 fixture = "{fixture}"
 k = [5, 10]
 timeout_s = 600
-interval_s = 3600
+interval_s = {interval_s}
 {probe}
 
 [probe.target]
@@ -186,3 +189,22 @@ class EmbeddingsStandIn:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
+    """Another tenant of ``kind``'s shared table or collection on ``server`` (tenants.py)."""
+    from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
+
+    if kind == "pgvector":
+        return PostgresTenant(server.admin_dsn, dims)
+    if kind == "chroma":
+        return ChromaTenant(server.url, dims)
+    if kind == "qdrant":
+        return QdrantTenant(server.path, dims)
+    return MilvusTenant(server.uri, dims)
+
+
+def shared_target(kind: str, tenant: Any) -> dict[str, Any]:
+    """The ``[probe.target]`` settings that write beside ``tenant``, in its table/collection."""
+    where = {"table": tenant.table} if kind == "pgvector" else {"collection": tenant.name}
+    return {"shared": True, **where}

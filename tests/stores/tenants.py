@@ -29,8 +29,16 @@ def vectors(texts: Sequence[str], dims: int) -> list[list[float]]:
     return [[float(x) for x in row] for row in np.asarray(matrix)]
 
 
-def _records(memories: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    return [(str(m["id"]), str(m.get("content") or m.get("text"))) for m in memories]
+def _records(
+    memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """(id, text) of each memory: the fixture's own id, or the one ``ids`` maps it to (the id
+    benchd would write it under, for a tenant that got there first)."""
+    named = ids or {}
+    return [
+        (named.get(str(m["id"]), str(m["id"])), str(m.get("content") or m.get("text")))
+        for m in memories
+    ]
 
 
 class PostgresTenant:
@@ -52,7 +60,9 @@ class PostgresTenant:
             cur.execute(sql, params)
             return cur.fetchall() if cur.description else []
 
-    def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
+    def create(
+        self, memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+    ) -> None:
         self._run(f"DROP TABLE IF EXISTS {self.table}")
         self._run(
             f"CREATE TABLE {self.table} (id text PRIMARY KEY, namespace text NOT NULL, "
@@ -61,7 +71,7 @@ class PostgresTenant:
         )
         self._run(f"CREATE INDEX ON {self.table} USING hnsw (embedding vector_cosine_ops)")
         self._run(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {self.table} TO benchd")
-        rows = _records(memories)
+        rows = _records(memories, ids)
         self._run(
             f"INSERT INTO {self.table} VALUES (%s, %s, %s, %s::jsonb, %s::vector)",
             [
@@ -102,14 +112,16 @@ class ChromaTenant:
         self.dims = dims
         self.id = ""
 
-    def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
+    def create(
+        self, memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+    ) -> None:
         httpx.delete(f"{self.base}/{self.name}", timeout=30)
         made = httpx.post(
             self.base, json={"name": self.name, "metadata": {"owner": "tenant"}}, timeout=30
         )
         made.raise_for_status()
         self.id = made.json()["id"]
-        rows = _records(memories)
+        rows = _records(memories, ids)
         body = {
             "ids": [i for i, _ in rows],
             "documents": [t for _, t in rows],
@@ -145,7 +157,9 @@ class MilvusTenant:
         # "too many pings" to the next client that borrows it
         return MilvusClient(uri=self.uri, dedicated=True)
 
-    def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
+    def create(
+        self, memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+    ) -> None:
         from pymilvus import DataType
 
         client = self._client()
@@ -161,7 +175,7 @@ class MilvusTenant:
             index = client.prepare_index_params()
             index.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
             client.create_collection(self.name, schema=schema, index_params=index)
-            rows = _records(memories)
+            rows = _records(memories, ids)
             vecs = vectors([t for _, t in rows], self.dims)
             entities = [
                 {"id": i, "namespace": TENANT, "content": t, "benchd": {"x": 1}, "vector": v}
@@ -217,8 +231,12 @@ class QdrantTenant:
 
         return str(uuid.uuid5(uuid.NAMESPACE_URL, fixture_id))
 
-    def create(self, memories: Sequence[Mapping[str, Any]]) -> None:
+    def create(
+        self, memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+    ) -> None:
         from qdrant_client import models
+
+        from benchd.targets.qdrant import point_id  # benchd's point of a benchd id
 
         client = self._client()
         try:
@@ -229,10 +247,10 @@ class QdrantTenant:
                 vectors_config=models.VectorParams(size=self.dims, distance=models.Distance.COSINE),
                 metadata={"owner": "tenant"},
             )
-            rows = _records(memories)
+            rows = _records(memories, ids)
             points = [
                 models.PointStruct(
-                    id=self.point(i), vector=v,
+                    id=self.point(i) if ids is None else point_id(i), vector=v,
                     payload={"benchd_namespace": TENANT, "content": t, "fixture_id": i},
                 )
                 for (i, t), v in zip(rows, vectors([t for _, t in rows], self.dims), strict=True)

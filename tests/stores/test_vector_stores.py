@@ -27,6 +27,7 @@ from benchd.embed.config import EmbedConfig
 from benchd.errors import OwnershipError, TargetAuthError
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.targets.base import SearchQuery
+from benchd.targets.flow import NamespaceFlow
 from benchd.targets.lease import LeaseHolder
 from benchd.targets.owned import OwnedIds, sentinel_id, sentinel_text
 from benchd.targets.store import Record
@@ -126,8 +127,9 @@ async def test_written_records_are_listed_searched_and_deleted(
         seen = await listed(store)
         assert set(seen) == {r.store_id for r in batch}
         assert all(store.unchanged(seen[r.store_id], r) for r in batch)
-        hits = await store.search(SearchQuery(q=memories[3]["content"], limit=5))
-        assert hits.ids[0] == batch[3].store_id and len(hits.ids) == 6  # one more: the sentinel
+        # as the flow asks it (NamespaceFlow.asked): k = 5 and room for the sentinel
+        hits = await store.search(SearchQuery(q=memories[3]["content"], limit=6))
+        assert hits.ids[0] == batch[3].store_id and len(hits.ids) == 6
         assert all(a >= b for a, b in zip(hits.scores, hits.scores[1:], strict=False))  # type: ignore[operator]
         assert await store.delete(batch[0].store_id) is True
         assert await store.delete(batch[0].store_id) is False
@@ -356,11 +358,11 @@ async def test_qdrant_never_overwrites_a_foreign_point_at_benchds_point_id(
     before = tenant.snapshot()
     store = make_store("qdrant", server, ns, tmp_path, shared=True, collection=tenant.name)
     try:
-        with pytest.raises(OwnershipError, match="never overwrites") as caught:
-            await store.write(batch)
+        with pytest.raises(OwnershipError, match="never writes over") as caught:
+            await NamespaceFlow(store).seed(memories)  # the flow reads benchd's ids first
         assert caught.value.kind == "ownership"
         assert await store.delete(batch[2].store_id) is False
-        assert (await store.list_page(None)).records == []
+        assert (await store.list_page(None)).records == []  # nothing written, no sentinel
     finally:
         await store.aclose()
     assert tenant.snapshot() == before

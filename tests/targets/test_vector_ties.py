@@ -46,7 +46,8 @@ async def test_tied_scores_come_back_in_one_order_whatever_order_the_store_used(
         io = ShuffledTies(seed)
         s = store(io, str(tmp_path))
         s.seeded([object()] * 33)  # type: ignore[list-item]
-        answers.append((await s.search(SearchQuery(q="q", limit=10))).ids)
+        # as the flow asks it (NamespaceFlow.asked): k = 10 and room for the sentinel
+        answers.append((await s.search(SearchQuery(q="q", limit=11))).ids)
         assert io.asked == [22, 44]  # the tie at the cut ran past 22: read on, once
         await s.aclose()
     assert all(a == answers[0] for a in answers)

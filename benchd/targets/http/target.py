@@ -181,7 +181,7 @@ class HttpKindStore(HttpStore):
 
     def _search_values(self, query: SearchQuery) -> dict[str, Any]:
         max_k = self.config.search.max_k
-        k = query.limit + 1  # room for the sentinel, which is dropped, never scored
+        k = query.limit  # the flow's room for the sentinel included: dropped, never scored
         return {
             "q": query.q,
             "k": min(k, max_k) if max_k else k,

@@ -187,6 +187,11 @@ class McpStore(StoreDefaults):
         http = self.session.http
         return http.retry_wait_s if http is not None else 0.0
 
+    @property
+    def lease_records(self) -> int:
+        """The lease records the latest listing showed: each takes a search result's slot."""
+        return len(self._leases)
+
     async def check(self) -> list[str]:
         """The tool map's mismatches with the server's ``tools/list``, one line each."""
         return await self.tools.check()
@@ -211,7 +216,14 @@ class McpStore(StoreDefaults):
         ids, more = await self.tools.list_page(page)
         if page == 0:
             self._reading, self._reading_ids = {}, set()
+        before = len(self._reading_ids)
         self._reading_ids.update(ids)
+        if more and len(self._reading_ids) == before:
+            raise TargetProtocolError(
+                f"{self._where()}: the list tool's page {page} names nothing not listed "
+                "before, yet is full: the server ignores the page's offset; check the list "
+                "tool's arguments in the tool map"
+            )
         records: list[Listed] = []
         for store_id in ids:
             holder = self._lease_of(store_id)
@@ -220,7 +232,7 @@ class McpStore(StoreDefaults):
             else:
                 self._reading[store_id] = holder
         if more:
-            return Page(records, str(page + 1))
+            return Page(records, str(page + 1), new=True)  # lease records counted too
         self._leases, self._ids = self._reading, self._reading_ids
         self._check_unmarked(self._ids)
         lease = shown(self._leases.values(), self._token)
