@@ -43,6 +43,9 @@ ANSWER_CONTENT_TYPE = "application/json; benchd-from=text/event-stream"
 _PARSE_BYTES = 64 * 1024
 """Events up to this size that name ``"method"`` are decoded to tell a notification."""
 
+_PIECE_BYTES = 256 * 1024
+"""The answer event is handed on in pieces of this size (see :func:`_pieces`)."""
+
 _YIELD_EVERY = 64
 """Events dropped between two checkpoints (a flood of notifications never holds the loop)."""
 
@@ -71,6 +74,19 @@ def is_answer(data: bytes) -> bool:
     except (ValueError, RecursionError):
         return True  # not JSON: the wire's decode says so
     return not (isinstance(value, dict) and "method" in value)
+
+
+async def _pieces(event: bytes) -> AsyncIterator[bytes]:
+    """``event`` in :data:`_PIECE_BYTES` pieces, a checkpoint between two: the reader
+    writes a large answer to its spill file a piece at a time, the loop free between."""
+    if len(event) <= _PIECE_BYTES:
+        yield event
+        return
+    with memoryview(event) as view:
+        for start in range(0, len(event), _PIECE_BYTES):
+            if start:
+                await anyio.lowlevel.checkpoint()
+            yield bytes(view[start : start + _PIECE_BYTES])
 
 
 def _data(pending: bytearray, end: int) -> bytes | None:
@@ -115,7 +131,8 @@ class _AnswerStream(httpx.AsyncByteStream):
                 event = b"\n".join(data)
                 data, held = [], 0
                 if is_answer(event):
-                    yield event
+                    async for piece in _pieces(event):
+                        yield piece
                     return
                 dropped += 1
                 if dropped % _YIELD_EVERY == 0:
@@ -126,10 +143,13 @@ class _AnswerStream(httpx.AsyncByteStream):
                     f"{self._where}: an event of more than max_response_bytes = {self._max} "
                     "bytes in the event stream"
                 )
+        if (value := _data(pending, len(pending))) is not None:  # a last line, unended
+            data.append(value)
         if data:  # the stream ended inside the event (no blank line after it)
             event = b"\n".join(data)
             if is_answer(event):
-                yield event
+                async for piece in _pieces(event):
+                    yield piece
 
     async def aclose(self) -> None:
         await self._inner.aclose()
