@@ -27,6 +27,7 @@ flood's notifications first) and closes it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -42,6 +43,7 @@ TOOL = {
 HEALTHY = {"results": [{"id": "m1", "score": 0.9}]}
 
 
+@functools.cache
 def graph(n: int) -> str:
     entities = [
         {"name": f"memory-{i:06d}", "entityType": "memory", "observations": [f"note {i}"]}
@@ -156,7 +158,7 @@ def serve(mode: str, entities: int, port: int) -> int:
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
-    print(f"hostile listening on {port}", flush=True)
+    print(f"hostile listening on {server.server_address[1]}", flush=True)
     server.serve_forever()
     return 0
 
