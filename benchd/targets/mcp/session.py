@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from benchd.errors import TargetProtocolError, TargetToolError
 from benchd.targets.client import RetryingClient
+from benchd.targets.mcp.messages import ERROR_CHARS
 from benchd.targets.mcp.wire import Message, Reduce, Wire
 from benchd.targets.said import words
 
@@ -43,6 +44,19 @@ class McpToolError(TargetToolError):
     MCP carries a tool's failure inside a successful answer (an HTTP 200, a
     stdio line): no HTTP status to count it as, so it has a kind of its own.
     """
+
+
+class _ToolRefused(TargetToolError):
+    """A tool's ``isError`` as its reducer reports it: the tool's text, not yet masked (the
+    decode worker has no secrets to mask); the session raises :class:`McpToolError`."""
+
+    def __init__(self, name: str, text: str) -> None:
+        super().__init__(name)
+        self.name = name
+        self.text = text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_ToolRefused, (self.name, self.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +156,11 @@ class McpSession:
         }
         answer = await wire.request(message, self._timeout_s, reduce)
         if "failed" in answer:
-            raise answer["failed"]
+            failed = answer["failed"]
+            if isinstance(failed, _ToolRefused):  # masked here: the worker knows no secrets
+                said = words(failed.text) or "no message"
+                raise McpToolError(f"{wire.where}: tool {failed.name!r} failed: {said}")
+            raise failed
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
             text = words(str(error.get("message", "")))
@@ -221,8 +239,7 @@ def _tool_answer(
         part.text for part in result.content if isinstance(part, mcp_types.TextContent)
     )
     if result.is_error:
-        message = words(" ".join(texts)) or "no message"
-        raise McpToolError(f"{where}: tool {name!r} failed: {message}")
+        raise _ToolRefused(name, " ".join(texts)[:ERROR_CHARS])
     answer = ToolAnswer(result.structured_content, texts)
     return answer if keep is None else keep(answer)
 

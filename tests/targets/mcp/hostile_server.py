@@ -13,6 +13,7 @@ of one tool, ``search``, taking ``{query}``) for a session to reach the call;
 - ``big-line``: one line of about 7.9 MB (the answer with a long text beside the
   results);
 - ``list-id`` / ``object-id``: the answer with ``"id": [1]`` / ``{"x": 1}``;
+- ``big-error``: ``isError`` with a 700 KB text starting with ``$HOSTILE_KEY``;
 - ``silent``: writes two lines to stderr as it starts (``npm error ...``) and never
   answers the call;
 - ``die``: exits in the middle of the call (status 3);
@@ -62,6 +63,9 @@ def tool_answer(mode: str, entities: int) -> dict[str, Any]:
     if mode == "big-line":
         padding = "x" * 7_900_000
         return {"content": [{"type": "text", "text": padding}], "structuredContent": HEALTHY}
+    if mode == "big-error":  # a tool's refusal, echoing a key, past the inline size
+        refusal = f"upstream refused key {os.environ['HOSTILE_KEY']} " + "z" * 700_000
+        return {"content": [{"type": "text", "text": refusal}], "isError": True}
     text = json.dumps(HEALTHY)
     return {"content": [{"type": "text", "text": text}], "structuredContent": HEALTHY}
 

@@ -21,10 +21,11 @@ import pytest
 from mcp_servers import free_port, http_server
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
+from benchd.redact import clear_secrets, register_secret
 from benchd.targets import decoder
 from benchd.targets.mcp.config import McpConfig, SearchTool, ToolMap
 from benchd.targets.mcp.connect import open_session
-from benchd.targets.mcp.session import McpSession
+from benchd.targets.mcp.session import McpSession, McpToolError
 from benchd.targets.mcp.tools import ToolStore
 
 pytestmark = pytest.mark.anyio
@@ -270,3 +271,18 @@ async def test_a_request_waiting_to_write_when_the_wire_is_closed_is_connect() -
         await session.aclose()
     (failed,) = outcome
     assert isinstance(failed, TargetUnreachable) and failed.kind == "connect", repr(failed)
+
+
+async def test_a_large_tool_refusal_is_masked_though_it_is_read_in_the_worker() -> None:
+    secret = "sk-hostile-0123456789abcdef"
+    register_secret(secret)
+    try:
+        failed = await search_with(stdio("big-error", env={"HOSTILE_KEY": secret}))
+    except McpToolError as exc:
+        failed = exc
+    finally:
+        clear_secrets()
+    assert isinstance(failed, McpToolError) and failed.kind == "tool_error"
+    message = str(failed)
+    assert "tool 'search' failed: upstream refused key" in message
+    assert secret not in message and "sk-hostile" not in message and len(message) < 600
