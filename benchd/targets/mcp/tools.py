@@ -158,9 +158,10 @@ class ToolStore:
         self, q: str, k: int, reference_date: str | None = None, *, room: int = 1
     ) -> tuple[list[str], list[float | None]]:
         """The ids the search tool answered (all of a set; at most ``k + room`` of a
-        ranking: ``room`` for benchd's own records, which the flow drops before it cuts)."""
+        ranking: ``room`` for benchd's own records, which the flow drops before it cuts;
+        a set is asked for ``k``, as it is scored whole)."""
         tool = self.config.tools.search
-        asked = k + room
+        asked = k + room if tool.returns == "ranked" else k
         limit = min(asked, tool.max_k) if tool.max_k is not None else asked
         values: dict[str, Any] = {"q": q, "k": limit}
         if reference_date is not None:
