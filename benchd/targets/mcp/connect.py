@@ -9,6 +9,7 @@ import httpx
 from benchd.config.secrets import Secret
 from benchd.targets.client import ErrorContext, RetryingClient, RetryPolicy
 from benchd.targets.mcp.config import McpConfig
+from benchd.targets.mcp.events import answer_events
 from benchd.targets.mcp.session import McpSession
 from benchd.targets.mcp.wire import HttpWire, StdioWire, Wire
 
@@ -54,6 +55,8 @@ def _http_client(
         headers={"user-agent": "benchd", **config.headers, **auth},
         timeout=config.timeout_s,
         follow_redirects=False,
+        # an event-stream answer ends at its JSON-RPC answer, open stream or not
+        event_hooks={"response": [answer_events(config.max_response_bytes)]},
     )
     policy = RetryPolicy(
         config.max_retries, config.backoff_s, max_retry_after_s=config.max_retry_after_s

@@ -7,11 +7,15 @@ forgot): the call that met the end fails (kind ``connect``), the next call
 starts over. Every answer is validated with the MCP SDK's own types
 (``mcp_types``), so a server that breaks the protocol is a ``decode``
 error naming the method. A tool answer with ``isError`` is a
-:class:`McpToolError` carrying the tool's own message.
+:class:`McpToolError` carrying the tool's own message. Validation runs in
+the reducer each request hands its wire, where the answer is decoded: in
+the decode worker for a large one, which hands back only what the caller
+keeps (``call_tool``'s ``keep``).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -24,15 +28,14 @@ from pydantic import ValidationError
 
 from benchd.errors import TargetProtocolError, TargetToolError
 from benchd.targets.client import RetryingClient
-from benchd.targets.mcp.wire import Message, Wire
+from benchd.targets.mcp.messages import ERROR_CHARS
+from benchd.targets.mcp.wire import Message, Reduce, Wire
 from benchd.targets.said import words
 
 __all__ = ["McpSession", "McpToolError", "ServerInfo", "ToolAnswer", "ToolSpec"]
 
 MAX_TOOL_PAGES = 100
 """``tools/list`` pages read at most (a server whose cursor never ends is cut there)."""
-
-
 
 class McpToolError(TargetToolError):
     """A tool answered with ``isError``, or the server a call with a JSON-RPC error (kind
@@ -41,6 +44,19 @@ class McpToolError(TargetToolError):
     MCP carries a tool's failure inside a successful answer (an HTTP 200, a
     stdio line): no HTTP status to count it as, so it has a kind of its own.
     """
+
+
+class _ToolRefused(TargetToolError):
+    """A tool's ``isError`` as its reducer reports it: the tool's text, not yet masked (the
+    decode worker has no secrets to mask); the session raises :class:`McpToolError`."""
+
+    def __init__(self, name: str, text: str) -> None:
+        super().__init__(name)
+        self.name = name
+        self.text = text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_ToolRefused, (self.name, self.text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,28 +133,34 @@ class McpSession:
             "capabilities": {},
             "clientInfo": {"name": "benchd", "version": _benchd_version()},
         }
-        raw = await self._exchange(wire, "initialize", params)
-        result = _validated(mcp_types.InitializeResult, raw, wire.where, "initialize")
-        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        reduce = functools.partial(_server_info, where=wire.where)
+        info: ServerInfo = await self._exchange(wire, "initialize", params, reduce)
+        if info.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             raise TargetProtocolError(
-                f"{wire.where}: the server speaks MCP {result.protocol_version!r}, which this "
+                f"{wire.where}: the server speaks MCP {info.protocol_version!r}, which this "
                 f"SDK does not ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})"
             )
         if hasattr(wire, "protocol_version"):
-            wire.protocol_version = result.protocol_version
+            wire.protocol_version = info.protocol_version
         await wire.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return ServerInfo(
-            result.server_info.name, result.server_info.version, result.protocol_version
-        )
+        return info
 
-    async def _exchange(self, wire: Wire, method: str, params: Mapping[str, Any]) -> Any:
+    async def _exchange(
+        self, wire: Wire, method: str, params: Mapping[str, Any], reduce: Reduce | None = None
+    ) -> Any:
         message: Message = {
             "jsonrpc": "2.0",
             "id": next(self._ids),
             "method": method,
             "params": dict(params),
         }
-        answer = await wire.request(message, self._timeout_s)
+        answer = await wire.request(message, self._timeout_s, reduce)
+        if "failed" in answer:
+            failed = answer["failed"]
+            if isinstance(failed, _ToolRefused):  # masked here: the worker knows no secrets
+                said = words(failed.text) or "no message"
+                raise McpToolError(f"{wire.where}: tool {failed.name!r} failed: {said}")
+            raise failed
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
             text = words(str(error.get("message", "")))
@@ -149,38 +171,41 @@ class McpSession:
             raise TargetProtocolError(f"{wire.where}: the answer to {method} has no result")
         return answer["result"]
 
-    async def request(self, method: str, params: Mapping[str, Any]) -> Any:
-        """One request over the live wire (opened, or opened again, first)."""
+    async def request(
+        self, method: str, params: Mapping[str, Any], reduce: Reduce | None = None
+    ) -> Any:
+        """One request over the live wire (opened, or opened again, first); its result
+        reduced by ``reduce`` where it is decoded."""
         wire = await self._ready()
-        return await self._exchange(wire, method, params)
+        return await self._exchange(wire, method, params, reduce)
 
     async def list_tools(self) -> dict[str, ToolSpec]:
         """Every tool the server offers, by name (all pages)."""
         tools: dict[str, ToolSpec] = {}
         cursor: str | None = None
         for _ in range(MAX_TOOL_PAGES):
-            raw = await self.request("tools/list", {"cursor": cursor} if cursor else {})
-            where = self._wire.where if self._wire is not None else "mcp server"
-            page = _validated(mcp_types.ListToolsResult, raw, where, "tools/list")
-            for tool in page.tools:
-                tools[tool.name] = _spec(tool.name, tool.input_schema)
-            cursor = page.next_cursor
+            wire = await self._ready()
+            reduce = functools.partial(_tools_page, where=wire.where)
+            params = {"cursor": cursor} if cursor else {}
+            page, cursor = await self._exchange(wire, "tools/list", params, reduce)
+            tools.update(page)
             if not cursor:
                 break
         return tools
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolAnswer:
-        """Call a tool; ``isError`` is a :class:`McpToolError` with the tool's message."""
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        keep: Callable[[ToolAnswer], Any] | None = None,
+    ) -> Any:
+        """Call a tool: its :class:`ToolAnswer`, or what ``keep`` makes of it where the
+        answer is decoded (``keep`` must be picklable: it may run in the decode worker).
+        ``isError`` is a :class:`McpToolError` with the tool's message."""
         wire = await self._ready()
-        raw = await self._exchange(wire, "tools/call", {"name": name, "arguments": arguments})
-        result = _validated(mcp_types.CallToolResult, raw, wire.where, f"tool {name}")
-        texts = tuple(
-            part.text for part in result.content if isinstance(part, mcp_types.TextContent)
-        )
-        if result.is_error:
-            message = words(" ".join(texts)) or "no message"
-            raise McpToolError(f"{wire.where}: tool {name!r} failed: {message}")
-        return ToolAnswer(result.structured_content, texts)
+        reduce = functools.partial(_tool_answer, name=name, where=wire.where, keep=keep)
+        params = {"name": name, "arguments": arguments}
+        return await self._exchange(wire, "tools/call", params, reduce)
 
     async def aclose(self) -> None:
         wire, self._wire = self._wire, None
@@ -188,6 +213,35 @@ class McpSession:
             await wire.aclose()
         if self._on_close is not None:
             await self._on_close()
+
+
+def _server_info(raw: Any, where: str) -> ServerInfo:
+    """The initialize answer, validated (a reducer: see :mod:`.messages`)."""
+    result = _validated(mcp_types.InitializeResult, raw, where, "initialize")
+    return ServerInfo(
+        result.server_info.name[:200], result.server_info.version[:200], result.protocol_version
+    )
+
+
+def _tools_page(raw: Any, where: str) -> tuple[dict[str, ToolSpec], str | None]:
+    """A ``tools/list`` page, validated: its tools and the next cursor (a reducer)."""
+    page = _validated(mcp_types.ListToolsResult, raw, where, "tools/list")
+    tools = {tool.name: _spec(tool.name, tool.input_schema) for tool in page.tools}
+    return tools, page.next_cursor
+
+
+def _tool_answer(
+    raw: Any, name: str, where: str, keep: Callable[[ToolAnswer], Any] | None
+) -> Any:
+    """A ``tools/call`` answer validated, then what ``keep`` keeps of it (a reducer)."""
+    result = _validated(mcp_types.CallToolResult, raw, where, f"tool {name}")
+    texts = tuple(
+        part.text for part in result.content if isinstance(part, mcp_types.TextContent)
+    )
+    if result.is_error:
+        raise _ToolRefused(name, " ".join(texts)[:ERROR_CHARS])
+    answer = ToolAnswer(result.structured_content, texts)
+    return answer if keep is None else keep(answer)
 
 
 def _validated(model: Any, raw: Any, where: str, what: str) -> Any:

@@ -95,6 +95,8 @@ def mcp_capabilities(config: McpConfig) -> Capabilities:
         lease=lists and writes and deletes,
         scores=tools.search.scores is not None,
         unranked=tools.search.returns == "set",
+        # a ranking asked for k answers min(k, records) unless the map caps what it asks
+        full_answers=tools.search.returns == "ranked" and tools.search.max_k is None,
         retries=config.transport == "http",
     )
 
@@ -355,7 +357,12 @@ class McpStore(StoreDefaults):
         return parse_lease(self.config.namespace, store_id)
 
     async def search(self, query: SearchQuery) -> Hits:
-        ids, scores = await self.tools.search(query.q, query.limit, query.reference_date)
+        # room for the sentinel and the lease records of the latest listing, which a
+        # ranking may hold: they are dropped, and the flow cuts to the limit
+        room = 1 + len(self._leases)
+        ids, scores = await self.tools.search(
+            query.q, query.limit, query.reference_date, room=room
+        )
         ns = self.config.namespace
         if any(is_lease_name(ns, i) for i in ids):  # a lease record is never a result
             kept = [n for n, i in enumerate(ids) if not is_lease_name(ns, i)]

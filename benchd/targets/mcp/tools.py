@@ -9,16 +9,21 @@ guarantees (those are the shared flow's).
 A tool's answer is read from its ``structuredContent`` when it gives one,
 else from its text parts parsed as JSON (one part: that value; several: the
 list of them). A path that does not fit the answer is a ``decode`` error
-naming the tool.
+naming the tool. Each operation reads its answer with a module-level
+function handed to the session (``keep``): it runs where the answer is
+decoded, in the decode worker for a large one (a 5 MiB ``read_graph``), and
+only what benchd keeps comes back (ids cut to what was asked, scores,
+labels cut to :data:`~benchd.targets.answers.LABEL_SOURCE_CHARS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchd.errors import TargetProtocolError
-from benchd.targets.answers import finite_number, loads
+from benchd.targets.answers import LABEL_SOURCE_CHARS, finite_number, loads
 from benchd.targets.client import run_bounded
 from benchd.targets.http.templating import MISSING, PathError, extract, parse_path, render
 from benchd.targets.mcp.config import ListTool, McpConfig
@@ -80,6 +85,44 @@ def _ids(values: Any, what: str) -> list[str]:
     return out
 
 
+def _found(
+    answer: ToolAnswer, what: str, ids: str, scores: str | None, cut: int | None
+) -> tuple[list[str], list[float | None]]:
+    """A search answer's ids (the first ``cut`` where it is a ranking) and their scores."""
+    data = payload(answer, what)
+    found = _ids(_at(ids, data, what), what)
+    if cut is not None:
+        found = found[:cut]
+    kept: list[float | None] = []
+    if scores is not None:
+        raw = _at(scores, data, what)
+        raw = raw if isinstance(raw, list) else [raw]
+        if len(raw) < len(found):
+            raise TargetProtocolError(f"{what}: fewer scores than ids")
+        kept = [finite_number(s) for s in raw[: len(found)]]
+    return found, kept
+
+
+def _listed(answer: ToolAnswer, what: str, ids: str) -> list[str]:
+    """A listing page's ids."""
+    return _ids(_at(ids, payload(answer, what), what), what)
+
+
+def _done(answer: ToolAnswer, what: str) -> None:
+    """A write's or a delete's answer: read (it must be an answer), nothing kept."""
+    payload(answer, what)
+
+
+def _labels(
+    answer: ToolAnswer, what: str, model: str | None, version: str | None, default: str
+) -> tuple[str, str]:
+    """The info tool's model label and version, cut to what benchd keeps of a label."""
+    data = payload(answer, what)
+    label = str(_at(model, data, what)) if model else default
+    named = str(_at(version, data, what)) if version else ""
+    return label[:LABEL_SOURCE_CHARS], named[:LABEL_SOURCE_CHARS]
+
+
 class ToolStore:
     """A store's operations as calls of the mapped tools (see the module docstring)."""
 
@@ -91,44 +134,51 @@ class ToolStore:
     def _what(self, op: str, name: str) -> str:
         return f"mcp tool {name!r} ({op})"
 
-    async def _call(self, op: str, name: str, arguments: Any, values: Mapping[str, Any]) -> Any:
+    async def _call(
+        self,
+        op: str,
+        name: str,
+        arguments: Any,
+        values: Mapping[str, Any],
+        read: Callable[..., Any],
+        **how: Any,
+    ) -> Any:
+        """Call the tool; ``read(answer, what, **how)`` is what comes back of its answer."""
         rendered = render(arguments, {"namespace": self.namespace, **values})
-        answer = await self.session.call_tool(name, rendered if rendered is not MISSING else {})
-        return payload(answer, self._what(op, name))
+        keep = functools.partial(read, what=self._what(op, name), **how)
+        return await self.session.call_tool(
+            name, rendered if rendered is not MISSING else {}, keep
+        )
 
     async def check(self) -> list[str]:
         """The tool map's mismatches with what the server offers (empty when it fits)."""
         return map_problems(self.config, await self.session.list_tools())
 
     async def search(
-        self, q: str, k: int, reference_date: str | None = None
+        self, q: str, k: int, reference_date: str | None = None, *, room: int = 1
     ) -> tuple[list[str], list[float | None]]:
-        """The ids the search tool answered (all of a set; at most ``k`` of a ranking)."""
+        """The ids the search tool answered (all of a set; at most ``k + room`` of a
+        ranking: ``room`` for benchd's own records, which the flow drops before it cuts;
+        a set is asked for ``k``, as it is scored whole)."""
         tool = self.config.tools.search
-        limit = min(k, tool.max_k) if tool.max_k is not None else k
+        asked = k + room if tool.returns == "ranked" else k
+        limit = min(asked, tool.max_k) if tool.max_k is not None else asked
         values: dict[str, Any] = {"q": q, "k": limit}
         if reference_date is not None:
             values["reference_date"] = reference_date
-        data = await self._call("search", tool.name, tool.arguments, values)
-        what = self._what("search", tool.name)
-        ids = _ids(_at(tool.ids, data, what), what)
-        if tool.returns == "ranked":
-            ids = ids[: k + 1]  # one more: the flow drops a sentinel and cuts
-        scores: list[float | None] = []
-        if tool.scores is not None:
-            raw = _at(tool.scores, data, what)
-            raw = raw if isinstance(raw, list) else [raw]
-            if len(raw) < len(ids):
-                raise TargetProtocolError(f"{what}: fewer scores than ids")
-            scores = [finite_number(s) for s in raw[: len(ids)]]
-        return ids, scores
+        cut = asked if tool.returns == "ranked" else None
+        found: tuple[list[str], list[float | None]] = await self._call(
+            "search", tool.name, tool.arguments, values, _found,
+            ids=tool.ids, scores=tool.scores, cut=cut,
+        )
+        return found
 
     async def write(self, records: Sequence[Mapping[str, Any]]) -> int:
         """Write one batch (each record rendered from the memory's fields); the count sent."""
         tool = self.config.tools.write
         assert tool is not None
         rendered = [render(tool.record, record) for record in records]
-        await self._call("write", tool.name, tool.arguments, {"records": rendered})
+        await self._call("write", tool.name, tool.arguments, {"records": rendered}, _done)
         return len(rendered)
 
     async def list_page(self, page: int) -> tuple[list[str], bool]:
@@ -136,9 +186,9 @@ class ToolStore:
         tool = self.config.tools.list
         assert tool is not None
         values = {"offset": page * tool.page_size, "limit": tool.page_size, "page": page}
-        data = await self._call("list", tool.name, tool.arguments, values)
-        what = self._what("list", tool.name)
-        ids = _ids(_at(tool.ids, data, what), what)
+        ids: list[str] = await self._call(
+            "list", tool.name, tool.arguments, values, _listed, ids=tool.ids
+        )
         return ids, _more(tool, len(ids))
 
     async def delete(self, store_ids: Sequence[str]) -> None:
@@ -147,11 +197,11 @@ class ToolStore:
         tool = self.config.tools.delete
         assert tool is not None
         if tool.takes_set:
-            await self._call("delete", tool.name, tool.arguments, {"ids": list(store_ids)})
+            await self._call("delete", tool.name, tool.arguments, {"ids": list(store_ids)}, _done)
             return
 
         async def one(store_id: str) -> None:
-            await self._call("delete", tool.name, tool.arguments, {"id": store_id})
+            await self._call("delete", tool.name, tool.arguments, {"id": store_id}, _done)
 
         await run_bounded(store_ids, one, limit=tool.concurrency)
 
@@ -160,11 +210,11 @@ class ToolStore:
         tool = self.config.tools.info
         if tool is None:
             return self.config.model, ""
-        data = await self._call("info", tool.name, tool.arguments, {})
-        what = self._what("info", tool.name)
-        model = str(_at(tool.model, data, what)) if tool.model else self.config.model
-        version = str(_at(tool.version, data, what)) if tool.version else ""
-        return model, version
+        labels: tuple[str, str] = await self._call(
+            "info", tool.name, tool.arguments, {}, _labels,
+            model=tool.model, version=tool.version, default=self.config.model,
+        )
+        return labels
 
 
 def _more(tool: ListTool, got: int) -> bool:

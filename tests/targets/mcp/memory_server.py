@@ -12,6 +12,9 @@ exits the process at once (a server dying mid-cycle, once).
 ``MEMSERVER_FAKE_DELETE=1``: delete_memory answers ``deleted: true`` and
 deletes nothing (a delete tool whose "done" is no proof).
 ``MEMSERVER_SEARCH_ERROR=TEXT``: every search fails with TEXT (``isError``).
+``MEMSERVER_DIE_AFTER=N``: the search after the N-th exits the process (a server
+killed mid-pass).
+``MEMSERVER_MAX_RESULTS=N``: a search answers at most N results (short answers).
 
 Run: ``python memory_server.py [--transport stdio|http] [--port N]``.
 """
@@ -69,6 +72,7 @@ class _Row:
 def build(embedder_spec: str) -> MCPServer:
     embedder = parse_embedder(embedder_spec)
     users: dict[str, dict[str, _Row]] = {}
+    searches = [0]
     server = MCPServer("benchd-test-memory", version="1.0")
 
     @server.tool()
@@ -87,6 +91,10 @@ def build(embedder_spec: str) -> MCPServer:
         if flag and os.path.exists(flag):
             os.unlink(flag)
             os._exit(3)
+        searches[0] += 1
+        if searches[0] > int(os.environ.get("MEMSERVER_DIE_AFTER") or "1000000000"):
+            os._exit(3)
+        limit = min(limit, int(os.environ.get("MEMSERVER_MAX_RESULTS") or limit))
         if refusal := os.environ.get("MEMSERVER_SEARCH_ERROR"):
             raise ToolError(refusal)  # an anticipated failure: isError with this text
         rows = users.get(user_id, {})

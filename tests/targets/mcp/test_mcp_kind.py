@@ -606,3 +606,39 @@ def test_once_judges_a_set_measure_threshold_on_server_memory(tmp_path: Path) ->
     ranked_only = benchd("once", "-c", str(path), "--fail-under", "ndcg@10=0.5", cwd=tmp_path)
     assert ranked_only.returncode == 2
     assert "ndcg@10 is not measured there" in ranked_only.stderr
+
+
+@pytest.mark.anyio
+async def test_a_ranked_server_answering_short_is_counted_and_a_full_one_is_not(
+    tmp_path: Path,
+) -> None:
+    smoke = REPO / "fixtures" / "smoke.json"
+    full = probe_toml(sdk_stdio("hash:1024"), MEM0_TOOLS, fixture=smoke, k="[5, 10]")
+    short = probe_toml(
+        sdk_stdio("hash:1024", {"MEMSERVER_MAX_RESULTS": "3"}), MEM0_TOOLS, fixture=smoke,
+        k="[5, 10]",
+    )
+    (healthy,) = await cycles(full, tmp_path)
+    (cut,) = await cycles(short, tmp_path)
+    assert healthy.outcome == "success", healthy.error_message
+    # room is asked for the sentinel and the lease records: none of them takes a slot
+    assert dict(healthy.short_answers) == {"serial": 0}
+    assert dict(cut.short_answers) == {"serial": 16}  # every query: 3 of the 10 asked
+
+
+@pytest.mark.anyio
+async def test_a_server_killed_in_the_load_pass_is_connect_never_internal(
+    tmp_path: Path,
+) -> None:
+    config = probe_toml(
+        sdk_stdio("hash:1024", {"MEMSERVER_DIE_AFTER": "40"}),  # 16 serial searches first
+        MEM0_TOOLS,
+        fixture=REPO / "fixtures" / "smoke.json",
+        load='mode = "closed"\nconcurrency = 8\nrequests = 200',
+    )
+    (result,) = await cycles(config, tmp_path)
+    assert result.error_kind != "internal", result.error_message
+    assert result.load is not None, result.error_message
+    requests = dict(result.load.requests)
+    assert "internal" not in requests and requests.get("connect", 0) >= 1, requests
+    assert sum(requests.values()) == 200
