@@ -357,12 +357,9 @@ class McpStore(StoreDefaults):
         return parse_lease(self.config.namespace, store_id)
 
     async def search(self, query: SearchQuery) -> Hits:
-        # room for the sentinel and the lease records of the latest listing, which a
-        # ranking may hold: they are dropped, and the flow cuts to the limit
-        room = 1 + len(self._leases)
-        ids, scores = await self.tools.search(
-            query.q, query.limit, query.reference_date, room=room
-        )
+        # query.limit already holds room for the sentinel and the lease records
+        # (NamespaceFlow.asked); they are dropped, and the flow cuts to k
+        ids, scores = await self.tools.search(query.q, query.limit, query.reference_date)
         ns = self.config.namespace
         if any(is_lease_name(ns, i) for i in ids):  # a lease record is never a result
             kept = [n for n, i in enumerate(ids) if not is_lease_name(ns, i)]

@@ -155,13 +155,11 @@ class ToolStore:
         return map_problems(self.config, await self.session.list_tools())
 
     async def search(
-        self, q: str, k: int, reference_date: str | None = None, *, room: int = 1
+        self, q: str, asked: int, reference_date: str | None = None
     ) -> tuple[list[str], list[float | None]]:
-        """The ids the search tool answered (all of a set; at most ``k + room`` of a
-        ranking: ``room`` for benchd's own records, which the flow drops before it cuts;
-        a set is asked for ``k``, as it is scored whole)."""
+        """The ids the search tool answered: at most ``asked`` of a ranking (the flow's
+        k plus room for benchd's own records), all of a set (asked for k, scored whole)."""
         tool = self.config.tools.search
-        asked = k + room if tool.returns == "ranked" else k
         limit = min(asked, tool.max_k) if tool.max_k is not None else asked
         values: dict[str, Any] = {"q": q, "k": limit}
         if reference_date is not None:
