@@ -88,7 +88,8 @@ def scores_of(ranked: Sequence[str]) -> tuple[float | None, ...]:
 class EmbedCanary:
     """The embedding canary of one cycle: a few fixed texts embedded with one uncached call.
 
-    ``vectors`` are this cycle's (what ``benchd baseline save`` pins);
+    ``vectors`` are this cycle's while nothing is pinned (what ``benchd
+    baseline save`` pins), () once compared;
     ``similarity`` is the lowest cosine of a text's vector with its pinned
     one (0 when the width changed), None when nothing was pinned or the call
     failed (``error``: its kind). Below ``threshold`` (learned when pinned)

@@ -167,10 +167,9 @@ class EmbedStage:
         pinned, threshold = self._canary_pinned, self._canary_threshold
         if not pinned:
             return EmbedCanary(texts, vectors)
-        similarity = min_cosine(vectors, pinned)
-        reading = EmbedCanary(
-            texts, vectors, similarity, threshold, detail=width_problem(vectors, pinned) or ""
-        )
+        similarity = min_cosine(vectors, pinned)  # compared: the vectors need not be kept
+        detail = width_problem(vectors, pinned) or ""
+        reading = EmbedCanary(texts, (), similarity, threshold, detail=detail)
         if reading.changed:
             log.warning(
                 "embed_canary_changed",

@@ -284,3 +284,118 @@ def test_cosines_and_the_learned_threshold() -> None:
     assert learned_threshold([]) == pytest.approx(1.0 - CANARY_MARGIN)
     assert learned_threshold([0.99]) == pytest.approx(0.98)  # the wobble seen, again
     assert learned_threshold([0.9999999, 1.0]) == pytest.approx(0.9999999 - CANARY_MARGIN)
+
+
+HTTP_PROBE = """
+[[probe]]
+name = "http-canary"
+fixture = "packaged:smoke"
+{baseline}
+
+[probe.target]
+kind = "http"
+url = "http://127.0.0.1:9"
+namespace = "benchd-http"
+
+[probe.target.embed]
+model = "{model}"
+cache_dir = "{cache}"
+
+[probe.target.search]
+method = "POST"
+path = "/query"
+ids = "ids"
+[probe.target.search.body]
+vector = "{{q_embedding}}"
+"""
+
+
+def test_the_http_kind_with_an_embed_table_reads_the_canary_in_its_info(
+    tmp_path: Path,
+) -> None:
+    """Armed from a pinned baseline when built (benchd.parts), read by info() with no
+    request to the store: a hash:64 canary against vectors pinned from hash:32."""
+    from benchd.drift.baseline import Baseline, BaselineQuery, PinnedCanary, write_baseline
+    from benchd.parts import load_parts
+    from benchd.targets.vectors import stage_of
+
+    texts = tuple(first_queries(2))
+    pinned = tuple(tuple(float(x) for x in v) for v in HashEmbedder(32).embed_sync(texts))
+    query = BaselineQuery("q", ("m",), {"m": 1}, {"recall@10": 1.0})
+    canary = PinnedCanary(texts, pinned, 1.0, 0.999)
+    baseline = tmp_path / "b.toml"
+    write_baseline(Baseline("http-canary", "h", "hash:32", "", "", {"q": query}, canary=canary),
+                   baseline)  # fmt: skip
+    assert load_baseline(baseline).canary == canary  # the file round-trips exactly
+
+    async def read(model: str) -> Any:
+        path = tmp_path / f"{model.replace(':', '')}.toml"
+        path.write_text(HTTP_PROBE.format(
+            baseline=f'baseline = "{baseline}"', model=model, cache=tmp_path))  # fmt: skip
+        register_kinds()
+        _, target = load_parts(load_config(path).probes[0])
+        try:
+            stage = stage_of(target)
+            assert stage is not None and stage.label == model
+            info = await target.info()
+            assert stage.canary_calls == 1 and stage.calls == 0
+            return info.canary
+        finally:
+            await target.aclose()
+
+    same = anyio.run(read, "hash:32")
+    assert same.similarity == pytest.approx(1.0) and not same.changed
+    other = anyio.run(read, "hash:64")
+    assert other.changed and other.detail == "width 64, pinned 32"
+
+
+@pytest.mark.parametrize(
+    ("canary", "problem"),
+    [
+        ('texts = ["a"]\nsimilarity = 1.0\nthreshold = 0.999', "canary.vectors: missing"),
+        ('texts = ["a", "b"]\nvectors = [[1.0, 0.0]]\nsimilarity = 1.0\nthreshold = 0.9',
+         "canary.vectors: expected one vector per text"),
+        ('texts = ["a"]\nvectors = [["x"]]\nsimilarity = 1.0\nthreshold = 0.9',
+         "canary.vectors[0]: expected a list of finite numbers"),
+        ('texts = ["a"]\nvectors = [[1.0]]\nsimilarity = 1.0\nthreshold = 7.0',
+         "canary.threshold: expected a number between -1 and 1"),
+        ('texts = ["a"]\nvectors = [[1.0]]\nsimilarity = 1.0\nthreshold = 0.9\nseed = 1',
+         "canary.seed: unknown key"),
+    ],
+)
+def test_a_bad_canary_table_is_a_one_line_error_naming_the_key(
+    tmp_path: Path, canary: str, problem: str
+) -> None:
+    from benchd.errors import ConfigError
+
+    path = tmp_path / "b.toml"
+    path.write_text(f"""
+[baseline]
+format = 1
+probe = "p"
+fixture_hash = "h"
+
+[[queries]]
+id = "q"
+expected_ids = ["m"]
+metrics = {{ "recall@10" = 1.0 }}
+
+[canary]
+{canary}
+""")
+    with pytest.raises(ConfigError) as caught:
+        load_baseline(path)
+    assert problem in str(caught.value) and str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_baseline_show_names_the_canary(
+    endpoint: SwitchingEmbeddings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = pin(tmp_path, endpoint.url, repeats=1)
+    capsys.readouterr()
+    assert main(["baseline", "show", str(out)]) == 0
+    assert "embedding canary of 4 texts" in capsys.readouterr().out
+    assert main(["baseline", "show", str(out), "--format", "json"]) == 0
+    shown = __import__("json").loads(capsys.readouterr().out)["canary"]
+    assert shown["width"] == 256 and shown["threshold"] == pytest.approx(0.999)
