@@ -124,10 +124,27 @@ def runner(tmp: Path, url: str, baseline: Path, embed: str = "") -> ProbeRunner:
     return ProbeRunner(probe)
 
 
-def cycles(probe: ProbeRunner, n: int) -> list[CycleResult]:
+class Phases:
+    """A cycle's progress sink: how many requests the endpoint had seen as each phase began."""
+
+    def __init__(self, endpoint: HostileEmbeddings) -> None:
+        self.endpoint = endpoint
+        self.seen_at: dict[str, int] = {}
+
+    def __call__(self, done: int, total: int) -> None:
+        return None
+
+    def phase(self, name: str) -> None:
+        self.seen_at.setdefault(name, len(self.endpoint.seen))
+
+    def waiting(self, seconds: float, reason: str) -> None:
+        return None
+
+
+def cycles(probe: ProbeRunner, n: int, progress: Phases | None = None) -> list[CycleResult]:
     async def go() -> list[CycleResult]:
         try:
-            return [await probe.run_once() for _ in range(n)]
+            return [await probe.run_once(progress=progress) for _ in range(n)]
         finally:
             await probe.aclose()
 
@@ -163,7 +180,11 @@ def test_a_model_switched_behind_its_name_is_flagged_on_the_first_cycle(
     probe = runner(tmp_path, endpoint.url, baseline)
     endpoint.model = switched
     endpoint.seen.clear()
-    (result,) = cycles(probe, 1)
+    phases = Phases(endpoint)
+    (result,) = cycles(probe, 1, phases)
+    # The canary's call went out in the info phase, before the corpus or any query.
+    assert phases.seen_at["info"] == 0 and phases.seen_at["seed"] == 1
+    assert phases.seen_at["serial"] == 1
     canary = result.info.canary if result.info else None
     assert canary is not None and canary.changed
     assert canary.similarity is not None and canary.similarity < 0.5
