@@ -34,8 +34,9 @@ from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector
-from benchd.surfacers.status import probe_state
+from benchd.surfacers.status import probe_state, status_document
 from benchd.targets import register_kinds
+from benchd.web.page import render_page
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -214,6 +215,11 @@ def surfaced(result: CycleResult) -> None:
     state, reason = probe_state(book.snapshot().states["canary"])
     assert state == "degraded" and "embedding canary: similarity" in reason
     assert "the embedding model changed" in reason
+    document = status_document(book)
+    page = render_page(document)
+    assert "embedding canary: similarity" in page
+    shown = document["probes"]["canary"]["last"]["target_info"]["canary"]
+    assert shown["changed"] is True and shown["texts"] == 4 and "vectors" not in shown
 
 
 def test_an_unchanged_wobbling_model_is_flagged_on_none_of_50_cycles(
