@@ -13,6 +13,7 @@ from benchd.config.load import ProbeConfig
 from benchd.drift.baseline import Baseline, load_baseline
 from benchd.errors import InputError
 from benchd.targets import ProbeTarget, build_target
+from benchd.targets.vectors import stage_of
 
 __all__ = ["check_parts", "load_parts"]
 
@@ -25,7 +26,16 @@ def load_parts(probe: ProbeConfig) -> tuple[Baseline | None, ProbeTarget]:
     """
     baseline = load_baseline(probe.baseline) if probe.baseline else None
     target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    _arm_canary(baseline, target)
     return baseline, target
+
+
+def _arm_canary(baseline: Baseline | None, target: ProbeTarget) -> None:
+    """A client-side embedder's canary compares with the vectors the baseline pinned."""
+    canary = baseline.canary if baseline is not None else None
+    stage = stage_of(target) if canary is not None else None
+    if canary is not None and stage is not None and stage.config.canary_on:
+        stage.arm_canary(canary.texts, canary.vectors, canary.threshold)
 
 
 async def check_parts(probes: Sequence[ProbeConfig]) -> list[str]:

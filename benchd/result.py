@@ -24,6 +24,7 @@ __all__ = [
     "MIN_SAMPLES",
     "CycleOutcome",
     "CycleResult",
+    "EmbedCanary",
     "LatencySummary",
     "LoadResult",
     "QueryResult",
@@ -84,6 +85,35 @@ def scores_of(ranked: Sequence[str]) -> tuple[float | None, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedCanary:
+    """The embedding canary of one cycle: a few fixed texts embedded with one uncached call.
+
+    ``vectors`` are this cycle's while nothing is pinned (what ``benchd
+    baseline save`` pins), () once compared;
+    ``similarity`` is the lowest cosine of a text's vector with its pinned
+    one (0 when the width changed), None when nothing was pinned or the call
+    failed (``error``: its kind). Below ``threshold`` (learned when pinned)
+    the model changed behind its label.
+    """
+
+    texts: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...] = ()
+    similarity: float | None = None
+    threshold: float | None = None
+    error: str | None = None
+    detail: str = ""  # what was seen, in words: "width 128, pinned 256"
+
+    @property
+    def changed(self) -> bool:
+        """The vectors moved below the pinned threshold: the model changed."""
+        return (
+            self.similarity is not None
+            and self.threshold is not None
+            and self.similarity < self.threshold
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TargetInfo:
     """What a store says about itself (``/health`` or the adapter's config)."""
 
@@ -94,6 +124,8 @@ class TargetInfo:
     healthy: bool = True
     # the guarantees a probe on this store lacks, one sentence each (its capabilities)
     lacks: tuple[str, ...] = ()
+    # the embedding canary's reading, on a probe that embeds on the client with one pinned
+    canary: EmbedCanary | None = None
 
 
 @dataclass(frozen=True, slots=True)

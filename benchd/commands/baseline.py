@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchd.config.drift import DEFAULT_METRICS
 from benchd.config.locate import locate_config
@@ -19,6 +19,9 @@ from benchd.drift.baseline import (
     write_baseline,
 )
 from benchd.errors import EXIT_OK, InputError, RunFileError, UsageError
+
+if TYPE_CHECKING:
+    from benchd.probe import ProbeRunner
 
 __all__ = ["baseline_to_json", "read_result_json", "register", "render_baseline"]
 
@@ -119,7 +122,7 @@ async def _save(args: argparse.Namespace) -> int:
     print(
         f"benchd: pinned probe {baseline.probe} ({len(baseline.queries)} queries, "
         f"{baseline.repeats} cycle{'s' if baseline.repeats != 1 else ''}, "
-        f"model {baseline.model or 'unknown'}) to {args.out}"
+        f"model {baseline.model or 'unknown'}{_canary_words(baseline)}) to {args.out}"
     )
     return EXIT_OK
 
@@ -143,6 +146,7 @@ async def _pin_live(
     runner = ProbeRunner(  # never takes over a live lease unless forced
         chosen, instance=config.server.instance or None, role="baseline", force_lease=force
     )
+    _arm_canary(runner)
     results = []
     try:
         for _ in range(repeats):
@@ -159,10 +163,20 @@ async def _pin_live(
     return baseline_from_results(results)
 
 
+def _arm_canary(runner: ProbeRunner) -> None:
+    """Each repeat reads the embedding canary: its texts, else the corpus's first queries."""
+    from benchd.targets.vectors import stage_of
+
+    stage = stage_of(runner.target)
+    if stage is not None and stage.config.canary_on:
+        stage.arm_canary(stage.config.canary([q.q for q in runner.fixture.queries]))
+
+
 def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
     """The whole baseline as plain JSON data (ids not returned have rank null)."""
     return {
         **baseline_header(baseline),
+        "canary": _canary_json(baseline),
         "aggregate": dict(baseline.aggregate),
         "queries": [
             {
@@ -176,6 +190,28 @@ def baseline_to_json(baseline: Baseline) -> dict[str, Any]:
             }
             for q in baseline.queries.values()
         ],
+    }
+
+
+def _canary_words(baseline: Baseline) -> str:
+    canary = baseline.canary
+    if canary is None:
+        return ""
+    return (
+        f", embedding canary of {len(canary.texts)} texts: lowest similarity "
+        f"{canary.similarity:.6f}, threshold {canary.threshold:.6f}"
+    )
+
+
+def _canary_json(baseline: Baseline) -> dict[str, Any] | None:
+    canary = baseline.canary
+    if canary is None:
+        return None
+    return {
+        "texts": list(canary.texts),
+        "width": len(canary.vectors[0]),
+        "similarity": canary.similarity,
+        "threshold": canary.threshold,
     }
 
 
@@ -198,6 +234,8 @@ def render_baseline(baseline: Baseline) -> str:
         f"queries         {len(baseline.queries)} ({missed} with an expected id not returned)",
         f"repeats         {baseline.repeats} ({_noise_line(baseline)})",
     ]
+    if baseline.canary is not None:
+        lines.append(f"canary          {_canary_words(baseline).removeprefix(', ')}")
     if baseline.aggregate:
         width = max(len(k) for k in baseline.aggregate)
         lines.append("")

@@ -41,6 +41,12 @@ still load)::
     samples = { "recall@10" = [0.5, 0.5, 0.5] }          # every repeat (repeats >= 2)
     overlap = [1.0, 1.0]                                 # RBO of repeats 2.. with the first
     top_scores = [0.61, 0.61, 0.61]                      # the store's top score, each repeat
+
+    [canary]                    # on a probe that embeds on the client (benchd.embed.canary)
+    texts = ["q one", "q two"]
+    vectors = [[0.1, …], [0.2, …]]   # the first repeat's vectors of the texts
+    similarity = 1.0            # the lowest of the later repeats' with the first
+    threshold = 0.999           # below this, the model changed
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from typing import Any
 import tomli_w
 
 from benchd import __version__
+from benchd.embed.canary import learned_threshold, min_cosine
 from benchd.errors import ConfigError, InputError, OutputError
 from benchd.inputs import read_input
 from benchd.result import CycleResult, scores_of
@@ -68,6 +75,7 @@ __all__ = [
     "KEY_SCHEME",
     "Baseline",
     "BaselineQuery",
+    "PinnedCanary",
     "baseline_from_probe_json",
     "baseline_from_result",
     "baseline_from_results",
@@ -104,6 +112,16 @@ class BaselineQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class PinnedCanary:
+    """The embedding canary's texts and their vectors when pinned, and the threshold learned."""
+
+    texts: tuple[str, ...]
+    vectors: tuple[tuple[float, ...], ...]
+    similarity: float  # the lowest similarity of a later repeat with the first (1.0: one)
+    threshold: float
+
+
+@dataclass(frozen=True, slots=True)
 class Baseline:
     """A probe's pinned quality, with what it depends on."""
 
@@ -121,6 +139,7 @@ class Baseline:
     # How benchd wrote the store's global keys when this was pinned: KEY_SCHEME,
     # or "" for a baseline pinned before facts' key / statuses' subject were namespaced.
     key_scheme: str = ""
+    canary: PinnedCanary | None = None  # on a probe that embeds on the client
 
     def per_query_metrics(self) -> dict[str, Mapping[str, float]]:
         """Query id -> metric values, the shape :func:`benchd.drift.tracker.compare_runs` takes."""
@@ -211,6 +230,28 @@ def baseline_from_results(results: Sequence[CycleResult]) -> Baseline:
         corpus=first.corpus,
         repeats=len(results),
         key_scheme=KEY_SCHEME,
+        canary=pinned_canary(results),
+    )
+
+
+def pinned_canary(results: Sequence[CycleResult]) -> PinnedCanary | None:
+    """The canary of ``results``: the first repeat's vectors, the threshold from the others'.
+
+    None unless every repeat read the canary (a probe that embeds on the
+    client, its call answered each time) with the same texts.
+    """
+    readings = [r.info.canary if r.info is not None else None for r in results]
+    first = readings[0]
+    if first is None or not first.vectors:
+        return None
+    if any(c is None or not c.vectors or c.texts != first.texts for c in readings):
+        return None
+    seen = [min_cosine(c.vectors, first.vectors) for c in readings[1:] if c is not None]
+    return PinnedCanary(
+        texts=first.texts,
+        vectors=first.vectors,
+        similarity=min([1.0, *seen]),
+        threshold=learned_threshold(seen),
     )
 
 
@@ -345,7 +386,19 @@ def _to_toml(baseline: Baseline) -> dict[str, Any]:
     if baseline.key_scheme:
         head["key_scheme"] = baseline.key_scheme
     queries = [_query_table(q) for q in baseline.queries.values()]
-    return {"baseline": head, "aggregate": dict(baseline.aggregate), "queries": queries}
+    document = {"baseline": head, "aggregate": dict(baseline.aggregate), "queries": queries}
+    if baseline.canary is not None:
+        document["canary"] = _canary_table(baseline.canary)
+    return document
+
+
+def _canary_table(canary: PinnedCanary) -> dict[str, Any]:
+    return {
+        "texts": list(canary.texts),
+        "vectors": [list(v) for v in canary.vectors],
+        "similarity": canary.similarity,
+        "threshold": canary.threshold,
+    }
 
 
 def write_baseline(baseline: Baseline, path: str | os.PathLike[str]) -> None:
@@ -536,7 +589,7 @@ def _parse_queries(raw: Any, source: str) -> dict[str, BaselineQuery]:
 
 
 def _parse(document: Mapping[str, Any], source: str) -> Baseline:
-    unknown = set(document) - {"baseline", "aggregate", "queries"}
+    unknown = set(document) - {"baseline", "aggregate", "queries", "canary"}
     if unknown:
         raise ConfigError(f"{source}: {sorted(unknown)[0]}: unknown top-level key")
     head = _check_table(document.get("baseline"), _HEAD_KEYS, f"{source}: baseline")
@@ -567,4 +620,26 @@ def _parse(document: Mapping[str, Any], source: str) -> Baseline:
         corpus=head.get("corpus", ""),
         source=source,
         key_scheme=head.get("key_scheme", ""),
+        canary=_parse_canary(document["canary"], source) if "canary" in document else None,
     )
+
+
+_CANARY_KEYS = {"texts": list, "vectors": list, "similarity": float, "threshold": float}
+
+
+def _parse_canary(raw: Any, source: str) -> PinnedCanary:
+    where = f"{source}: canary"
+    table = _check_table(raw, _CANARY_KEYS, where)
+    for key in _CANARY_KEYS:
+        if key not in table:
+            raise ConfigError(f"{where}.{key}: missing; re-pin with `benchd baseline save`")
+    texts = table["texts"]
+    if not texts or not all(isinstance(t, str) and t for t in texts):
+        raise ConfigError(f"{where}.texts: expected a non-empty list of texts")
+    vectors = [_number_list(v, f"{where}.vectors[{i}]") for i, v in enumerate(table["vectors"])]
+    if len(vectors) != len(texts) or len({len(v) for v in vectors}) != 1 or not vectors[0]:
+        raise ConfigError(f"{where}.vectors: expected one vector per text, all of one width")
+    for key in ("similarity", "threshold"):
+        if not -1.0 <= table[key] <= 1.0:
+            raise ConfigError(f"{where}.{key}: expected a number between -1 and 1")
+    return PinnedCanary(tuple(texts), tuple(vectors), table["similarity"], table["threshold"])

@@ -139,6 +139,8 @@ class DriftOutcome:
     model_transition: Transition | None = None  # model-change episode starts / ends
     model: str = ""  # the store's model label this cycle
     baseline_model: str | None = None  # the pinned baseline's, when compared with one
+    # the embedding canary's vectors fell below the threshold pinned with the baseline
+    canary_changed: bool = False
 
     @property
     def detected(self) -> bool:
@@ -147,8 +149,9 @@ class DriftOutcome:
 
     @property
     def model_changed(self) -> bool:
-        """The label-free signals say the store's model (or index) changed."""
-        return self.change is not None and self.change.model_changed
+        """The label-free signals say the store's model (or index) changed: the rankings
+        moved, or the embedding canary's vectors did."""
+        return self.canary_changed or (self.change is not None and self.change.model_changed)
 
     @property
     def compared(self) -> bool:

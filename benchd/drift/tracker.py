@@ -19,7 +19,9 @@ Drift is ``delta <= -min_delta`` and either a reference whose per-query
 values and rankings never moved (``noise = "stable"``: every lost id is
 real) or ``p_value < alpha``. The label-free signal is the mean rank-biased
 overlap of each query's top k with the reference's ranking; ``model_changed``
-when it falls by ``min_overlap_drop`` beyond noise, whatever the labels say.
+when it falls by ``min_overlap_drop`` beyond noise, whatever the labels say,
+or when the embedding canary (``TargetInfo.canary``, read in the info phase
+before any query) fell below the threshold pinned with the baseline.
 
 A pinned baseline whose fixture hash differs from the cycle's is *stale*:
 it is not compared (the rolling baseline is used instead). Only ``success``
@@ -478,22 +480,24 @@ class DriftTracker:
     def observe(self, result: CycleResult) -> DriftOutcome:
         """Compare ``result`` with the baseline, then remember it (successful cycles only)."""
         model = result.info.model if result.info else ""
+        canary = result.info.canary if result.info else None
+        changed = canary is not None and canary.changed
         if result.outcome != "success":
-            return DriftOutcome(model=model)
+            return DriftOutcome(model=model, canary_changed=changed)
         depth = max(result.ks, default=10)
         snap = snapshot(result, depth)
-        outcome = self._compare(snap, depth)
+        outcome = dataclasses.replace(self._compare(snap, depth), canary_changed=changed)
         if self._window and self._window[-1].snap.fixture_hash != snap.fixture_hash:
             self._window.clear()  # a new corpus: older cycles measured something else
         self._window.append(_Entry(snap, outcome.detected or outcome.model_changed))
-        if not outcome.compared:
+        if not outcome.compared and (canary is None or canary.similarity is None):
             return outcome
-        drift, changed = (
-            _transition(self._drifting, outcome.detected),
-            _transition(self._model_changed, outcome.model_changed),
-        )
-        self._drifting, self._model_changed = outcome.detected, outcome.model_changed
-        return dataclasses.replace(outcome, transition=drift, model_transition=changed)
+        drift = _transition(self._drifting, outcome.detected) if outcome.compared else None
+        model_episode = _transition(self._model_changed, outcome.model_changed)
+        if outcome.compared:
+            self._drifting = outcome.detected
+        self._model_changed = outcome.model_changed
+        return dataclasses.replace(outcome, transition=drift, model_transition=model_episode)
 
     async def aobserve(self, result: CycleResult) -> DriftOutcome:
         """:meth:`observe` in a worker thread, so the event loop keeps timing other probes.

@@ -29,6 +29,7 @@ import anyio.to_thread
 import numpy as np
 
 from benchd.embed.cache import CacheRefused, Role, VectorCache, default_cache_dir
+from benchd.embed.canary import min_cosine, width_problem
 from benchd.embed.config import EmbedConfig
 from benchd.embed.models import (
     Embedder,
@@ -45,6 +46,7 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.logging import get_logger
+from benchd.result import EmbedCanary
 
 __all__ = ["EmbedConfig", "EmbedStage"]
 
@@ -65,6 +67,10 @@ class EmbedStage:
     and the ``embed_model_changed`` warning is logged; vectors already read at
     the old width are computed again (``recomputed``) and the disk cache's
     rows of the old width removed (``dropped``).
+
+    The embedding canary (:meth:`canary`), once armed with its texts (and the
+    vectors a baseline pinned), sends them with one call per cycle past every
+    cache; ``canary_calls`` counts those calls apart from ``calls``.
     """
 
     def __init__(
@@ -84,6 +90,10 @@ class EmbedStage:
         self._cache_tried = not config.cache
         self._memory: dict[tuple[Role, str], FloatMatrix] = {}
         self._dims = config.dims
+        self.canary_calls = 0
+        self._canary_texts: tuple[str, ...] = ()
+        self._canary_pinned: tuple[tuple[float, ...], ...] = ()
+        self._canary_threshold: float | None = None
 
     @property
     def dims(self) -> int | None:
@@ -106,6 +116,69 @@ class EmbedStage:
         """A query's vector if this stage computed or read it before (no I/O, no model)."""
         hit = self._memory.get(("query", text))
         return None if hit is None else [float(x) for x in hit]
+
+    def arm_canary(
+        self,
+        texts: Sequence[str],
+        pinned: Sequence[Sequence[float]] = (),
+        threshold: float | None = None,
+    ) -> None:
+        """Embed ``texts`` at every :meth:`canary`, compared with ``pinned`` below ``threshold``
+        (without them the canary only reads: what pinning a baseline needs)."""
+        self._canary_texts = tuple(texts)
+        self._canary_pinned = tuple(tuple(float(x) for x in v) for v in pinned)
+        self._canary_threshold = threshold
+
+    async def canary(self) -> EmbedCanary | None:
+        """The canary's reading this cycle (None when not armed): one model call, no cache.
+
+        A failed call is a reading with its error kind, logged; it never fails
+        the cycle (the cached vectors may still serve it).
+        """
+        texts = self._canary_texts
+        if not texts:
+            return None
+        try:
+            vectors = await self._canary_vectors(list(texts))
+        except TargetError as exc:
+            log.warning("embed_canary_failed", model=self.label, kind=exc.kind, error=str(exc))
+            return EmbedCanary(texts, threshold=self._canary_threshold, error=exc.kind)
+        return self._read_canary(texts, vectors)
+
+    async def _canary_vectors(self, texts: list[str]) -> tuple[tuple[float, ...], ...]:
+        embedder = await self._model()
+        self.canary_calls += 1
+        try:
+            part = await embedder.embed_queries(texts)
+        except TargetError as exc:
+            raise _named(exc) from None
+        except EmbedderError as exc:
+            raise _as_target_error(exc) from None
+        if part.ndim != 2 or part.shape[0] != len(texts) or not np.isfinite(part).all():
+            raise TargetProtocolError(
+                f"embed stage ({self.label}): the embedder answered {part.shape} for "
+                f"{len(texts)} canary texts, or non-finite values"
+            )
+        return tuple(tuple(float(x) for x in row) for row in part)
+
+    def _read_canary(
+        self, texts: tuple[str, ...], vectors: tuple[tuple[float, ...], ...]
+    ) -> EmbedCanary:
+        pinned, threshold = self._canary_pinned, self._canary_threshold
+        if not pinned:
+            return EmbedCanary(texts, vectors)
+        similarity = min_cosine(vectors, pinned)  # compared: the vectors need not be kept
+        detail = width_problem(vectors, pinned) or ""
+        reading = EmbedCanary(texts, (), similarity, threshold, detail=detail)
+        if reading.changed:
+            log.warning(
+                "embed_canary_changed",
+                model=self.label,
+                similarity=round(similarity, 6),
+                threshold=threshold,
+                detail=reading.detail or "the same texts give other vectors: a model change",
+            )
+        return reading
 
     async def aclose(self) -> None:
         """Release the model's resources and the cache file."""

@@ -48,12 +48,13 @@ def drift_events(result: CycleResult) -> list[tuple[str, str, dict[str, Any]]]:
     elif drift.transition == "recovered":
         events.append(("info", "drift_recovered", base))
     change = drift.change
-    if drift.model_transition == "onset" and change is not None:
+    if drift.model_transition == "onset" and (change is not None or drift.canary_changed):
         fields = {
             **base,
-            "overlap": round(change.overlap, 6),
-            "overlap_delta": round(change.overlap_delta, 6),
-            "overlap_p_value": change.overlap_p_value,
+            "overlap": round(change.overlap, 6) if change is not None else None,
+            "overlap_delta": round(change.overlap_delta, 6) if change is not None else None,
+            "overlap_p_value": change.overlap_p_value if change is not None else None,
+            "canary_changed": drift.canary_changed,
             "model": drift.model,
             "baseline_model": drift.baseline_model,
         }

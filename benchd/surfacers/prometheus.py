@@ -109,6 +109,7 @@ class BookCollector(Collector):
         yield from _requests(states)
         yield from _short_answers(states)
         yield from _drift(states)
+        yield from _embed_canary(states)
         yield _thresholds(states)
 
 
@@ -545,6 +546,29 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
     yield from change.values()
     yield from (shift, shift_p)
     yield from (regressed, stale, samples, measured)
+
+
+def _embed_canary(states: list[ProbeState]) -> Iterator[Metric]:
+    """The embedding canary's last reading, on probes whose baseline pinned one."""
+    similarity = _gauge(
+        "benchd_embed_canary_similarity",
+        "Lowest cosine of the canary texts' vectors this cycle with those pinned in the "
+        "baseline (0 when the width changed).",
+        ["probe"],
+    )
+    threshold = _gauge(
+        "benchd_embed_canary_threshold",
+        "The similarity below which the embedding model changed, learned when the baseline "
+        "was pinned.",
+        ["probe"],
+    )
+    for s in states:
+        canary = s.latest.info.canary if s.latest.info is not None else None
+        if canary is None or canary.similarity is None or canary.threshold is None:
+            continue
+        similarity.add_metric([s.name], canary.similarity)
+        threshold.add_metric([s.name], canary.threshold)
+    yield from (similarity, threshold)
 
 
 def _thresholds(states: list[ProbeState]) -> Metric:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from benchd import __version__
 from benchd.redact import public_url, text
-from benchd.result import CycleResult, LatencySummary, LoadResult, QueryResult, SeedReport
+from benchd.result import (
+    CycleResult,
+    EmbedCanary,
+    LatencySummary,
+    LoadResult,
+    QueryResult,
+    SeedReport,
+)
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
 if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never drive it
@@ -191,11 +198,22 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
     if drift is not None and drift.detected:
         flagged = [k for k, m in drift.metrics.items() if m.detected]
         reasons.append(f"drift against the {drift.baseline} baseline: " + ", ".join(flagged))
-    if drift is not None and drift.change is not None and drift.model_changed:
+    if drift is not None and drift.change is not None and drift.change.model_changed:
         reasons.append(f"rankings changed (overlap {drift.change.overlap:.2f}): model change?")
+    reasons.extend(_canary_reason(last))
     if last.outcome != "success" or reasons:
         return "degraded", "; ".join(reasons) or f"outcome {last.outcome}"
     return "up", "last cycle succeeded"
+
+
+def _canary_reason(result: CycleResult) -> list[str]:
+    """The embedding canary's reason, when its vectors fell below the pinned threshold."""
+    canary = result.info.canary if result.info is not None else None
+    if canary is None or not canary.changed:
+        return []
+    seen = f"{canary.similarity:.6f} < {canary.threshold:.6f}"
+    detail = f", {canary.detail}" if canary.detail else ""
+    return [f"embedding canary: similarity {seen}{detail}: the embedding model changed"]
 
 
 def probe_health(state: ProbeState | None) -> str:
@@ -296,6 +314,21 @@ def _target_info(result: CycleResult) -> dict[str, Any] | None:
         "version": info.version,
         "healthy": info.healthy,
         "lacks": list(info.lacks),  # guarantees this probe lacks (docs/targets.md)
+        "canary": _canary_json(info.canary),
+    }
+
+
+def _canary_json(canary: EmbedCanary | None) -> dict[str, Any] | None:
+    """The embedding canary's reading (its vectors stay in the baseline file)."""
+    if canary is None:
+        return None
+    return {
+        "texts": len(canary.texts),
+        "similarity": canary.similarity,
+        "threshold": canary.threshold,
+        "changed": canary.changed,
+        "error": canary.error,
+        "detail": canary.detail,
     }
 
 

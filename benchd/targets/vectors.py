@@ -60,6 +60,7 @@ __all__ = [
     "import_off_loop",
     "mark_digest",
     "mark_of",
+    "stage_of",
     "tie_ordered",
     "vector_costs",
 ]
@@ -118,6 +119,19 @@ def embed_stage(config: EmbedConfig, target: object = None) -> EmbedStage:
     from benchd.targets.embedding import embedder_maker
 
     return EmbedStage(config, make=embedder_maker(config, target))
+
+
+def stage_of(target: object) -> EmbedStage | None:
+    """The embed stage of a probe's target that embeds on the client (None: it does not).
+
+    A vector kind's store holds it as ``embed``, and so does an http store
+    with ``[probe.target.embed]``; the flow around either holds the store.
+    """
+    from benchd.embed.stage import EmbedStage
+
+    store = getattr(target, "store", target)
+    stage = getattr(store, "embed", None)
+    return stage if isinstance(stage, EmbedStage) else None
 
 
 def mark_digest(content: str, model: str) -> str:
@@ -233,8 +247,14 @@ class VectorStore(StoreDefaults):
         self._corpus = 0  # records in the namespace, once seeded
 
     async def info(self) -> TargetInfo:
-        """The store and the embedder's label (the probe's model label); no I/O."""
-        return TargetInfo(kind=self.kind, endpoint=self.endpoint, model=self.embed.label)
+        """The store, the embedder's label (the probe's model label) and the embedding
+        canary's reading (one call to the model when a baseline pinned one)."""
+        return TargetInfo(
+            kind=self.kind,
+            endpoint=self.endpoint,
+            model=self.embed.label,
+            canary=await self.embed.canary(),
+        )
 
     async def list_page(self, cursor: str | None) -> Page:
         rows, after = await self.io.page(cursor, self.page_size)

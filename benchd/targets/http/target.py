@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
@@ -52,6 +52,9 @@ from benchd.targets.store import (
     SeedPlan,
 )
 from benchd.targets.vectors import SENTINEL_TEXT, embed_stage
+
+if TYPE_CHECKING:
+    from benchd.embed.stage import EmbedStage
 
 __all__ = [
     "KIND",
@@ -169,9 +172,16 @@ class HttpKindStore(HttpStore):
             what = self._what(health)
             found, version = await decode(answer.body, what, partial(health_labels, health, what))
             model = model or found
-        if self._embed is not None:
-            model = self._embed.label  # benchd computes the vectors: its embedder is the model
-        return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
+        if self._embed is None:
+            return TargetInfo(kind=KIND, endpoint=self._base, model=model, version=version)
+        # benchd computes the vectors: its embedder is the model, with its canary
+        canary = await self._embed.canary()
+        return TargetInfo(KIND, self._base, self._embed.label, version, canary=canary)
+
+    @property
+    def embed(self) -> EmbedStage | None:
+        """The embed stage of an ``{embedding}`` template (None without one)."""
+        return self._embed
 
     async def search(self, query: SearchQuery) -> Hits:
         if self._embed is not None:
