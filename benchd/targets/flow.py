@@ -327,6 +327,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
+            self._check_lease_held()
             self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
@@ -555,6 +556,7 @@ class NamespaceFlow(NamespaceOwnership):
             await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
+            self._check_lease_held()
             self._changes += 1
             recheck = functools.partial(self._still_listed, server_id)
             if await self.store.delete(server_id, recheck):
@@ -583,6 +585,7 @@ class NamespaceFlow(NamespaceOwnership):
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return
+            self._check_lease_held()
             self._changes += 1
             deleted += await self.store.delete_many(ids)
             answered = time.monotonic()
