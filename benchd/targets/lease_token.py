@@ -2,7 +2,9 @@
 
 One file per lease (instance, kind, store, namespace), named by their hash,
 holding a random token, mode 0600, in ``$BENCHD_STATE_DIR``, else
-``$XDG_STATE_HOME/benchd``, else ``~/.local/state/benchd`` (``leases/``).
+``$XDG_STATE_HOME/benchd``, else ``~/.local/state/benchd`` (``leases/``;
+where that cannot be written and ``$BENCHD_STATE_DIR`` is unset, the temp
+directory's ``benchd-state-<uid>``).
 The daemon holds an exclusive ``flock`` on the file while it runs: a second
 daemon on the same state directory gets no token from it (it is another
 holder, refused beside the first), and probes of one process that share a
@@ -19,6 +21,7 @@ import fcntl
 import hashlib
 import os
 import re
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +74,13 @@ def held_token(key: str) -> str | None:
             return held.token
         path = Path(key)
         try:
-            found = _open_locked(path)
+            try:
+                found = _open_locked(path)
+            except OSError:
+                if os.environ.get("BENCHD_STATE_DIR"):
+                    raise
+                path = _fallback_dir() / path.name  # a read-only home: the temp directory
+                found = _open_locked(path)
         except OSError as exc:
             log.warning(
                 "lease token not kept",
@@ -98,6 +107,13 @@ def let_go(key: str) -> None:
         if held.users <= 0:
             del _held[key]
             os.close(held.fd)  # closing the file releases its lock
+
+
+def _fallback_dir() -> Path:
+    """Where tokens go when the home directory is read-only (a container's root file
+    system): the temp directory, which a pod's ``emptyDir`` keeps across container
+    restarts."""
+    return Path(tempfile.gettempdir()) / f"benchd-state-{os.getuid()}" / "leases"
 
 
 def _open_locked(path: Path) -> _Held | None:

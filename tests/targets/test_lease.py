@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,24 @@ def test_an_unwritable_state_directory_gives_no_token(
     blocked.write_text("")
     monkeypatch.setenv("BENCHD_STATE_DIR", str(blocked / "state"))
     assert held_token(token_key("a", "b", "c", "d")) is None
+
+
+def test_a_read_only_home_keeps_the_token_in_the_temp_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container with a read-only root file system: the token goes to the temp directory
+    (a pod's emptyDir, kept across container restarts)."""
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.delenv("BENCHD_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    key = token_key("pod-0", "zengram", "http://store", NS)
+    token = held_token(key)
+    assert token is not None
+    (kept,) = (tmp_path / "tmp" / f"benchd-state-{os.getuid()}" / "leases").iterdir()
+    assert kept.read_text().strip() == token
+    let_go(key)
+    assert held_token(key) == token
+    let_go(key)
