@@ -32,7 +32,8 @@ from benchd.parts import check_parts, load_parts
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
 from benchd.targets.base import ProbeTarget, Progress
-from benchd.targets.lease import LeaseHolder, Role, default_instance
+from benchd.targets.lease import LeaseHolder, Role, default_instance, new_token
+from benchd.targets.lease_token import held_token, let_go, token_key
 
 __all__ = [
     "INTERNAL",
@@ -110,20 +111,36 @@ class ProbeRunner:
         self.tracker, self.target = build_parts(probe)
         # ... and of its write budget (req/s), which the flow's deletes are spaced to.
         self.target.write_rate = write_rate if write_rate is not None else own_write_share(probe)
-        if self.target.capabilities.lease:
-            # A daemon promises a heartbeat every cycle: three missed ones make it stale.
-            # A one-shot run (benchd once) holds the lease for its one cycle only.
-            # Only the daemon (run) takes over a live lease of its own instance name.
-            role = role or ("once" if read_only_beside_live else "run")
-            ttl = probe.timeout_s if role != "run" else 3 * probe.interval_s
-            self.target.lease = LeaseHolder(
-                instance=instance or default_instance(),
-                ttl_s=ttl + probe.timeout_s,
-                fixture_hash=self.fixture.content_hash,
-                role=role,
-                force=force_lease,
-            )
+        self._token_key: str | None = None  # the state directory's token this runner holds
+        role = role or ("once" if read_only_beside_live else "run")
+        caps = self.target.capabilities
+        # without a lease, a one-shot command still holds back beside benchd's sentinel
+        if caps.lease or (caps.writes and caps.lists and role in ("once", "baseline")):
+            self.target.lease = self._holder(instance, role, force_lease)
         self._closed = False
+
+    def _holder(self, instance: str | None, role: Role, force: bool) -> LeaseHolder:
+        """This runner as a lease holder. A daemon promises a heartbeat every cycle (three
+        missed ones make it stale) and keeps its token in the state directory, so that a
+        restart takes its lease at once; a one-shot command holds the lease for its one
+        cycle, under a token of its own process, so it never takes the daemon's."""
+        name = instance or default_instance()
+        probe = self.probe
+        ttl = probe.timeout_s if role != "run" else 3 * probe.interval_s
+        token = None
+        if role == "run":
+            target = probe.target
+            key = token_key(name, target.kind, target.url or "", target.namespace or probe.name)
+            token = held_token(key)
+            self._token_key = key if token is not None else None
+        return LeaseHolder(
+            instance=name,
+            ttl_s=ttl + probe.timeout_s,
+            fixture_hash=self.fixture.content_hash,
+            role=role,
+            force=force,
+            token=token or new_token(),
+        )
 
     async def run_once(self, *, progress: Progress | None = None) -> CycleResult:
         """One cycle bounded by ``timeout_s``; a timeout is an outcome, not an exception."""
@@ -226,5 +243,7 @@ class ProbeRunner:
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._token_key is not None:
+                let_go(self._token_key)
             with anyio.CancelScope(shield=True):
                 await self.target.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,11 @@ import structlog
 from hypothesis import settings
 
 from benchd.targets import register_kinds
+
+# Lease holder tokens go to a folder of this test session, not the user's
+# ~/.local/state/benchd; subprocesses inherit it. Tests of the state folder's
+# own lookup set or clear it themselves.
+os.environ.setdefault("BENCHD_STATE_DIR", tempfile.mkdtemp(prefix="benchd-test-state-"))
 
 
 @pytest.fixture

@@ -364,6 +364,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
+            self._check_lease_held()
             self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
@@ -612,6 +613,7 @@ class NamespaceFlow(NamespaceOwnership):
             await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
+            self._check_lease_held()
             self._changes += 1
             sent.append(server_id)
             recheck = functools.partial(self._still_listed, server_id)
@@ -643,6 +645,7 @@ class NamespaceFlow(NamespaceOwnership):
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return
+            self._check_lease_held()
             self._changes += 1
             sent.extend(ids)
             deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is

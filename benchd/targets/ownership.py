@@ -21,7 +21,13 @@ from benchd.targets.listing import Listing
 from benchd.targets.owned import OWNER_KEY, OwnedIds, sentinel_id, sentinel_text
 from benchd.targets.store import Record, Store
 
-__all__ = ["NamespaceOwnership"]
+__all__ = ["UNLEASED", "NamespaceOwnership"]
+
+UNLEASED = (
+    "benchd instance unknown (this store keeps no lease beside benchd's sentinel: "
+    "see benchd validate)"
+)
+"""Who a one-shot command beside benchd's sentinel on a store without a lease measures beside."""
 
 log = get_logger("benchd.targets")
 
@@ -94,11 +100,14 @@ class NamespaceOwnership:
             return adopted
         keep = me is not None and caps.lease
         if not keep and existing.has_current_sentinel():
+            if me is not None and me.read_only_beside_live:
+                self._beside_unleased(existing)
             return adopted  # no lease to keep: the sentinel is enough
         self._held.add(sentinel_id(self._owned.namespace))
         # set before the write: a SIGTERM inside it may leave the lease written (release_lease
         # hands back only a lease listed with this process's token)
         self._leased = keep
+        sent = me.beat() if me is not None else 0.0  # before it is sent: no reader saw it sooner
         await self.store.write_sentinel(self._sentinel_record())  # with a lease: the heartbeat
         if me is not None and keep:
             back = await self._read_lease()
@@ -107,7 +116,19 @@ class NamespaceOwnership:
                     f"{self._where()}: {back.describe()} took the lease at the same time; "
                     "backing off (one writer per namespace)"
                 )
+            me.renewed(sent)
         return adopted
+
+    def _check_lease_held(self) -> None:
+        """Before a write or delete: refuse once this process's last heartbeat is older than
+        its lease less the margin (a stalled holder whose lease others may have seen expire)."""
+        me = self.lease
+        if me is not None and self._leased and me.expiring():
+            raise OwnershipError(
+                f"{self._where()}: this process's last heartbeat is older than its lease "
+                f"({me.ttl_s:g} s) less a margin; it writes nothing more until its next "
+                "cycle heartbeats again (one writer per namespace)"
+            )
 
     async def _read_lease(self) -> Holder | None:
         """The lease as the store holds it now (read back after writing it, and before it is
@@ -135,6 +156,22 @@ class NamespaceOwnership:
         await self.store.write_sentinel(self._sentinel_record(released=True))
         self._leased = False
         return True
+
+    def _beside_unleased(self, existing: Listing) -> None:
+        """``once`` or ``baseline`` on a store that keeps no lease, beside benchd's sentinel:
+        a daemon may be writing the namespace and nothing says so, so measure its complete
+        corpus read-only, or refuse (``--force`` writes)."""
+        found = sum(1 for f in self._owned.fixture_ids if existing.fixture_listed(f))
+        total = len(self._owned.fixture_ids)
+        if found < total:
+            raise OwnershipError(
+                f"{self._where()} holds benchd's sentinel and this store keeps no lease, so "
+                f"another benchd may be writing it; its corpus is incomplete ({found} of "
+                f"{total} records), so it cannot be measured read-only: pass --force if no "
+                "daemon writes it, or use another namespace"
+            )
+        self._read_only = UNLEASED
+        self._held = IdSet(self._owned)
 
     def _check_read_only(self, existing: Listing, holder: Holder, me: LeaseHolder) -> None:
         """Beside a live holder, measure only its complete corpus of the same fixture."""

@@ -23,6 +23,7 @@ from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
+from benchd.targets.lease import OBSERVED
 from benchd.targets.owned import OWNER_KEY, owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"
@@ -81,18 +82,26 @@ def test_a_second_instance_is_refused_naming_the_holder_and_writes_nothing(
     assert json.dumps(export(store.url, KEY, NAMESPACE), sort_keys=True) == before
 
 
-def test_a_restart_under_the_same_instance_name_takes_its_lease_over_at_once(
-    store: RefStoreThread, tmp_path: Path
+def test_a_restart_takes_its_lease_over_at_once_with_the_token_of_its_state_directory(
+    store: RefStoreThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("BENCHD_STATE_DIR", str(tmp_path / "state"))
     config = _config(tmp_path, store.url, instance="pod-0", interval=60.0)
     assert _cycle(config).outcome == "success"
-    token = _lease(store.url)["token"]
-    assert _cycle(config).outcome == "success"  # a new process, a new token
+    first = _lease(store.url)
+    assert _cycle(config).outcome == "success"  # a new process: the same token, from the file
     lease = _lease(store.url)
-    assert lease["instance"] == "pod-0" and lease["token"] != token
+    assert lease["instance"] == "pod-0" and lease["token"] == first["token"]
+    assert lease["heartbeat"] > first["heartbeat"]
+    monkeypatch.setenv("BENCHD_STATE_DIR", str(tmp_path / "twin"))  # another container
+    assert _cycle(config).error_kind == "ownership"
 
 
-def test_a_stale_lease_is_taken_over(store: RefStoreThread, tmp_path: Path) -> None:
+def test_a_stale_lease_is_taken_over_once_seen_unchanged_for_its_ttl(
+    store: RefStoreThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(OBSERVED, "clock", lambda: clock[0])
     assert _cycle(_config(tmp_path, store.url, instance="pod-0")).outcome == "success"
     sentinel = next(
         r for r in export(store.url, KEY, NAMESPACE) if r["id"] == sentinel_id(NAMESPACE)
@@ -107,8 +116,14 @@ def test_a_stale_lease_is_taken_over(store: RefStoreThread, tmp_path: Path) -> N
         json={"data": [stale], "operator_approved": True},
         headers={"x-api-key": KEY},
     ).raise_for_status()
-    taken = _cycle(_config(tmp_path, store.url, instance="pod-1"))
-    assert taken.outcome == "success"
+    other = _config(tmp_path, store.url, instance="pod-1")
+    # an hour-old heartbeat by this clock means nothing: first seen now, it is live
+    assert _cycle(other).error_kind == "ownership"
+    clock[0] += 59
+    assert _cycle(other).error_kind == "ownership"
+    clock[0] += 1
+    taken = _cycle(other)
+    assert taken.outcome == "success", taken.error_message
     assert _lease(store.url)["instance"] == "pod-1"
 
 

@@ -103,7 +103,9 @@ def test_an_interrupted_cleanup_before_is_completed_by_the_next_cycle(
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(second.run_once)
-                while len(_ours(store.url)) == 7:  # until the first delete has landed
+                # until the first delete of the corpus has landed (the heartbeat's own
+                # delete-then-import of the sentinel, by a restart holding its token, is none)
+                while len(set(_ours(store.url)) - {sentinel_id(NAMESPACE)}) == 6:
                     await anyio.sleep(0.01)  # polling the store, not synchronising
                 tg.cancel_scope.cancel()  # what SIGTERM does to a running cycle
         finally:

@@ -57,7 +57,24 @@ def test_an_http_target_can_do_what_its_templates_allow() -> None:
         delete={"path": "/d/{id}", "method": "DELETE"},
     )
     assert with_all.lists and with_all.writes and with_all.deletes and with_all.scores
-    assert not with_all.lease
+    assert with_all.lease  # a lease record, through the seed, export and delete templates
+    assigned = _caps(
+        "http",
+        url="http://h",
+        search=search,
+        seed={"path": "/i"},
+        export={"path": "/e", "ids": "ids", "fixture_ids": "fids"},
+        delete={"path": "/d/{id}", "method": "DELETE"},
+    )  # the store assigns its own ids: a lease record could not be told by its id
+    assert not assigned.lease and "second writer" in " | ".join(assigned.lacks())
+    no_delete = _caps(
+        "http",
+        url="http://h",
+        search=search,
+        seed={"path": "/i"},
+        export={"path": "/e", "ids": "ids"},
+    )
+    assert not no_delete.lease
 
 
 def test_zengram_keeps_every_promise() -> None:

@@ -32,6 +32,7 @@ from benchd.targets.base import SearchQuery
 from benchd.targets.client import Answer, ErrorContext
 from benchd.targets.connection import HttpFlow, HttpStore, NoLongerListed, before_retry
 from benchd.targets.http.config import Endpoint, HttpConfig
+from benchd.targets.http.lease import LeaseRecords, is_lease_name
 from benchd.targets.http.records import (
     batch_counts,
     content_of,
@@ -40,7 +41,7 @@ from benchd.targets.http.records import (
     search_hits,
 )
 from benchd.targets.http.templating import MISSING, as_text, render, render_text
-from benchd.targets.owned import namespaced_fields
+from benchd.targets.owned import namespaced_fields, sentinel_id
 from benchd.targets.store import (
     Capabilities,
     Counts,
@@ -115,6 +116,12 @@ class HttpKindStore(HttpStore):
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         # {embedding} / {q_embedding}: vectors from benchd's embed stage (docs/targets.md)
         self._embed = embed_stage(config.embed, config) if config.embed is not None else None
+        self._lease = LeaseRecords(config.namespace)  # used where the templates keep one
+
+    @property
+    def lease_records(self) -> int:
+        """The lease records the latest listing showed: each takes a search result's slot."""
+        return len(self._lease.leases)
 
     def _what(self, template: Endpoint | None) -> str:
         assert template is not None
@@ -191,7 +198,9 @@ class HttpKindStore(HttpStore):
 
     def _search_values(self, query: SearchQuery) -> dict[str, Any]:
         max_k = self.config.search.max_k
-        k = query.limit  # the flow's room for the sentinel included: dropped, never scored
+        # the flow's room for the sentinel and the lease records included (lease_records):
+        # dropped, never scored
+        k = query.limit
         return {
             "q": query.q,
             "k": min(k, max_k) if max_k else k,
@@ -228,6 +237,11 @@ class HttpKindStore(HttpStore):
         search = self.config.search
         reduce = partial(search_hits, search.ids, search.scores, sent, what)
         ids, scores = await decode(answer.body, what, reduce)
+        ns = self.config.namespace
+        if any(is_lease_name(ns, i) for i in ids):  # a lease record is never a result
+            kept = [n for n, i in enumerate(ids) if not is_lease_name(ns, i)]
+            ids = [ids[n] for n in kept]
+            scores = [scores[n] for n in kept] if scores else scores
         return Hits(ids, scores)
 
     def _record(self, record: Record, vector: Any = MISSING) -> Any:
@@ -256,12 +270,43 @@ class HttpKindStore(HttpStore):
         return rendered
 
     async def write_sentinel(self, record: Record) -> None:
+        """The sentinel; where the templates keep a lease, the heartbeat: a lease record
+        (:mod:`benchd.targets.http.lease`)."""
+        if not self.capabilities.lease or record.mark.get("token") is None:
+            await self._write_marker(record)
+            return
+        await self._lease.heartbeat(
+            record, self._write_marker, self._delete_leases, self._list_all, self._where()
+        )
+
+    async def read_sentinel(self, store_id: str) -> Sequence[Listed] | None:
+        """Right after a heartbeat, the lease its own listing read; else None (list)."""
+        del store_id
+        return self._lease.read_back() if self.capabilities.lease else None
+
+    async def _write_marker(self, record: Record) -> None:
         counts = await self.write([record])
-        if counts[2]:
+        sentinel = record.store_id == sentinel_id(self.config.namespace)
+        if counts[2] or (counts[1] and not sentinel):  # a lease record is new every time
+            which = "sentinel" if sentinel else "lease"
             raise TargetProtocolError(
-                f"{self._what(self.config.seed)}: the store rejected benchd's sentinel record; "
+                f"{self._what(self.config.seed)}: the store rejected benchd's {which} record; "
                 "check [probe.target.seed] against the store's API"
             )
+
+    async def _delete_leases(self, store_ids: Sequence[str]) -> None:
+        for store_id in store_ids:
+            await self.delete(store_id)
+
+    async def _list_all(self) -> None:
+        cursor: str | None = None
+        while True:
+            cursor = (await self.list_page(cursor)).next
+            if cursor is None:
+                return
+
+    def _where(self) -> str:
+        return f"namespace {self.config.namespace!r} at {self._base}"
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         """Send one batch; the store's counts if the config names them, else all imported."""
@@ -320,6 +365,8 @@ class HttpKindStore(HttpStore):
             answer.body, what, partial(export_page, export, offset, what)
         )
         records = [Listed(sid, rec.get("fid"), rec.get("digest")) for sid, rec in listed.items()]
+        if self.capabilities.lease:
+            records = self._lease.page(records, first=number == 1, last=not more)
         if not more:
             return Page(records)
         if number >= export.max_pages:
@@ -347,18 +394,22 @@ class HttpTarget(HttpFlow):
 
 
 def http_capabilities(config: HttpConfig) -> Capabilities:
-    """What the configured templates allow: listing, writing and deleting each need theirs."""
+    """What the configured templates allow: listing, writing and deleting each need theirs;
+    a lease needs all three, and a store that keeps the ids benchd writes (the lease record
+    is known by its id)."""
+    owned_ids = config.export is None or not config.export.fixture_ids
+    lists, writes, deletes = (t is not None for t in (config.export, config.seed, config.delete))
     return Capabilities(
-        owned_ids=config.export is None or not config.export.fixture_ids,
-        lists=config.export is not None,
-        writes=config.seed is not None,
-        deletes=config.delete is not None,
+        owned_ids=owned_ids,
+        lists=lists,
+        writes=writes,
+        deletes=deletes,
+        lease=lists and writes and deletes and owned_ids,
         owned_keys=config.seed is not None,  # {memory} carries namespaced key/subject
         load_sender=True,
         scores=bool(config.search.scores),
         retries=True,
     )
-
 
 
 def http_costs(config: HttpConfig) -> StoreCosts:
@@ -368,6 +419,8 @@ def http_costs(config: HttpConfig) -> StoreCosts:
         batch_size=config.seed.batch_size if config.seed is not None else 500,
         lists=2 if config.verify else 1,
         searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
+        lease_listings=1 if http_capabilities(config).lease else 0,  # after the heartbeat
+        lease_writes=2 if http_capabilities(config).lease else 0,  # a new record, the old gone
         reads_per_min=120,  # today's default (the shipped example is a Zengram API);
         writes_per_min=60,  # a store without limits says [probe.budget] unlimited = true
     )

@@ -111,15 +111,16 @@ def parse_lease(namespace: str, name: str) -> Holder | None:
         return None
 
 
-def shown(leases: Iterable[Holder], mine: str | None, now: float | None = None) -> Holder | None:
+def shown(leases: Iterable[Holder], mine: str | None) -> Holder | None:
     """The lease a listing holding ``leases`` shows this process (token ``mine``).
 
-    Another holder's live lease wins over this process's own (the earliest
-    of them, ties by token, so every reader picks the same); then this
-    process's latest; then the latest of the expired ones.
+    Another holder's live lease wins over this process's own (live as this
+    process sees it: :meth:`~benchd.targets.lease.Holder.live`; the one with
+    the earliest heartbeat, ties by token, so readers agree on which to name);
+    then this process's latest; then the latest of the expired ones.
     """
     held = list(leases)
-    others = [h for h in held if h.token != mine and h.live(now)]
+    others = [h for h in held if h.token != mine and h.live()]
     if others:
         return min(others, key=lambda h: (h.heartbeat, h.token))
     own = [h for h in held if h.token == mine]

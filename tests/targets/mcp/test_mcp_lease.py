@@ -4,8 +4,9 @@ server-memory lists names only, so the lease lives in a record named by its
 holder (benchd.targets.mcp.lease). Against the real server (npm): a second
 instance on a live daemon's memory file fails with kind ``ownership`` and
 writes nothing, over stdio and through the HTTP bridge; ``once`` beside it
-measures read-only; a restarted daemon of the same instance name takes the
-lease over at once; a stale lease is taken over; a stopped one hands it back.
+measures read-only; a restarted daemon (its token in its state directory)
+takes its lease over at once; a lease seen unchanged for its ttl is taken
+over; a stopped one hands it back.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from test_mcp_kind import SERVER_MEMORY_TOOLS, probe_toml, server_memory_stdio
 from benchd.config.load import load_config
 from benchd.errors import TargetProtocolError
 from benchd.probe import ProbeRunner
-from benchd.targets.lease import Holder
+from benchd.targets.lease import OBSERVED, Holder
 from benchd.targets.mcp.deletes import VerifiedDeletes
 from benchd.targets.mcp.lease import (
     is_lease_name,
@@ -209,9 +210,15 @@ async def test_a_hand_back_cut_by_the_grace_says_the_lease_is_left_and_a_later_o
 
 
 @pytest.mark.anyio
-async def test_a_restart_under_the_same_name_takes_over_at_once_and_a_stale_lease_is_taken(
-    tmp_path: Path,
+async def test_a_restart_takes_its_own_lease_at_once_and_a_dead_one_after_its_ttl_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A restart finds its token in the state directory and takes its lease at once; a
+    lease whose holder died is taken only once this process has seen its record unchanged
+    for its ttl (by this process's clock, injected), whatever its heartbeat says."""
+    monkeypatch.setenv("BENCHD_STATE_DIR", str(tmp_path / "state"))
+    clock = [1000.0]
+    monkeypatch.setattr(OBSERVED, "clock", lambda: clock[0])
     memory = tmp_path / "benchd.jsonl"
     stdio = server_memory_stdio(memory)
     async with runner(stdio, tmp_path, "a", "pod-0") as first:
@@ -221,25 +228,21 @@ async def test_a_restart_under_the_same_name_takes_over_at_once_and_a_stale_leas
         result = await restarted.run_once()
     assert result.outcome == "success", result.error_message
     (new,) = leases(memory)
-    assert new.instance == "pod-0" and new.token != old.token
+    assert new.instance == "pod-0" and new.token == old.token and new.heartbeat > old.heartbeat
 
-    # the lease record as a holder that stopped heartbeating an hour ago left it
-    mark = {
-        "namespace": NS, "token": new.token, "heartbeat": new.heartbeat - 3600,
-        "ttl_s": 60, "role": "run", "pid": new.pid, "fixture_hash": new.fixture_hash,
-        "instance": "pod-0",
-    }  # fmt: skip
-    text = memory.read_text().replace(
-        lease_name(NS, {**mark, "heartbeat": new.heartbeat, "ttl_s": new.ttl_s}),
-        lease_name(NS, mark),
-    )
-    memory.write_text(text)
-    assert not leases(memory)[0].live()
+    # its holder died (its heartbeat an hour old by this clock: no matter)
+    monkeypatch.setenv("BENCHD_STATE_DIR", str(tmp_path / "another-container"))
     async with runner(stdio, tmp_path, "c", "pod-1") as other:
+        refused = await other.run_once()  # first seen now: live
+        assert (refused.outcome, refused.error_kind) == ("failed", "ownership")
+        clock[0] += new.ttl_s - 1
+        assert (await other.run_once()).error_kind == "ownership"
+        assert leases(memory) == [new]
+        clock[0] += 1  # unchanged for its ttl, as this process saw it
         taken = await other.run_once()
     assert taken.outcome == "success", taken.error_message
     (now,) = leases(memory)
-    assert now.instance == "pod-1" and now.live()
+    assert now.instance == "pod-1" and now.token != new.token
 
 
 @pytest.mark.anyio
@@ -317,12 +320,15 @@ def entity_line(name: str) -> str:
 
 @pytest.mark.anyio
 async def test_a_live_lease_record_of_the_previous_version_is_honoured_and_then_taken_over(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A daemon killed before the upgrade left its old-format (~180-character) lease record,
-    live: another instance is refused and writes nothing; its restart (same instance name)
-    takes the lease over and deletes the old record, leaving one lease record, in the new
-    format."""
+    live: another instance is refused and writes nothing; once seen unchanged for its ttl,
+    its restart takes the lease over and deletes the old record, leaving one lease record,
+    in the new format."""
+    monkeypatch.setenv("BENCHD_STATE_DIR", str(tmp_path / "state"))
+    clock = [1000.0]
+    monkeypatch.setattr(OBSERVED, "clock", lambda: clock[0])
     memory = tmp_path / "benchd.jsonl"
     stdio = server_memory_stdio(memory, 'namespace_by = "server"\ncleanup = "before"')
     old = {
@@ -337,6 +343,9 @@ async def test_a_live_lease_record_of_the_previous_version_is_honoured_and_then_
     assert "instance 'pod-0'" in (refused.error_message or "")
     assert memory.read_bytes() == before
     async with runner(stdio, tmp_path, "restarted", "pod-0") as restarted:
+        # the previous version kept no token: its restart waits the record out too
+        assert (await restarted.run_once()).error_kind == "ownership"
+        clock[0] += old["ttl_s"]
         result = await restarted.run_once()
         assert result.outcome == "success", result.error_message
         (now,) = [n for n in names(memory) if is_lease_name(NS, n)]
@@ -345,7 +354,7 @@ async def test_a_live_lease_record_of_the_previous_version_is_honoured_and_then_
     assert not [n for n in names(memory) if is_lease_name(NS, n)]
 
 
-def test_purge_deletes_expired_lease_records_of_both_forms_with_the_sentinel_and_no_other(
+def test_purge_refuses_unexpired_leases_and_forced_deletes_both_forms_with_the_sentinel(
     tmp_path: Path,
 ) -> None:
     memory = tmp_path / "shared.jsonl"
@@ -363,6 +372,12 @@ def test_purge_deletes_expired_lease_records_of_both_forms_with_the_sentinel_and
                                  SERVER_MEMORY_TOOLS))  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-m", "benchd", "purge", "-c", str(config)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    # a fresh process has seen no lease expire: live to it, whatever its heartbeat says
+    assert proc.returncode != 0 and "leased by live benchd instance" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchd", "purge", "-c", str(config), "--force"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -400,15 +415,20 @@ def test_a_lease_name_reads_back_as_the_holder_it_was_written_for() -> None:
     assert parse_lease(NS, lease_prefix(NS) + "a:b") is None  # too few fields: not a lease
 
 
-def test_another_live_lease_is_shown_before_ones_own_and_the_earliest_of_them_wins() -> None:
+def test_another_live_lease_is_shown_before_ones_own_and_the_earliest_of_them_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [50.0]
+    monkeypatch.setattr(OBSERVED, "clock", lambda: clock[0])
     now = 10_000.0
-    mine, early, late, dead = (
-        holder("m", now), holder("x", now - 5), holder("y", now - 1), holder("z", now - 999)
-    )
-    assert shown([mine, late, early, dead], "m", now) == early
-    assert shown([mine, dead], "m", now) == mine
-    assert shown([dead], None, now) == dead
-    assert shown([], "m", now) is None
+    dead = holder("z", now - 999)
+    assert shown([dead], None) == dead and dead.live()  # first seen: live
+    clock[0] += dead.ttl_s  # unchanged for its ttl as this process saw it
+    mine, early, late = holder("m", now), holder("x", now - 5), holder("y", now - 1)
+    assert shown([mine, late, early, dead], "m") == early
+    assert shown([mine, dead], "m") == mine
+    assert shown([dead], None) == dead and not dead.live()
+    assert shown([], "m") is None
 
 
 @pytest.mark.anyio
