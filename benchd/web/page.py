@@ -421,6 +421,8 @@ def _regressed_table(drift: Mapping[str, Any], limit: int | None, href: str) -> 
 def _quality_table(last: Mapping[str, Any]) -> str:
     ks = last.get("ks") or []
     aggregate = last.get("aggregate") or {}
+    if last.get("unranked") and aggregate:
+        return _set_quality_table(last, aggregate)
     if not ks or not aggregate:
         return '<p class="quality">No quality readings from the last cycle.</p>'
     head = "".join(f"<th>@{_e(k)}</th>" for k in ks)
@@ -434,6 +436,20 @@ def _quality_table(last: Mapping[str, Any]) -> str:
     return (
         f'<div class="scroll"><table class="quality"><tr><th>last quality</th>{head}</tr>'
         f"{''.join(rows)}</table></div>"
+    )
+
+
+def _set_quality_table(last: Mapping[str, Any], aggregate: Mapping[str, Any]) -> str:
+    """A store answering sets: its whole-answer measures, and why rank measures are absent."""
+    rows = "".join(
+        f"<tr><td>{_e(m)}</td><td>{_fmt(aggregate.get(m))}</td></tr>"
+        for m in ("hit", "recall", "recall_all", "precision")
+        if aggregate.get(m) is not None
+    )
+    return (
+        f'<div class="scroll"><table class="quality"><tr><th>last quality</th>'
+        f"<th>whole answer</th></tr>{rows}</table></div>"
+        f'<p class="hint">{_e(last.get("unranked"))}</p>'
     )
 
 
@@ -486,6 +502,8 @@ def _quality_chart(
     ks = last.get("ks") or []
     metrics = (last.get("drift") or {}).get("metrics") or {}
     names = [f"{m}@{k}" for k in _charted_ks(ks) for m in ("recall", "ndcg")]
+    if last.get("unranked"):  # a set has no cut-off
+        names = ["recall", "precision"]
     series = [
         Series(
             name,

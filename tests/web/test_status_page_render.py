@@ -240,3 +240,24 @@ def test_a_rankings_change_comes_first_with_its_own_onset() -> None:
     assert recall_line["what"] == "recall@10" and recall_line["since_iso"] == (
         "2023-11-14T22:05:00.000Z"
     )
+
+
+def test_a_set_scored_probe_shows_its_set_measures() -> None:
+    import dataclasses
+
+    from benchd.scoring.ranking import RANK_ONLY_REASON, rank_only_keys
+
+    whole = {"hit": 1.0, "recall": 0.964, "recall_all": 0.75, "precision": 0.889}
+    result = dataclasses.replace(
+        make_result("alpha", ks=(5, 10)), aggregate=whole, unranked=RANK_ONLY_REASON,
+        omitted=rank_only_keys((5, 10)),
+    )  # fmt: skip
+    book = ResultBook()
+    book.set_probes(["alpha"])
+    book.record(result)
+    html = page(book)
+    assert "No quality readings" not in html
+    assert "<tr><td>recall</td><td>0.964</td></tr>" in html
+    assert "<tr><td>precision</td><td>0.889</td></tr>" in html
+    assert "answers an unordered set" in html
+    assert 'data-legend="recall"' in html and 'data-legend="precision"' in html  # charted
