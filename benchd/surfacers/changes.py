@@ -5,7 +5,7 @@ the verdict) and a change in its rankings (a model change?), each with the
 time its episode began (the onset: the start of the cycle the drift stage
 flagged first). :func:`quality_verdict` says, beside a cycle's outcome
 (which only says whether the cycle ran), what the cycle said about quality.
-``/api/status``, the status page and the log read the same words.
+``/api/status`` and the status page read the same words.
 """
 
 from __future__ import annotations
@@ -113,13 +113,3 @@ def drift_reason(drift: DriftOutcome, onset: float | None) -> str:
     )
     return f"quality dropped against the {drift.baseline} baseline{when}: {key} {values}{more}"
 
-
-def summary_words(summary: Mapping[str, Any]) -> str:
-    """A history entry's quality verdict in words (for the page's tables)."""
-    key = quality_verdict(
-        str(summary.get("outcome")),
-        drifted=bool(summary.get("drifted")),
-        model_changed=bool(summary.get("model_changed")),
-        compared=bool(summary.get("compared")),
-    )
-    return QUALITY_WORDS[key]
