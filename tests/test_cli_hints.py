@@ -113,3 +113,12 @@ def test_the_build_asks_for_a_setuptools_that_reads_its_spdx_license() -> None:
     assert isinstance(project["project"]["license"], str)
     (requirement,) = [r for r in project["build-system"]["requires"] if "setuptools" in r]
     assert requirement.replace(" ", "") == "setuptools>=77"
+
+
+def test_an_editable_install_is_a_plain_path_entry_without_setuptools_warning() -> None:
+    """With the flat layout declared, setuptools' editable wheel is a .pth line; without it
+    a meta path finder, and a 10-line "Editable installation ... Please be careful with
+    folders in your working directory" warning on every first ``pip install -e .``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["tool"]["setuptools"]["package-dir"] == {"": "."}
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["benchd*"]
