@@ -122,3 +122,21 @@ def test_an_editable_install_is_a_plain_path_entry_without_setuptools_warning() 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["tool"]["setuptools"]["package-dir"] == {"": "."}
     assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["benchd*"]
+
+
+def test_plain_validate_warns_of_a_key_run_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("NC_DSN", raising=False)
+    config = _config(tmp_path, 'kind = "pgvector"\ndsn_env = "NC_DSN"')
+    config.write_text(config.read_text().replace("intervl = 3\n", ""))
+    assert main(["validate", "-c", str(config)]) == 0  # keys are not required here ...
+    out = capsys.readouterr().out
+    assert (  # ... but one that is missing is named, with the flag that requires it
+        "warning: probe 'p': NC_DSN (PostgreSQL DSN: a postgresql:// URL with user and "
+        "password) is not set; run and once refuse to start without it (--check-secrets "
+        "checks it)"
+    ) in out
+    monkeypatch.setenv("NC_DSN", "postgresql://u:p@127.0.0.1:1/db")
+    assert main(["validate", "-c", str(config)]) == 0
+    assert "is not set" not in capsys.readouterr().out
