@@ -21,8 +21,10 @@ code  meaning
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -53,10 +55,52 @@ COMMANDS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one line with exit code 2."""
+    """argparse that reports a bad flag in one line with exit code 2, with a likely fix."""
 
     def error(self, message: str) -> Any:
+        message = _suggest_choice(message)
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# --------------------------------------------------------------------------- did you mean
+
+_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def _did_you_mean(word: str, known: Sequence[str]) -> str:
+    """``; did you mean 'X'?`` for the closest of ``known``, or nothing when none is close."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _suggest_choice(message: str) -> str:
+    """argparse's "invalid choice" (a command, an action, a --format value) with its likely fix."""
+    match = _CHOICE.search(message)
+    if match is None:
+        return message
+    choices = re.findall(r"'([^']*)'", match["choices"])
+    return message + _did_you_mean(match["word"], choices)
+
+
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    """The innermost (sub)parser the words chose: ``benchd baseline save``'s, not ``benchd``'s."""
+    current = parser
+    while True:
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs and subs[0].dest else None
+        if not isinstance(name, str) or name not in subs[0].choices:
+            return current
+        current = subs[0].choices[name]
+
+
+def _reject_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    extra: Sequence[str]) -> None:  # fmt: skip
+    """Fail on words no parser took, from the command that would take them, with its flags."""
+    chosen = _chosen_parser(parser, args)
+    flags = [o for a in chosen._actions for o in a.option_strings if o.startswith("--")]
+    unknown = next((w.split("=", 1)[0] for w in extra if w.startswith("--")), None)
+    hint = _did_you_mean(unknown, flags) if unknown else ""
+    chosen.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -119,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Import only the named subcommand's module: `benchd score` need not load a web stack.
     parser = build_parser(words[0] if words else None)
 
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        _reject_unknown(parser, args, extra)
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_INPUT

@@ -115,6 +115,11 @@ class UsageError(InputError):
     """A bad command-line flag or argument."""
 
 
+# Every problem `run` and `once` find, keys included: plain `validate -c` checks how a
+# key is named, not whether it is set, so it would list fewer.
+_LISTS_ALL = "benchd validate --check-secrets -c FILE lists them all"
+
+
 class ConfigError(InputError):
     """A bad config file; each problem names the file and the key path.
 
@@ -129,7 +134,7 @@ class ConfigError(InputError):
         more = len(self.problems) - 1
         if more > 0:
             noun = "problem" if more == 1 else "problems"
-            first = f"{first} (and {more} more {noun}: benchd validate -c FILE lists them all)"
+            first = f"{first} (and {more} more {noun}: {_LISTS_ALL})"
         super().__init__(first)
 
 

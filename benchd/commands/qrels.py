@@ -57,6 +57,20 @@ def qrels_lines(fixture: Fixture) -> Iterator[str]:
             yield f"{qid} 0 {trec_column(doc)} {grade}"
 
 
+def _packaged_hint(name: str) -> None:
+    """A missing file named like a packaged fixture: say how to name the packaged one."""
+    from benchd.inputs import PACKAGED_FIXTURES
+
+    if name.startswith(_PACKAGED) or Path(name).exists():
+        return
+    stem = Path(name).name.removesuffix(".json")
+    if stem in PACKAGED_FIXTURES:
+        raise UsageError(
+            f"{name}: no such file; the fixture shipped with benchd is "
+            f"{_PACKAGED}{stem} (benchd qrels {_PACKAGED}{stem})"
+        )
+
+
 def _handle(args: argparse.Namespace) -> int:
     from benchd.fixtures.model import load_fixture
     from benchd.inputs import packaged_fixture
@@ -65,6 +79,7 @@ def _handle(args: argparse.Namespace) -> int:
     if args.out is not None and Path(args.out).is_dir():
         raise UsageError(f"--out {args.out}: is a directory; name the qrels file to write")
     path = packaged_fixture(name.removeprefix(_PACKAGED)) if name.startswith(_PACKAGED) else name
+    _packaged_hint(name)
     text = "".join(f"{line}\n" for line in qrels_lines(load_fixture(path)))
     if args.out is None:
         sys.stdout.write(text)

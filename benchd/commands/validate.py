@@ -222,6 +222,26 @@ def guarantee_warnings(path: str | Path) -> list[str]:
     return lines
 
 
+def unset_key_warnings(path: str | Path) -> list[str]:
+    """Without ``--check-secrets``: one line per probe whose key variable is not set now,
+    which ``run`` and ``once`` would refuse (``--check-secrets`` makes it a problem)."""
+    import os
+
+    from benchd.config.kinds import target_kinds
+    from benchd.config.load import load_config
+
+    lines = []
+    for probe in load_config(path, secrets=False).probes:
+        common = target_kinds()[probe.target.kind].common(probe.target.settings)
+        env = common.api_key_env
+        if env and not os.environ.get(env):
+            lines.append(
+                f"warning: probe {probe.name!r}: {env} ({common.secret_kind}) is not set; "
+                "run and once refuse to start without it (--check-secrets checks it)"
+            )
+    return lines
+
+
 def _config_check(args: argparse.Namespace) -> tuple[list[Path], list[str], str]:
     """The config's fixtures, its problems (every one) and its ok line."""
     from benchd.errors import ConfigError
@@ -311,7 +331,8 @@ def run(args: argparse.Namespace) -> int:
     checks = [_shown(c) for c in check_paths(paths)]
     if args.config is not None and not config_problems:
         warnings = budget_warnings(args.config, checks, check_secrets=args.check_secrets)
-        for line in [*warnings, *guarantee_warnings(args.config)]:
+        unset = [] if args.check_secrets else unset_key_warnings(args.config)
+        for line in [*warnings, *guarantee_warnings(args.config), *unset]:
             print(line, file=sys.stderr if args.format == "json" else sys.stdout)
     if args.format == "json":
         entries = [_as_json(c) for c in checks]

@@ -45,6 +45,9 @@ class CommonSettings:
     adopt_namespace: bool | None = None  # None: the kind has no such setting
     api_key_env: str | None = None
     api_key_file: str | None = None
+    # what the secret read from api_key_env / api_key_file is, for a person: the
+    # placeholder an error's `export VAR=<...>` shows
+    secret_kind: str = "API key"
     # its search answers a set, scored whole (hit, recall, recall_all, precision; no @k):
     # what thresholds may name (the kind's capabilities say the same to the cycle)
     unranked: bool = False

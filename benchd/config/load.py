@@ -466,7 +466,9 @@ def _target(
         if env and key_file:
             raise ConfigError(f"{file}: {path}: set api_key_env or api_key_file, not both")
         return TargetConfig(kind=kind_name, settings=settings, secret=None)
-    secret = read_secret(env=env, file=key_file, where=f"{file}: {path}")
+    secret = read_secret(
+        env=env, file=key_file, where=f"{file}: {path}", kind=common.secret_kind
+    )
     return TargetConfig(kind=kind_name, settings=settings, secret=secret)
 
 

@@ -36,8 +36,11 @@ class Secret:
         return f"Secret(source={self.source!r})"
 
 
-def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | None:
-    """Read a key from ``$env`` or ``file``; ``where`` names the config location."""
+def read_secret(
+    *, env: str | None, file: str | None, where: str, kind: str = "API key"
+) -> Secret | None:
+    """Read a key from ``$env`` or ``file``; ``where`` names the config location and
+    ``kind`` what the secret is (an API key, a DSN with its password, a token)."""
     if env and file:
         raise ConfigError(f"{where}: set api_key_env or api_key_file, not both")
     if env:
@@ -45,7 +48,7 @@ def read_secret(*, env: str | None, file: str | None, where: str) -> Secret | No
         if not value:
             raise ConfigError(
                 f"{where}: environment variable {env} is not set or empty; "
-                f"export {env}=<api key> before starting benchd"
+                f"export {env}=<{kind}> before starting benchd"
             )
         secret = Secret(value.strip(), f"api_key_env {env}")
     elif file:

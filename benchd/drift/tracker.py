@@ -474,6 +474,10 @@ class DriftTracker:
         # subject): a pinned baseline from before that is stale, never a page.
         self._key_stale = _predates_keys(baseline) if owned_keys else None
         self._window: deque[_Entry] = deque(maxlen=max(self.settings.rolling_window, 1))
+        # The last unflagged cycles: a one-cycle pinned baseline's noise. Kept apart from
+        # the window so that a drift lasting a window's length does not evict them (the
+        # noise the onset was judged against stays the noise of every later cycle).
+        self._quiet: deque[Snapshot] = deque(maxlen=max(self.settings.rolling_window, 1))
         self._drifting = False
         self._model_changed = False
 
@@ -489,7 +493,11 @@ class DriftTracker:
         outcome = dataclasses.replace(self._compare(snap, depth), canary_changed=changed)
         if self._window and self._window[-1].snap.fixture_hash != snap.fixture_hash:
             self._window.clear()  # a new corpus: older cycles measured something else
-        self._window.append(_Entry(snap, outcome.detected or outcome.model_changed))
+            self._quiet.clear()
+        flagged = outcome.detected or outcome.model_changed
+        self._window.append(_Entry(snap, flagged))
+        if not flagged:
+            self._quiet.append(snap)
         if not outcome.compared and (canary is None or canary.similarity is None):
             return outcome
         drift = _transition(self._drifting, outcome.detected) if outcome.compared else None
@@ -514,7 +522,7 @@ class DriftTracker:
             stale_reason = self._key_stale  # the rolling baseline still watches for drift
         elif self.baseline is not None:
             pinned = self.baseline
-            quiet = [e.snap for e in same if not e.flagged]
+            quiet = [s for s in self._quiet if s.fixture_hash == snap.fixture_hash]
             outcome = compare(
                 pinned_reference(pinned, quiet, depth),
                 snap,

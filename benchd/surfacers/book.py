@@ -121,6 +121,8 @@ class CycleSummary:
     model: str = ""  # the store's model label this cycle
     drifted: bool = False  # the drift stage flagged some metric@k
     model_changed: bool = False  # the label-free signals said the rankings changed
+    compared: bool = False  # the drift stage compared it with a baseline
+    short_answers: int = 0  # searches that answered fewer results than asked, all passes
 
     @property
     def duration_s(self) -> float:
@@ -152,6 +154,10 @@ class ProbeState:
     latency: Mapping[tuple[str, str], Histogram]  # (pass, latency) -> histogram
     thresholds: tuple[Verdict, ...] = ()  # the latest cycle against [probe.thresholds]
     short_answers: int = 0  # searches answering fewer than min(k, records seeded), all passes
+    # started_at of the cycle that opened the current drift / model-change episode
+    # (the drift stage's "onset" transition); None when none is open
+    drift_onset_at: float | None = None
+    model_change_onset_at: float | None = None
 
 
 class _CleanupLike(Protocol):
@@ -356,7 +362,25 @@ def _accumulate(
         errors=_add(base.errors, result.errors),
         latency=_add_samples(base.latency, _latency_samples(result), buckets),
         short_answers=base.short_answers + sum(result.short_answers.values()),
+        drift_onset_at=_onset(base.drift_onset_at, result, model=False),
+        model_change_onset_at=_onset(base.model_change_onset_at, result, model=True),
     )
+
+
+def _onset(since: float | None, result: CycleResult, *, model: bool) -> float | None:
+    """When the open episode began: this cycle's start on an onset, None once recovered."""
+    drift = result.drift
+    if drift is None:
+        return since
+    transition = drift.model_transition if model else drift.transition
+    if transition == "onset":
+        return result.started_at
+    if transition == "recovered":
+        return None
+    open_now = drift.model_changed if model else drift.detected
+    if open_now and since is None:  # an episode benchd saw begin before it kept state
+        return result.started_at
+    return since
 
 
 def _initial(result: CycleResult, buckets: tuple[float, ...]) -> ProbeState:
@@ -451,6 +475,8 @@ def _summarize(result: CycleResult) -> CycleSummary:
         model=result.info.model if result.info is not None else "",
         drifted=drift is not None and drift.detected,
         model_changed=drift is not None and drift.model_changed,
+        compared=drift is not None and drift.compared,
+        short_answers=sum(result.short_answers.values()),
     )
 
 

@@ -51,6 +51,16 @@ _DRIFT_FIELDS = (
         "Sign-flip p-value over queries: would the change generalize to other queries.",
     ),
     ("detected", "benchd_drift_detected", "1 if the drop is >= min_delta and beyond noise."),
+    (
+        "before",
+        "benchd_drift_baseline_value",
+        "The measure at the baseline, over the queries compared (delta = current - baseline).",
+    ),
+    (
+        "after",
+        "benchd_drift_current_value",
+        "The measure this cycle, over the same queries as its baseline value.",
+    ),
 )
 _CHANGE_FIELDS = (
     ("overlap", "benchd_drift_ranking_overlap", "Mean rank-biased overlap with the reference."),
@@ -531,7 +541,9 @@ def _drift(states: list[ProbeState]) -> Iterator[Metric]:
         for key, entry in drift.metrics.items():
             labels = [s.name, *split_metric_key(key)]
             for field, family in families.items():
-                family.add_metric(labels, float(getattr(entry, field)))
+                value = float(getattr(entry, field))
+                if math.isfinite(value) or field not in ("before", "after"):
+                    family.add_metric(labels, value)
         regressed.add_metric([s.name], float(len(drift.regressed)))
         samples.add_metric([s.name], float(drift.samples))
         measured.add_metric([s.name], float(drift.noise == "measured"))

@@ -29,6 +29,7 @@ from benchd.result import (
     SeedReport,
 )
 from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
+from benchd.surfacers.changes import change_list, drift_reason, quality_verdict
 
 if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never drive it
     from benchd.scheduler import Schedule
@@ -196,8 +197,7 @@ def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> t
     reasons = list(last.degraded_reasons)
     drift = last.drift
     if drift is not None and drift.detected:
-        flagged = [k for k, m in drift.metrics.items() if m.detected]
-        reasons.append(f"drift against the {drift.baseline} baseline: " + ", ".join(flagged))
+        reasons.append(drift_reason(drift, state.drift_onset_at))
     if drift is not None and drift.change is not None and drift.change.model_changed:
         reasons.append(f"rankings changed (overlap {drift.change.overlap:.2f}): model change?")
     reasons.extend(_canary_reason(last))
@@ -267,6 +267,7 @@ def _probe(
         return {**common, "last": None, "history": [], "cycles": {}, "cycles_total": 0}
     return {
         **common,
+        **_changes(state),
         "model": state.model,
         "last_success_at": state.last_success_at,
         "last_success_at_iso": iso_time(state.last_success_at),
@@ -274,6 +275,29 @@ def _probe(
         "cycles_total": sum(state.cycles.values()),
         "last": _result(state.latest, queries=queries),
         "history": [_summary(s) for s in reversed(state.history)],  # newest first
+    }
+
+
+def _changes(state: ProbeState) -> dict[str, Any]:
+    """When each open change began, what changed (one entry each) and the last cycle's
+    quality verdict beside its outcome."""
+    last = state.latest
+    drift = last.drift
+    return {
+        "drift_onset_at": state.drift_onset_at,
+        "drift_onset_at_iso": iso_time(state.drift_onset_at),
+        "model_change_onset_at": state.model_change_onset_at,
+        "model_change_onset_at_iso": iso_time(state.model_change_onset_at),
+        "changes": change_list(
+            drift, onset=state.drift_onset_at, model_onset=state.model_change_onset_at
+        ),
+        "quality": quality_verdict(
+            last.outcome,
+            drifted=drift is not None and drift.detected,
+            model_changed=drift is not None and drift.model_changed,
+            compared=drift is not None and drift.compared,
+        ),
+        "short_answers": dict(last.short_answers),
     }
 
 
@@ -300,6 +324,14 @@ def _summary(summary: CycleSummary) -> dict[str, Any]:
         "model": summary.model,
         "drifted": summary.drifted,
         "model_changed": summary.model_changed,
+        "compared": summary.compared,
+        "quality": quality_verdict(
+            summary.outcome,
+            drifted=summary.drifted,
+            model_changed=summary.model_changed,
+            compared=summary.compared,
+        ),
+        "short_answers": summary.short_answers,
     }
 
 

@@ -19,6 +19,7 @@ __all__ = ["TerminalProgress", "render_cycle", "render_progress"]
 _ROW_METRICS = ("hit", "recall", "mrr")
 _ROW_NAMES = {"hit": "hit", "recall": "rec", "mrr": "rr"}
 _AGG_METRICS = ("hit", "recall", "recall_all", "precision", "mrr", "ndcg", "map")
+_SET_METRICS = ("hit", "recall", "precision")  # a set is scored whole: no cut-off
 _FLOORS = MIN_SAMPLES
 
 
@@ -44,19 +45,37 @@ def _latency_line(label: str, s: LatencySummary) -> str:
     return line
 
 
+def _row_keys(result: CycleResult) -> list[tuple[str, str]]:
+    """(column head, metric key) of a query row: each k of a ranking, or a set's whole."""
+    if result.unranked:
+        return [(m, m) for m in _SET_METRICS]
+    return [(f"{_ROW_NAMES[m]}@{k}", f"{m}@{k}") for k in result.ks for m in _ROW_METRICS]
+
+
 def _query_rows(result: CycleResult) -> list[str]:
-    cols = [f"{_ROW_NAMES[m]}@{k}" for k in result.ks for m in _ROW_METRICS]
-    width = 44
-    lines = [f"  {'query':<{width}} " + " ".join(f"{c:>7}" for c in cols)]
+    keys = _row_keys(result)
+    width, cell = 44, max(7, *(len(c) for c, _ in keys))
+    lines = [f"  {'query':<{width}} " + " ".join(f"{c:>{cell}}" for c, _ in keys)]
     for q in result.queries:
         text = q.q if len(q.q) <= width else q.q[: width - 1] + "…"
         if q.error:
             lines.append(f"  {text:<{width}} error: {q.error}")
             continue
-        vals = [q.metrics.get(f"{m}@{k}") for k in result.ks for m in _ROW_METRICS]
-        lines.append(f"  {text:<{width}} " + " ".join(f"{_fmt(v):>7}" for v in vals))
-    agg = [result.aggregate.get(f"{m}@{k}") for k in result.ks for m in _ROW_METRICS]
-    lines.append(f"  {'AGGREGATE':<{width}} " + " ".join(f"{_fmt(v):>7}" for v in agg))
+        vals = [q.metrics.get(key) for _, key in keys]
+        lines.append(f"  {text:<{width}} " + " ".join(f"{_fmt(v):>{cell}}" for v in vals))
+    agg = [result.aggregate.get(key) for _, key in keys]
+    lines.append(f"  {'AGGREGATE':<{width}} " + " ".join(f"{_fmt(v):>{cell}}" for v in agg))
+    return lines
+
+
+def _set_block(result: CycleResult) -> list[str]:
+    """A set-scored probe's means and CIs: one row per set measure, and why ranks are absent."""
+    lines = [f"  {'metric':<10}  whole answer"]
+    for m in ("hit", "recall", "recall_all", "precision"):
+        lo, hi = result.ci.get(m, (None, None))
+        ci = f" [{lo:.2f},{hi:.2f}]" if lo is not None and hi is not None else ""
+        lines.append(f"  {m:<10}  {_fmt(result.aggregate.get(m))}{ci}")
+    lines.append(f"  (no rank measures: {result.unranked})")
     return lines
 
 
@@ -103,6 +122,26 @@ def _header(result: CycleResult) -> list[str]:
     return lines
 
 
+def _short_lines(result: CycleResult) -> list[str]:
+    """Searches that answered fewer results than a full answer holds: they lower recall."""
+    short = {p: n for p, n in sorted(result.short_answers.items()) if n}
+    if not short:
+        return []
+    counts = ", ".join(f"{n} of the {p} pass" for p, n in short.items())
+    recall = _headline_recall(result)
+    lowered = f"; recall above ({recall}) counts them as misses" if recall else ""
+    return [f"short answers: {counts} answered fewer results than asked{lowered}"]
+
+
+def _headline_recall(result: CycleResult) -> str:
+    if result.unranked:
+        value = result.aggregate.get("recall")
+        return "" if value is None else f"recall {value:.3f}"
+    k = max(result.ks, default=0)
+    value = result.aggregate.get(f"recall@{k}")
+    return "" if value is None else f"recall@{k} {value:.3f}"
+
+
 def _load_lines(result: CycleResult) -> list[str]:
     lines = ["latency (serial):", _latency_line("service", result.serial_latency)]
     load = result.load
@@ -124,11 +163,12 @@ def _load_lines(result: CycleResult) -> list[str]:
     if load.corrected is not None:
         lines.append(_latency_line("corrected", load.corrected))
     if load.aggregate:
-        parts = [
-            f"{m}@{k}={load.aggregate.get(f'{m}@{k}', 0.0):.3f}"
-            for k in result.ks
-            for m in ("recall", "ndcg")
-        ]
+        keys = (
+            list(_SET_METRICS)
+            if result.unranked
+            else [f"{m}@{k}" for k in result.ks for m in ("recall", "ndcg")]
+        )
+        parts = [f"{key}={load.aggregate.get(key, 0.0):.3f}" for key in keys]
         lines.append("  quality under load: " + " ".join(parts))
     return lines
 
@@ -139,7 +179,8 @@ def render_cycle(result: CycleResult) -> str:
     if result.queries:
         lines += _query_rows(result)
         lines.append("")
-        lines += _aggregate_block(result)
+        lines += _set_block(result) if result.unranked else _aggregate_block(result)
+        lines += _short_lines(result)
         lines += _load_lines(result)
     if result.errors:
         lines.append("errors: " + " ".join(f"{k}={v}" for k, v in sorted(result.errors.items())))

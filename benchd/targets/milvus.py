@@ -606,6 +606,7 @@ def milvus_common(config: MilvusConfig) -> CommonSettings:
         adopt_namespace=config.adopt_namespace,
         api_key_env=config.token_env,
         api_key_file=config.token_file,
+        secret_kind="token: USER:PASSWORD or an API key",
     )
 
 

@@ -703,6 +703,7 @@ def pgvector_common(config: PgvectorConfig) -> CommonSettings:
         adopt_namespace=config.adopt_namespace,
         api_key_env=config.dsn_env,
         api_key_file=config.dsn_file,
+        secret_kind="PostgreSQL DSN: a postgresql:// URL with user and password",
     )
 
 

@@ -26,6 +26,7 @@ from benchd import __version__
 from benchd.result import MIN_SAMPLES
 from benchd.surfacers.status import HEALTH_WORDS
 from benchd.web.charts import Marker, Series, line_chart, outcome_chart
+from benchd.web.headline import changes_block, quality_words, short_answers_fact
 
 __all__ = [
     "HEALTH_COLORS",
@@ -171,9 +172,10 @@ def _card(
         f'<h2>{_e(name)}<span class="health" style="background:{color}">'
         f"{_e(HEALTH_WORDS.get(health, health))}</span>{link}</h2>"
         f'<p class="reason">{_e(probe.get("reason") or "")}</p>'
+        f"{changes_block(probe)}"
         f"{_facts(probe, last, history, now)}{_drift_table(drift)}"
         f'<div class="charts">{"".join(charts)}</div>'
-        f"{_regressed_table(drift, None if full else _OVERVIEW_QUERIES)}"
+        f"{_regressed_table(drift, None if full else _OVERVIEW_QUERIES, href)}"
         f"{_quality_table(last)}</section>"
     )
 
@@ -188,11 +190,14 @@ def _facts(
         ("Model at the baseline", _baseline_model(drift)),
         ("Baseline", _baseline(drift)),
         ("Cycles", _cycles(probe)),
-        ("Last cycle", _last_cycle(last)),
+        ("Last cycle", _last_cycle(last, probe.get("quality"))),
         ("Latency", _latency(last)),
         ("Last error", _last_error(last, history)),
         ("Next cycle", _next_cycle(probe, now)),
     ]
+    short = short_answers_fact(probe, last)
+    if short is not None:
+        rows.insert(5, ("Short answers", short))
     items = "".join(f'<dt>{_e(k)}</dt><dd data-fact="{_e(k)}">{_e(v)}</dd>' for k, v in rows)
     return f'<dl class="facts">{items}</dl>'
 
@@ -205,10 +210,22 @@ def _baseline(drift: Mapping[str, Any]) -> str:
         "none": "none yet",
     }.get(kind, kind)
     if kind != "none":
-        text += f"; noise {drift.get('noise', '?')}, {drift.get('samples', '?')} samples"
+        text += "; " + _noise(drift)
     if drift.get("stale"):
         text += f" (stale: {drift.get('stale_reason') or 'unknown reason'})"
     return text
+
+
+def _noise(drift: Mapping[str, Any]) -> str:
+    """The reference's noise as the log's ``noise`` field names it, and what it rests on."""
+    noise, samples = drift.get("noise", "?"), drift.get("samples", "?")
+    why = {
+        "measured": "drops are tested against it",
+        "stable": "the samples never moved: every drop is real",
+        "none": "one sample: nothing to measure, every drop is real",
+    }.get(str(noise), "")
+    unit = "sample" if samples == 1 else "samples"
+    return f"noise {noise} over {samples} {unit}" + (f" ({why})" if why else "")
 
 
 def _baseline_model(drift: Mapping[str, Any]) -> str:
@@ -226,12 +243,16 @@ def _cycles(probe: Mapping[str, Any]) -> str:
     return f"{total} since benchd started (reloads included)" + (f": {parts}" if parts else "")
 
 
-def _last_cycle(last: Mapping[str, Any]) -> str:
+def _last_cycle(last: Mapping[str, Any], quality: object) -> str:
+    """Its outcome (did it run?) with its quality verdict (what did it say?), and when."""
     if not last:
         return "none yet"
     duration = last.get("duration_s")
-    took = f", {duration:.2f} s" if isinstance(duration, int | float) else ""
-    return f"#{last.get('cycle')} {last.get('outcome')} at {last.get('finished_at_iso')}{took}"
+    took = f" ({duration:.2f} s)" if isinstance(duration, int | float) else ""
+    return (
+        f"#{last.get('cycle')} {last.get('outcome')}, {quality_words(quality)}; "
+        f"started {last.get('started_at_iso')}{took}"
+    )
 
 
 def _latency(last: Mapping[str, Any]) -> str:
@@ -362,7 +383,7 @@ def _ranks(expected: Sequence[str], ranks: Mapping[str, Any]) -> str:
     )
 
 
-def _regressed_table(drift: Mapping[str, Any], limit: int | None) -> str:
+def _regressed_table(drift: Mapping[str, Any], limit: int | None, href: str) -> str:
     regressed: Sequence[Mapping[str, Any]] = drift.get("regressed_queries") or []
     if not regressed:
         return ""
@@ -384,9 +405,13 @@ def _regressed_table(drift: Mapping[str, Any], limit: int | None) -> str:
         )
     more = ""
     if len(shown) < len(regressed):
-        more = f'<p class="hint">{len(regressed) - len(shown)} more on the probe\'s page.</p>'
+        more = (
+            f'<p class="hint">{len(regressed) - len(shown)} more on '
+            f'<a class="more" href="probe/{href}#regressed">the probe\'s page</a>.</p>'
+        )
+    anchor = "" if limit else ' id="regressed"'  # the probe's page: the overview links here
     return (
-        f"<h3>Regressed queries ({len(regressed)})</h3>"
+        f"<h3{anchor}>Regressed queries ({len(regressed)})</h3>"
         '<div class="scroll"><table class="regressed cards"><tr><th>query</th><th>expected ids</th>'
         "<th>ranks before</th><th>ranks after</th><th>worst drop</th></tr>"
         f"{''.join(rows)}</table></div>{more}"
@@ -396,6 +421,8 @@ def _regressed_table(drift: Mapping[str, Any], limit: int | None) -> str:
 def _quality_table(last: Mapping[str, Any]) -> str:
     ks = last.get("ks") or []
     aggregate = last.get("aggregate") or {}
+    if last.get("unranked") and aggregate:
+        return _set_quality_table(last, aggregate)
     if not ks or not aggregate:
         return '<p class="quality">No quality readings from the last cycle.</p>'
     head = "".join(f"<th>@{_e(k)}</th>" for k in ks)
@@ -412,6 +439,20 @@ def _quality_table(last: Mapping[str, Any]) -> str:
     )
 
 
+def _set_quality_table(last: Mapping[str, Any], aggregate: Mapping[str, Any]) -> str:
+    """A store answering sets: its whole-answer measures, and why rank measures are absent."""
+    rows = "".join(
+        f"<tr><td>{_e(m)}</td><td>{_fmt(aggregate.get(m))}</td></tr>"
+        for m in ("hit", "recall", "recall_all", "precision")
+        if aggregate.get(m) is not None
+    )
+    return (
+        f'<div class="scroll"><table class="quality"><tr><th>last quality</th>'
+        f"<th>whole answer</th></tr>{rows}</table></div>"
+        f'<p class="hint">{_e(last.get("unranked"))}</p>'
+    )
+
+
 # --------------------------------------------------------------------------- charts
 
 
@@ -424,9 +465,9 @@ def _markers(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) ->
         now_model = str(h.get("model") or "")
         if model and now_model and now_model != model:
             out.append(Marker("model change", at, f"model {model} → {now_model} "
-                                                  f"(cycle #{h.get('cycle')})"))  # fmt: skip
+                                                  f"({_cycle_at(h)})"))  # fmt: skip
         elif h.get("model_changed") and not changed:
-            out.append(Marker("model change", at, f"rankings changed (cycle #{h.get('cycle')})"))
+            out.append(Marker("model change", at, f"rankings changed ({_cycle_at(h)})"))
         model, changed = now_model or model, bool(h.get("model_changed"))
         if h.get("outcome") in ("failed", "timeout"):
             tip = f"cycle #{h.get('cycle')} {h.get('outcome')}: {h.get('error_kind') or ''}"
@@ -438,6 +479,10 @@ def _markers(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) ->
             if first <= at <= end:
                 out.append(Marker("reload", float(at), "configuration reloaded"))
     return out
+
+
+def _cycle_at(summary: Mapping[str, Any]) -> str:
+    return f"cycle #{summary.get('cycle')}, started {summary.get('started_at_iso')}"
 
 
 def _t(summary: Mapping[str, Any]) -> float:
@@ -457,6 +502,8 @@ def _quality_chart(
     ks = last.get("ks") or []
     metrics = (last.get("drift") or {}).get("metrics") or {}
     names = [f"{m}@{k}" for k in _charted_ks(ks) for m in ("recall", "ndcg")]
+    if last.get("unranked"):  # a set has no cut-off
+        names = ["recall", "precision"]
     series = [
         Series(
             name,
@@ -524,7 +571,8 @@ def _outcome_chart(history: Sequence[Mapping[str, Any]]) -> str:
             float(h.get("started_at") or 0.0),
             float(h.get("finished_at") or h.get("started_at") or 0.0),
             str(h.get("outcome")),
-            f"cycle #{h.get('cycle')}: {h.get('outcome')} at {h.get('started_at_iso')}",
+            f"cycle #{h.get('cycle')}: {h.get('outcome')}, {quality_words(h.get('quality'))}; "
+            f"started {h.get('started_at_iso')}",
         )
         for h in history
     ]
@@ -541,7 +589,8 @@ def _history_table(history: Sequence[Mapping[str, Any]], last: Mapping[str, Any]
     ks = last.get("ks") or []
     keys = [f"{m}@{k}" for m in ("recall", "ndcg", "mrr", "precision", "hit") for k in ks]
     head = (
-        "<tr><th>cycle</th><th>started (UTC)</th><th>outcome</th><th>s</th>"
+        "<tr><th>cycle</th><th>started (UTC)</th><th>outcome</th>"
+        '<th class="text">quality</th><th>s</th>'
         '<th class="text">model</th><th>drift</th>'
         + "".join(f"<th>{_e(k)}</th>" for k in keys)
         + "<th>p50</th><th>p99</th><th>requests</th><th>errors</th>"
@@ -557,6 +606,8 @@ def _history_table(history: Sequence[Mapping[str, Any]], last: Mapping[str, Any]
         rows.append(
             f'<tr data-cycle="{_e(h.get("cycle"))}"><td>#{_e(h.get("cycle"))}</td>'
             f"<td>{_e(h.get('started_at_iso'))}</td><td>{_e(h.get('outcome'))}</td>"
+            f'<td class="text" data-quality="{_e(h.get("quality"))}">'
+            f"{_e(quality_words(h.get('quality')))}</td>"
             f'<td>{_fmt(h.get("duration_s"))}</td><td>{_e(h.get("model") or "")}'
             f"</td><td>{_e(', '.join(flags) or '–')}</td>{cells}"
             f"<td>{_ms(h.get('latency_p50_s'))}</td><td>{_ms(h.get('latency_p99_s'))}</td>"

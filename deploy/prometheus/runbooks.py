@@ -12,6 +12,7 @@ Kubernetes PrometheusRule:
 
     python3 deploy/prometheus/runbooks.py                       # print BASE, check every link
     python3 deploy/prometheus/runbooks.py --base https://git.example.com/sre/benchd/-/blob/main
+    python3 deploy/prometheus/runbooks.py --base "file://$PWD"  # this checkout (one machine)
 
 The check (also a test) fails when the rules disagree on BASE, when a link
 names another heading than its alert's, or when that heading is missing from
@@ -107,11 +108,15 @@ def set_base(base: str) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--base", help="the URL under which docs/deploy.md is served")
+    parser.add_argument(
+        "--base",
+        help="the URL under which docs/deploy.md is served: your Git server's or docs "
+        'site\'s (https://...), or this checkout on the machine that reads the pages ("file://$PWD")',
+    )
     args = parser.parse_args(argv)
     if args.base:
-        if not re.match(r"^https?://\S+$", args.base):
-            parser.error(f"--base: an http(s) URL, got {args.base!r}")
+        if not re.match(r"^(https?|file)://\S+$", args.base):
+            parser.error(f"--base: an http(s) or file:// URL, got {args.base!r}")
         for path in set_base(args.base):
             print(f"rewrote {path.relative_to(ROOT)}", file=sys.stderr)
     bases, problems = check()

@@ -201,3 +201,10 @@ def test_embedding_model_change_pages_through_the_shipped_alertmanager(tmp_path:
     assert pending[0]["labels"]["alertname"] == ALERT
     assert page["labels"]["probe"] == PROBE and page["labels"]["severity"] == "critical"
     assert page["annotations"]["runbook_url"] == alert["annotations"]["runbook_url"]
+    # the page carries the values: recall@10 at the baseline and now, as benchd measured them
+    told = re.search(
+        r"dropped beyond noise: (\d\.\d{3}) → (\d\.\d{3}) \(baseline → now\)",
+        page["annotations"]["summary"],
+    )
+    assert told is not None, page["annotations"]["summary"]
+    assert float(told[1]) > float(told[2])

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 from deploy_support import PROMETHEUS_DIR, alert_rules
+
+REPO = PROMETHEUS_DIR.parents[1]
 
 
 def _runbooks() -> ModuleType:
@@ -64,3 +68,29 @@ def test_setting_the_base_rewrites_only_runbook_urls_and_round_trips() -> None:
         assert new.strip().startswith("runbook_url: https://git.example.com/sre/benchd/-/blob/main/docs/")
         assert old.rsplit("/docs/", 1)[1] == new.rsplit("/docs/", 1)[1]
     assert runbooks.rewrite(moved, base) == text
+
+
+def test_the_base_may_be_this_checkout_and_every_rule_then_links_into_it(tmp_path: Path) -> None:
+    """One flag sets the address every page carries; file:// points it at the local docs."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    for part in ("deploy", "docs"):
+        shutil.copytree(REPO / part, copy / part)
+    script = copy / "deploy" / "prometheus" / "runbooks.py"
+    base = f"file://{copy}"
+    done = subprocess.run(
+        [sys.executable, str(script), "--base", base], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"runbook base: {base} (every link checked)" in done.stdout
+    rules = (copy / "deploy" / "prometheus" / "alerts.yml").read_text(encoding="utf-8")
+    assert f"runbook_url: {base}/docs/deploy.md#benchdqualitydrift" in rules
+    assert "github.com/benchd" not in rules
+    k8s = (copy / "deploy" / "k8s" / "base" / "prometheusrule.yaml").read_text(encoding="utf-8")
+    assert f"{base}/docs/deploy.md#benchdqualitydrift" in k8s
+    bad = subprocess.run(
+        [sys.executable, str(script), "--base", "ftp://x"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "an http(s) or file:// URL" in bad.stderr

@@ -358,3 +358,20 @@ async def test_aobserve_gives_the_same_outcome_as_observe() -> None:
     expected = [sync.observe(c) for c in cycles]
     assert [await threaded.aobserve(c) for c in cycles] == expected
     assert expected[1].detected and expected[1].transition == "onset"
+
+
+def test_a_long_drift_keeps_the_noise_its_onset_was_judged_against() -> None:
+    """A one-cycle pinned baseline borrows the quiet cycles' noise; flagged cycles filling
+    the window must not evict it (the page said "noise none, 1 samples" where the onset's
+    log said "measured")."""
+    healthy = _runs([1.0] * 30)
+    tracker = DriftTracker("p", DriftSettings(rolling_window=3), baseline=baseline_from_result(
+        _cycle(healthy)))  # fmt: skip
+    wobbly = [{**healthy, "q001": 0.5}, {**healthy, "q002": 0.5}]  # quiet, but they move
+    for n, quiet in enumerate(wobbly, start=1):
+        assert not tracker.observe(_cycle(quiet, cycle=n)).detected
+    broken = _runs([0.0] * 12 + [1.0] * 18)
+    outcomes = [tracker.observe(_cycle(broken, cycle=c)) for c in range(3, 10)]
+    assert outcomes[0].transition == "onset" and outcomes[0].noise == "measured"
+    assert all(o.detected for o in outcomes)
+    assert {(o.noise, o.samples) for o in outcomes} == {("measured", 3)}

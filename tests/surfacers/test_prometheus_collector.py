@@ -335,3 +335,22 @@ def test_model_label_from_the_store_never_carries_credentials() -> None:
     book.record(make_result(model="ollama:http://admin:hunter2@gpu:11434/nomic-embed-text"))
     (labels,) = [dict(lbl) for name, lbl in scrape(book) if name == "benchd_probe_info"]
     assert labels["model"] == "ollama:http://***@gpu:11434/nomic-embed-text"
+
+
+def test_a_drifted_metric_exports_its_baseline_and_current_values() -> None:
+    """What a page shows as "before → now"; a comparison without them exports neither."""
+    metric = MetricDrift(-0.323, 0.001, 0.03, True, -0.4, -0.2, 16, before=0.917, after=0.594)
+    unvalued = MetricDrift(-0.1, 0.001, 0.03, True, -0.2, -0.05, 16)  # before/after: NaN
+    outcome = DriftOutcome(
+        baseline="pinned", noise="stable", samples=3,
+        metrics={"recall@10": metric, "ndcg@10": unvalued},
+    )  # fmt: skip
+    book = ResultBook()
+    book.record(make_result(drift=outcome))
+    series = scrape(book)
+    recall = {"probe": "alpha", "metric": "recall", "k": "10"}
+    assert value(series, "benchd_drift_baseline_value", **recall) == 0.917
+    assert value(series, "benchd_drift_current_value", **recall) == 0.594
+    ndcg = {"probe": "alpha", "metric": "ndcg", "k": "10"}
+    assert value(series, "benchd_drift_delta", **ndcg) == -0.1
+    assert ("benchd_drift_baseline_value", frozenset(ndcg.items())) not in series

@@ -218,7 +218,10 @@ def test_state_names_the_reason_and_the_next_cycle() -> None:
     assert probes["alpha"]["reason"] == "connect: connection refused (2 cycles in a row)"
     assert probes["alpha"]["next_cycle_at_iso"] == "2027-01-15T08:00:00.000Z"
     assert probes["beta"]["state"] == "degraded"
-    assert probes["beta"]["reason"] == "drift against the pinned baseline: ndcg@10"
+    assert probes["beta"]["reason"] == (
+        "quality dropped against the pinned baseline since 2023-11-14T22:13:20.000Z: "
+        "ndcg@10 -0.200"
+    )
     assert probes["gamma"]["state"] == "pending" and probes["gamma"]["running"] is True
     assert probes["gamma"]["reason"] == "first cycle running"
 

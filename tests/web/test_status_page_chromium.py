@@ -256,7 +256,8 @@ def status(benchd: BenchdProcess) -> dict[str, Any]:
 def check_before(root: Node, api: dict[str, Any]) -> None:
     memory = card(root, "memory")
     assert memory.attrs["data-health"] == "healthy", memory.attrs
-    assert HEALTH_WORDS["healthy"] in memory.one("span").words()
+    assert HEALTH_WORDS["healthy"] in memory.one("span", class_="health").words()
+    assert not memory.all("li", class_="change")  # nothing changed yet
     told = facts(memory)
     assert told["Model now"] == BEFORE and told["Model at the baseline"] == BEFORE
     assert told["Baseline"].startswith("pinned")
@@ -274,14 +275,35 @@ def check_before(root: Node, api: dict[str, Any]) -> None:
 HISTORY = 20  # [server] history: every cycle of the test's memory probe is kept
 
 
+def check_changes(
+    memory: Node, probe: dict[str, Any], told: dict[str, str], onset_noise: str
+) -> None:
+    """One line per change, with its values and onset; the cycle's quality beside its outcome."""
+    lines = {li.attrs["data-change"]: li for li in memory.all("li", class_="change")}
+    changes = {c["what"]: c for c in probe["changes"]}
+    assert "recall@10" in changes and set(lines) <= set(changes)
+    onset = probe["drift_onset_at_iso"]
+    assert onset and onset <= probe["last"]["started_at_iso"]
+    for what, li in lines.items():
+        change = changes[what]
+        assert li.one("span", data_value="before").words() == f"{change['before']:.3f}"
+        assert li.one("span", data_value="now").words() == f"{change['now']:.3f}"
+        assert change["verdict"] in li.words()
+    assert lines["recall@10"].one("span", class_="since").attrs["data-since"] == onset
+    assert f"{probe['last']['outcome']}, quality dropped; started" in told["Last cycle"]
+    assert f"noise {onset_noise} over" in told["Baseline"]  # as the onset's log line said
+
+
 def check_after(
-    root: Node, api: dict[str, Any], queries: dict[str, str], before: float, limit: int = 10
+    root: Node, api: dict[str, Any], queries: dict[str, str], before: float, limit: int = 10,
+    onset_noise: str = "",
 ) -> None:
     memory = card(root, "memory")
     assert memory.attrs["data-health"] == "quality-dropped"
-    assert memory.one("span").words() == HEALTH_WORDS["quality-dropped"]
+    assert memory.one("span", class_="health").words() == HEALTH_WORDS["quality-dropped"]
     told = facts(memory)
     assert told["Model now"] == AFTER and told["Model at the baseline"] == BEFORE
+    check_changes(memory, api["probes"]["memory"], told, onset_noise)
     drift = api["probes"]["memory"]["last"]["drift"]
     flagged = {k: m for k, m in drift["metrics"].items() if m["detected"]}
     assert "recall@10" in flagged
@@ -294,8 +316,11 @@ def check_after(
         assert cells["delta"] == f"{metric['delta']:+.3f}", key
     # the baseline shown is the quality measured before the switch
     assert rows["recall@10"].one("td", data_value="baseline").words() == f"{before:.3f}"
-    regressed = [r["id"] for r in drift["regressed_queries"]][:limit]
+    every = drift["regressed_queries"]
+    regressed = [r["id"] for r in every][:limit]
     shown = memory.all("tr", class_="regressed")
+    if len(every) > limit:  # the overview: the rest are a link away
+        assert memory.one("a", class_="more").attrs["href"] == "probe/memory#regressed"
     assert [tr.attrs["data-query"] for tr in shown] == regressed and regressed
     for tr, qid in zip(shown, regressed, strict=True):
         assert tr.all("td")[0].words() == " ".join(queries[qid].split())
@@ -376,7 +401,7 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
             headers={"x-api-key": KEY}, timeout=60,
         )  # fmt: skip
         assert reply.status_code == 200, reply.text
-        benchd.wait_for(
+        onset = benchd.wait_for(
             lambda e: e.get("event") == "drift_onset" and e.get("probe") == "memory",
             timeout=CYCLE_TIMEOUT_S,
         )
@@ -404,7 +429,7 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
             shot = shots / f"status-after-{width}.png"
             root, external = parse(render(browser, benchd.url + "/", width, shot, profile))
             assert external == []
-            check_after(root, status(benchd), queries, before)
+            check_after(root, status(benchd), queries, before, onset_noise=onset["noise"])
             check_pixels(shot, width)
         shot = shots / "status-probe-memory-1280.png"
         root, _ = parse(render(browser, benchd.url + "/probe/memory", 1280, shot, profile))
@@ -412,5 +437,7 @@ def test_status_pages_show_what_changed_after_a_model_switch_in_chromium(
         numbers = [int(tr.attrs["data-cycle"]) for tr in rows]
         assert numbers == logged[::-1][:HISTORY]  # every kept cycle, newest first
         assert len(root.one("table", class_="queries").all("tr", data_query=None)) == 16
-        check_after(root, status(benchd), queries, before, limit=len(queries))
+        check_after(
+            root, status(benchd), queries, before, limit=len(queries), onset_noise=onset["noise"]
+        )
         assert benchd.stop() == 0
