@@ -193,22 +193,26 @@ class ProbeRunner:
             fixture_hash=self.fixture.content_hash,
         )
 
-    async def cleanup(self, grace_s: float = 30.0) -> CleanupReport | None:
+    async def cleanup(
+        self, grace_s: float = 30.0, *, lease_grace_s: float | None = None
+    ) -> CleanupReport | None:
         """Run the configured ``after`` cleanup on shutdown, within ``grace_s``.
 
         Deletes what benchd wrote (as its namespace lists it now), then the
         sentinel once nothing else of benchd's is left. None when the probe
         does not clean up after itself; else what was deleted and what is
-        left over (records benchd wrote and could not delete in time).
+        left over (records benchd wrote and could not delete in time). The lease
+        is then handed back within ``lease_grace_s`` (default ``grace_s``).
         """
+        lease_s = grace_s if lease_grace_s is None else lease_grace_s
         if self.probe.target.cleanup != "after":
-            await self.release_lease(grace_s)
+            await self.release_lease(lease_s)
             return None
         deleted = 0
         with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s) as scope:
             deleted = await self.target.cleanup(self.fixture.memory_ids)
             deleted += await self.target.release()
-        await self.release_lease(grace_s)
+        await self.release_lease(lease_s)
         return CleanupReport(
             namespace=self.probe.target.namespace or "",
             deleted=deleted,

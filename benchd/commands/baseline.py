@@ -131,6 +131,7 @@ async def _pin_live(
     config_path: str, probe: str | None, repeats: int = 1, *, force: bool = False
 ) -> Baseline:
     """Run ``repeats`` cycles of ``probe`` and freeze them, with their noise."""
+    from benchd.commands.once import hand_back, say_read_only
     from benchd.config.load import load_config
     from benchd.errors import TargetError
     from benchd.probe import ProbeRunner
@@ -157,7 +158,9 @@ async def _pin_live(
                     f"{result.error_message}; nothing was pinned"
                 )
             results.append(result)
-        await runner.release_lease(chosen.timeout_s)
+        if results:
+            say_read_only(results[0])
+        await hand_back(runner, chosen.timeout_s)
     finally:
         await runner.aclose()
     return baseline_from_results(results)

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -49,6 +50,11 @@ __all__ = ["cli_thresholds", "exit_code", "register"]
 log = get_logger("benchd.once")
 
 FORMATS = ("table", "json", "junit", "trec")
+# After its cycle, once hands the lease back for at most this long: a store that answers
+# the hand-back with a long Retry-After is not waited out (the lease expires by itself).
+HAND_BACK_S = 5.0
+# A wait after the cycle at least this long is said on stderr.
+SAY_WAIT_S = 0.5
 
 
 def register(sub: Any) -> None:
@@ -252,12 +258,29 @@ async def run_probes(
 
 async def _leave(runner: ProbeRunner, grace_s: float) -> None:
     """After the cycle, hand the lease back; with ``cleanup = "after"`` first delete what is
-    left of the corpus and then the sentinel, so a ``once`` leaves nothing behind."""
+    left of the corpus and then the sentinel, so a ``once`` leaves nothing behind. Time
+    spent here, after the cycle's own figures, is said on stderr."""
+    started = time.monotonic()
     try:
-        await runner.cleanup(grace_s)
+        await runner.cleanup(grace_s, lease_grace_s=HAND_BACK_S)
     except BenchdError as exc:
         log.warning("cleanup failed", probe=runner.probe.name, error=str(exc))
-        await runner.release_lease(grace_s)
+        await runner.release_lease(HAND_BACK_S)
+    _say_wait(runner.probe.name, "cleaning up and handing the lease back", started)
+
+
+async def hand_back(runner: ProbeRunner, grace_s: float) -> None:
+    """Hand the lease back within :data:`HAND_BACK_S` (an unreleased lease expires by
+    itself), saying on stderr how long that took when it was noticeable."""
+    started = time.monotonic()
+    await runner.release_lease(min(grace_s, HAND_BACK_S))
+    _say_wait(runner.probe.name, "handing the lease back", started)
+
+
+def _say_wait(probe: str, what: str, started: float) -> None:
+    waited = time.monotonic() - started
+    if waited >= SAY_WAIT_S:
+        print(f"benchd: probe {probe}: {waited:.1f} s after the cycle {what}", file=sys.stderr)
 
 
 def say_read_only(result: CycleResult) -> None:

@@ -287,6 +287,10 @@ def test_beside_the_daemon_on_its_host_purge_exits_3_and_once_measures_read_only
         assert once.returncode == 0, once.stderr
         assert "measured its corpus read-only" in once.stderr
         assert _ours(store.url, ns) == written  # the lease as the daemon wrote it
+        pinned = _benchd("baseline", "save", "--config", str(config), "--out", str(tmp_path / "b"))
+        assert pinned.returncode == 0, pinned.stderr
+        assert "measured its corpus read-only" in pinned.stderr  # says what it measured
+        assert _ours(store.url, ns) == written
         assert daemon.proc is not None and _lease(store.url, ns)["pid"] == daemon.proc.pid
         forced = _benchd("once", "--force", "--config", str(config))  # a deliberate takeover
         assert forced.returncode == 0, forced.stderr
