@@ -245,7 +245,7 @@ class _Cycle:
     current_since: float = field(default_factory=time.perf_counter)
     retries_before: int | None = None  # the target's count when seeding ended
     waited_before: float | None = None  # the target's retry_wait_s when seeding ended
-    # wall time spent waiting on 429 Retry-After (target retries, load pauses), as it passed
+    # wall time spent waiting (retries' Retry-After and backoff, load pauses), as it passed
     waits: WaitClock = field(default_factory=WaitClock)
     info: TargetInfo | None = None
     seed: SeedReport | None = None
@@ -258,12 +258,14 @@ class _Cycle:
         """Run one phase's ``work``, timing it; a TargetError (or a fixture file changed since
         it was loaded) fails the cycle in ``name``."""
         self.current, self.current_since = name, time.perf_counter()
+        self.waits.enter(name)
         enter_phase(self.progress, name)
         try:
             done = await work()
         except (TargetError, FixtureChanged) as exc:
             raise CycleFailure(name, exc) from None
         finally:
+            self.waits.leave()
             elapsed = time.perf_counter() - self.current_since
             self.phases[name] = self.phases.get(name, 0.0) + elapsed
         # Between phases, and after the last one, the cycle is scoring.
@@ -289,6 +291,12 @@ class _Cycle:
         now = self.target.retry_wait_s
         return now - self.waited_before
 
+    def phase_wait_s(self) -> dict[str, float]:
+        """Per phase: wall seconds during which at least one of its requests was waiting
+        (before a retry, or a load pass paused on a 429), never more than the phase took."""
+        waited = self.waits.by_phase()
+        return {name: min(waited.get(name, 0.0), took) for name, took in self.phases.items()}
+
     def failed(self, failure: CycleFailure) -> CycleResult:
         return self._result(
             "failed",
@@ -306,7 +314,10 @@ class _Cycle:
             f"{self.current!r} after {in_phase:.1f} s"
         )
         if waited > 0:
-            message += f"; {waited:.1f} s of the cycle went waiting on 429 Retry-After"
+            message += (
+                f"; {waited:.1f} s of the cycle went waiting on 429 Retry-After"
+                " and retry backoff"
+            )
         return self._result(
             "timeout", errors={"timeout": 1}, error_kind="timeout", error_message=message
         )
@@ -329,6 +340,7 @@ class _Cycle:
             finished_at=time.time(),
             outcome=outcome,
             phases=dict(self.phases),
+            phase_wait_s=self.phase_wait_s(),
             ks=probe.k,
             info=self.info,
             seed=self.seed,
@@ -450,6 +462,7 @@ def _assemble(state: _Cycle) -> CycleResult:
         finished_at=time.time(),
         outcome=outcome,
         phases=dict(state.phases),
+        phase_wait_s=state.phase_wait_s(),
         ks=probe.k,
         info=state.info,
         seed=state.seed,

@@ -284,6 +284,9 @@ class CycleResult:
     # A store whose search answers sets: why rank measures are absent, and their keys
     unranked: str | None = None
     omitted: tuple[str, ...] = ()
+    # phase -> wall seconds during which at least one of its requests was waiting (before a
+    # retry: Retry-After, backoff; or the load pass paused on a 429); at most phases[phase]
+    phase_wait_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -289,6 +289,12 @@ def _cycle_times(states: list[ProbeState]) -> Iterator[Metric]:
     finished = _gauge(
         "benchd_last_cycle_timestamp_seconds", "Unix time the last cycle finished.", ["probe"]
     )
+    waits = _gauge(
+        "benchd_cycle_wait_seconds",
+        "Last cycle: wall seconds per phase during which at least one request was waiting "
+        "(retry backoff, 429 Retry-After, load pass paused).",
+        ["probe", "phase"],
+    )
     success = _gauge(
         "benchd_last_success_timestamp_seconds",
         "Unix time the last successful cycle finished.",
@@ -297,11 +303,13 @@ def _cycle_times(states: list[ProbeState]) -> Iterator[Metric]:
     for s in states:
         for phase, seconds in s.latest.phases.items():
             phases.add_metric([s.name, phase], seconds)
+        for phase, seconds in s.latest.phase_wait_s.items():
+            waits.add_metric([s.name, phase], seconds)
         duration.add_metric([s.name], s.latest.duration_s)
         finished.add_metric([s.name], s.latest.finished_at)
         if s.last_success_at is not None:
             success.add_metric([s.name], s.last_success_at)
-    yield from (phases, duration, finished, success)
+    yield from (phases, waits, duration, finished, success)
 
 
 def _seeding(states: list[ProbeState]) -> Iterator[Metric]:

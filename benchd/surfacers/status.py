@@ -86,6 +86,7 @@ def _result(result: CycleResult, *, queries: bool = True) -> dict[str, Any]:
         "finished_at_iso": iso_time(result.finished_at),
         "duration_s": result.duration_s,
         "phases": dict(result.phases),
+        "phase_wait_s": dict(result.phase_wait_s),
         "model": result.info.model if result.info is not None else None,
         "target_info": _target_info(result),
         "ks": list(result.ks),

@@ -325,23 +325,23 @@ class RetryingClient:
                 delay = self._retry_delay(exc, attempt)
                 if delay is None or (isinstance(exc, TargetTimeout) and not retry_timeouts):
                     raise
-                window = None
                 if isinstance(exc, TargetHTTPError) and exc.status == 429:
                     report_wait(delay, "429 Retry-After")  # the cycle's progress line shows it
-                    window = waited_window(delay)  # on the cycle's clock, as it passes
             attempt += 1
             self.retries += 1
-            await self._sleep(delay, window)
+            await self._sleep(delay)
             if before_retry is not None:
                 await before_retry()
 
-    async def _sleep(self, delay: float, window: list[float] | None) -> None:
+    async def _sleep(self, delay: float) -> None:
         """Sleep before a retry; count the time slept (at most ``delay``), never more.
 
-        A sleep cut short (the cycle cancelled) counts what it slept, and its
-        window on the cycle's clock ends there too.
+        The sleep is a window on the cycle's clock (Retry-After and backoff
+        alike), the same span ``retry_wait_s`` adds; a sleep cut short (the
+        cycle cancelled) counts what it slept, and its window ends there too.
         """
-        started = time.monotonic()
+        window = waited_window(delay)
+        started = time.monotonic() if window is None else window[0]
         try:
             await anyio.sleep(delay)
         finally:

@@ -28,6 +28,7 @@ TOP_LEVEL = {
     "finished_at_iso",
     "duration_s",
     "phases",
+    "phase_wait_s",
     "model",
     "target_info",
     "ks",
