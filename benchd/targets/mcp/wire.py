@@ -186,7 +186,9 @@ class StdioWire:
 
     @property
     def alive(self) -> bool:
-        return self._ended is None
+        """False once the wire ended, or the process exited between calls (it is reaped)."""
+        exited = self._process is not None and self._process.returncode is not None
+        return self._ended is None and not exited
 
     @property
     def pid(self) -> int | None:
@@ -362,6 +364,10 @@ MAX_SESSION_ID_CHARS = 1024
 """Longest ``Mcp-Session-Id`` kept (the spec's ids are UUIDs, JWTs or hashes)."""
 
 
+class SessionForgotten(TargetUnreachable):
+    """The server answered 404 to a request in its session: it never ran the request."""
+
+
 class HttpWire:
     """POSTs JSON-RPC to one streamable-HTTP endpoint; see the module docstring."""
 
@@ -404,7 +410,7 @@ class HttpWire:
         except TargetHTTPError as exc:
             if exc.status == 404 and self.session_id is not None:
                 self._alive = False  # the server forgot the session: start a new one
-                raise TargetUnreachable(
+                raise SessionForgotten(
                     f"{self.where}: the server ended the MCP session (HTTP 404); benchd "
                     "opens a new one on the next call"
                 ) from None
