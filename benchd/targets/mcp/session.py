@@ -5,9 +5,10 @@
 old one ended (a stdio server that exited, an HTTP session the server
 forgot): the call that met the end fails (kind ``connect``), the next call
 starts over. A stdio server that exited between calls is started again
-before the next one, and a call answered 404 in a session the server forgot
-(it restarted between calls, so the call never ran) is sent once more on a
-new session: a restart between cycles costs no cycle. Every answer is
+before the next one, and a call the server never ran (answered 404 in a
+session it forgot, or written to the closed stdin of a process that had
+exited) is sent once more on a new wire: a restart between cycles costs
+no cycle. Every answer is
 validated with the MCP SDK's own types
 (``mcp_types``), so a server that breaks the protocol is a ``decode``
 error naming the method. A tool answer with ``isError`` is a
@@ -33,7 +34,7 @@ from pydantic import ValidationError
 from benchd.errors import TargetProtocolError, TargetToolError
 from benchd.targets.client import RetryingClient
 from benchd.targets.mcp.messages import ERROR_CHARS
-from benchd.targets.mcp.wire import Message, Reduce, SessionForgotten, Wire
+from benchd.targets.mcp.wire import Message, NeverRan, Reduce, Wire
 from benchd.targets.said import words
 
 __all__ = ["McpSession", "McpToolError", "ServerInfo", "ToolAnswer", "ToolSpec"]
@@ -215,12 +216,12 @@ class McpSession:
     async def _once_more(
         self, method: str, params: Mapping[str, Any], reduce_for: Callable[[Wire], Reduce | None]
     ) -> Any:
-        """``method`` on the live wire; sent once more on a new session when the server had
-        forgotten the old one (it restarted between calls: the request never ran)."""
+        """``method`` on the live wire; sent once more on a new wire when the server never
+        ran it (it restarted or exited between calls: a forgotten session, a closed stdin)."""
         wire = await self._ready()
         try:
             return await self._exchange(wire, method, params, reduce_for(wire))
-        except SessionForgotten:
+        except NeverRan:
             wire = await self._ready()
             return await self._exchange(wire, method, params, reduce_for(wire))
 

@@ -250,7 +250,8 @@ class StdioWire:
                     raise self._ended
                 await process.stdin.send(_dumps(message) + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise self._end(self._exited("its stdin closed")) from None
+            ended = self._end(self._exited("its stdin closed"))
+            raise NeverRan(str(ended)) from None  # no process read it
 
     async def _answer(self, ident: Any) -> Message:
         filed = 0
@@ -364,7 +365,12 @@ MAX_SESSION_ID_CHARS = 1024
 """Longest ``Mcp-Session-Id`` kept (the spec's ids are UUIDs, JWTs or hashes)."""
 
 
-class SessionForgotten(TargetUnreachable):
+class NeverRan(TargetUnreachable):
+    """The server never ran the request: its session was forgotten (HTTP 404), or its
+    process had exited before the request was written (stdin closed)."""
+
+
+class SessionForgotten(NeverRan):
     """The server answered 404 to a request in its session: it never ran the request."""
 
 
