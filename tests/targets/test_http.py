@@ -458,7 +458,7 @@ SEARCH = {"path": "/search", "ids": "results[*].id", "query": {"q": "{q}"}}
         ({**BASE}, r"probe\[0\]\.target\.search: required key is missing"),
         (
             {**BASE, "search": {**SEARCH, "limit": 5}},
-            r"target\.search\.limit: unknown key; known keys here: body, headers, ids",
+            r"target\.search\.limit: unknown key; known keys here: body, full_answers, headers",
         ),
         (
             {**BASE, "search": {**SEARCH, "query": {"q": "{query}"}}},

@@ -96,6 +96,9 @@ class SearchTemplate:
     headers: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     max_k: int | None = None  # the store's own cap on {k}
+    # a kNN store: every search answers min({k}, records in the namespace); fewer is
+    # counted as a short answer (a keyword store answers only what matches: leave it off)
+    full_answers: bool = False
     # the store's own score of each result, parallel to ``ids`` (e.g.
     # "results[*].score"): only the drift stage's label-free score shift reads it
     scores: str | None = field(default=None, metadata=check(_path_problem))

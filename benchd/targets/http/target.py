@@ -408,6 +408,7 @@ def http_capabilities(config: HttpConfig) -> Capabilities:
         owned_keys=config.seed is not None,  # {memory} carries namespaced key/subject
         load_sender=True,
         scores=bool(config.search.scores),
+        full_answers=config.search.full_answers,
         retries=True,
     )
 

@@ -4,7 +4,12 @@
 ``notifications/initialized`` notification), and opens a new one when the
 old one ended (a stdio server that exited, an HTTP session the server
 forgot): the call that met the end fails (kind ``connect``), the next call
-starts over. Every answer is validated with the MCP SDK's own types
+starts over. A stdio server that exited between calls is started again
+before the next one, and a call the server never ran (answered 404 in a
+session it forgot, or written to the closed stdin of a process that had
+exited) is sent once more on a new wire: a restart between cycles costs
+no cycle. Every answer is
+validated with the MCP SDK's own types
 (``mcp_types``), so a server that breaks the protocol is a ``decode``
 error naming the method. A tool answer with ``isError`` is a
 :class:`McpToolError` carrying the tool's own message. Validation runs in
@@ -29,7 +34,7 @@ from pydantic import ValidationError
 from benchd.errors import TargetProtocolError, TargetToolError
 from benchd.targets.client import RetryingClient
 from benchd.targets.mcp.messages import ERROR_CHARS
-from benchd.targets.mcp.wire import Message, Reduce, Wire
+from benchd.targets.mcp.wire import Message, NeverRan, Reduce, Wire
 from benchd.targets.said import words
 
 __all__ = ["McpSession", "McpToolError", "ServerInfo", "ToolAnswer", "ToolSpec"]
@@ -176,18 +181,17 @@ class McpSession:
     ) -> Any:
         """One request over the live wire (opened, or opened again, first); its result
         reduced by ``reduce`` where it is decoded."""
-        wire = await self._ready()
-        return await self._exchange(wire, method, params, reduce)
+        return await self._once_more(method, params, lambda wire: reduce)
 
     async def list_tools(self) -> dict[str, ToolSpec]:
         """Every tool the server offers, by name (all pages)."""
         tools: dict[str, ToolSpec] = {}
         cursor: str | None = None
         for _ in range(MAX_TOOL_PAGES):
-            wire = await self._ready()
-            reduce = functools.partial(_tools_page, where=wire.where)
             params = {"cursor": cursor} if cursor else {}
-            page, cursor = await self._exchange(wire, "tools/list", params, reduce)
+            page, cursor = await self._once_more(
+                "tools/list", params, lambda wire: functools.partial(_tools_page, where=wire.where)
+            )
             tools.update(page)
             if not cursor:
                 break
@@ -202,10 +206,24 @@ class McpSession:
         """Call a tool: its :class:`ToolAnswer`, or what ``keep`` makes of it where the
         answer is decoded (``keep`` must be picklable: it may run in the decode worker).
         ``isError`` is a :class:`McpToolError` with the tool's message."""
-        wire = await self._ready()
-        reduce = functools.partial(_tool_answer, name=name, where=wire.where, keep=keep)
         params = {"name": name, "arguments": arguments}
-        return await self._exchange(wire, "tools/call", params, reduce)
+        return await self._once_more(
+            "tools/call",
+            params,
+            lambda wire: functools.partial(_tool_answer, name=name, where=wire.where, keep=keep),
+        )
+
+    async def _once_more(
+        self, method: str, params: Mapping[str, Any], reduce_for: Callable[[Wire], Reduce | None]
+    ) -> Any:
+        """``method`` on the live wire; sent once more on a new wire when the server never
+        ran it (it restarted or exited between calls: a forgotten session, a closed stdin)."""
+        wire = await self._ready()
+        try:
+            return await self._exchange(wire, method, params, reduce_for(wire))
+        except NeverRan:
+            wire = await self._ready()
+            return await self._exchange(wire, method, params, reduce_for(wire))
 
     async def aclose(self) -> None:
         wire, self._wire = self._wire, None

@@ -186,7 +186,9 @@ class StdioWire:
 
     @property
     def alive(self) -> bool:
-        return self._ended is None
+        """False once the wire ended, or the process exited between calls (it is reaped)."""
+        exited = self._process is not None and self._process.returncode is not None
+        return self._ended is None and not exited
 
     @property
     def pid(self) -> int | None:
@@ -248,7 +250,8 @@ class StdioWire:
                     raise self._ended
                 await process.stdin.send(_dumps(message) + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise self._end(self._exited("its stdin closed")) from None
+            ended = self._end(self._exited("its stdin closed"))
+            raise NeverRan(str(ended)) from None  # no process read it
 
     async def _answer(self, ident: Any) -> Message:
         filed = 0
@@ -362,6 +365,15 @@ MAX_SESSION_ID_CHARS = 1024
 """Longest ``Mcp-Session-Id`` kept (the spec's ids are UUIDs, JWTs or hashes)."""
 
 
+class NeverRan(TargetUnreachable):
+    """The server never ran the request: its session was forgotten (HTTP 404), or its
+    process had exited before the request was written (stdin closed)."""
+
+
+class SessionForgotten(NeverRan):
+    """The server answered 404 to a request in its session: it never ran the request."""
+
+
 class HttpWire:
     """POSTs JSON-RPC to one streamable-HTTP endpoint; see the module docstring."""
 
@@ -404,7 +416,7 @@ class HttpWire:
         except TargetHTTPError as exc:
             if exc.status == 404 and self.session_id is not None:
                 self._alive = False  # the server forgot the session: start a new one
-                raise TargetUnreachable(
+                raise SessionForgotten(
                     f"{self.where}: the server ended the MCP session (HTTP 404); benchd "
                     "opens a new one on the next call"
                 ) from None

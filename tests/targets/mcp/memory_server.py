@@ -15,6 +15,11 @@ deletes nothing (a delete tool whose "done" is no proof).
 ``MEMSERVER_DIE_AFTER=N``: the search after the N-th exits the process (a server
 killed mid-pass).
 ``MEMSERVER_MAX_RESULTS=N``: a search answers at most N results (short answers).
+``MEMSERVER_SAME_PAGE=1``: list_memories ignores its offset and answers the first
+page every time (a listing that never ends).
+``MEMSERVER_OWN_FIRST=1``: a search ranks the ids starting ``benchd-`` (benchd's
+sentinel and lease records) above every other (answers padded with benchd's own).
+``MEMSERVER_CALLS=PATH``: each list_memories call appends a line to PATH.
 
 Run: ``python memory_server.py [--transport stdio|http] [--port N]``.
 """
@@ -103,12 +108,21 @@ def build(embedder_spec: str) -> MCPServer:
         (q,) = await embedder.embed_queries([query])
         ids = list(rows)
         scores = np.stack([rows[i].vector for i in ids]) @ q
-        order = sorted(range(len(ids)), key=lambda j: (-float(scores[j]), ids[j]))[:limit]
+        own = 1 if os.environ.get("MEMSERVER_OWN_FIRST") else 0
+        order = sorted(
+            range(len(ids)),
+            key=lambda j: (-own * ids[j].startswith("benchd-"), -float(scores[j]), ids[j]),
+        )[:limit]
         return Found(results=[Hit(id=ids[j], score=float(scores[j])) for j in order])
 
     @server.tool()
     async def list_memories(user_id: str, offset: int = 0, limit: int = 100) -> Listed:
         """One page of the user's memories, in id order."""
+        if calls := os.environ.get("MEMSERVER_CALLS"):
+            with open(calls, "a") as out:
+                out.write(f"{offset}\n")
+        if os.environ.get("MEMSERVER_SAME_PAGE"):
+            offset = 0
         rows = users.get(user_id, {})
         ids = sorted(rows)[offset : offset + limit]
         return Listed(memories=[Memory(id=i, content=rows[i].content) for i in ids])
