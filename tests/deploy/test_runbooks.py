@@ -94,3 +94,33 @@ def test_the_base_may_be_this_checkout_and_every_rule_then_links_into_it(tmp_pat
         check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "an http(s) or file:// URL" in bad.stderr
+
+
+def test_setting_the_base_needs_nothing_beyond_the_standard_library(tmp_path: Path) -> None:
+    """The README runs it from benchd's own venv, which has no PyYAML: it must not need it,
+    and the Kubernetes rule it rewrites stays what sync_rules.py generates."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    for part in ("deploy", "docs"):
+        shutil.copytree(REPO / part, copy / part)
+    script = copy / "deploy" / "prometheus" / "runbooks.py"
+    base = f"file://{copy}"
+    no_yaml = (
+        "import runpy, sys; sys.modules['yaml'] = None; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", no_yaml, str(script), "--base", base],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    k8s = copy / "deploy" / "k8s" / "base" / "prometheusrule.yaml"
+    rewritten = k8s.read_text(encoding="utf-8")
+    assert f"{base}/docs/deploy.md#benchdqualitydrift" in rewritten
+    sync = subprocess.run(
+        [sys.executable, str(copy / "deploy" / "k8s" / "sync_rules.py")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert sync.returncode == 0, sync.stderr
+    assert k8s.read_text(encoding="utf-8") == rewritten  # regenerating changes nothing
