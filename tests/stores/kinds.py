@@ -10,18 +10,37 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from store_servers import missing
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EmbeddingsStandIn",
     "benchd",
     "benchd_rows",
     "config_text",
     "env_for",
     "once_json",
+    "require_client",
     "shared_target",
     "target_table",
     "tenant_of",
 ]
+
+
+# The client library each kind's extra (benchd[KIND]) brings; chroma's is httpx.
+CLIENT_LIBRARY = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}
+
+
+def require_client(kind: str) -> str:
+    """``kind``, once its client library imports; else the test skips (fails where
+    ``BENCHD_REQUIRE_STORES`` is set) naming the extra to install."""
+    needs = CLIENT_LIBRARY.get(kind)
+    if needs is not None:
+        try:
+            __import__(needs)
+        except ImportError:
+            missing(f"{needs} (benchd[{kind}]) is not installed")
+    return kind
 
 
 def target_table(kind: str, server: Any, namespace: str, **extra: Any) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
-from kinds import target_table
+from kinds import require_client, target_table
 from store_servers import missing
 from support import BenchdProcess
 
@@ -45,7 +45,6 @@ pytestmark = pytest.mark.timeout(900)
 
 VECTOR_KINDS = ("pgvector", "chroma", "milvus", "qdrant")
 KINDS = (*VECTOR_KINDS, "http", "zengram")
-NEEDS = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}
 HTTP_EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "http-zengram.toml"
 UNLIMITED = "\n[probe.budget]\nunlimited = true\n"  # cycles triggered back to back
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
@@ -68,13 +67,7 @@ def refstore() -> Iterator[RefStoreThread]:
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    needs = NEEDS.get(str(request.param))
-    if needs is not None:
-        try:
-            __import__(needs)
-        except ImportError:
-            missing(f"{needs} (benchd[{request.param}]) is not installed")
-    return str(request.param)
+    return require_client(str(request.param))
 
 
 @pytest.fixture

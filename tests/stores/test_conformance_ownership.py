@@ -38,10 +38,10 @@ from kinds import (
     config_text,
     env_for,
     once_json,
+    require_client,
     shared_target,
     tenant_of,
 )
-from store_servers import missing
 from support import BenchdProcess
 
 from benchd.embed.config import EmbedConfig
@@ -53,18 +53,11 @@ from benchd.targets.owned import OwnedIds
 
 pytestmark = pytest.mark.timeout(900)
 KINDS = ("pgvector", "chroma", "milvus", "qdrant")
-NEEDS = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}
 
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    needs = NEEDS.get(str(request.param))
-    if needs is not None:
-        try:
-            __import__(needs)
-        except ImportError:
-            missing(f"{needs} (benchd[{request.param}]) is not installed")
-    return str(request.param)
+    return require_client(str(request.param))
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kinds import benchd_rows, env_for, target_table
-from store_servers import missing, run_chroma, run_milvus, run_postgres
+from kinds import benchd_rows, env_for, require_client, target_table
+from store_servers import run_chroma, run_milvus, run_postgres
 from support import BenchdProcess
 
 pytestmark = pytest.mark.timeout(900)
@@ -43,7 +43,6 @@ NOT_APPLICABLE = {
     "qdrant": "qdrant's local mode is embedded in benchd's process: no server to restart",
 }
 CYCLE_TIMEOUT_S = 240.0  # for one cycle to finish (a busy 2-core box)
-LIBRARY = {"pgvector": "psycopg", "milvus": "pymilvus"}
 SERVERS = {"pgvector": "pg_server", "chroma": "chroma_server", "milvus": "milvus_server"}
 
 
@@ -72,13 +71,7 @@ def _kind_param(kind: str) -> Any:
 
 @pytest.fixture(params=[_kind_param(k) for k in ("pgvector", "chroma", "milvus", "qdrant")])
 def kind(request: pytest.FixtureRequest) -> str:
-    needs = LIBRARY.get(str(request.param))
-    if needs is not None:
-        try:
-            __import__(needs)
-        except ImportError:
-            missing(f"{needs} (benchd[{request.param}]) is not installed")
-    return str(request.param)
+    return require_client(str(request.param))
 
 
 @pytest.fixture

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kinds import EmbeddingsStandIn, benchd, benchd_rows, config_text, env_for, once_json
+from kinds import (
+    EmbeddingsStandIn,
+    benchd,
+    benchd_rows,
+    config_text,
+    env_for,
+    once_json,
+    require_client,
+)
 from store_servers import missing
 from support import BenchdProcess
 from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
@@ -65,15 +73,7 @@ ROUNDING = 1e-9
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    needs = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}.get(
-        str(request.param)
-    )
-    if needs is not None:
-        try:
-            __import__(needs)
-        except ImportError:
-            missing(f"{needs} (benchd[{request.param}]) is not installed")
-    return str(request.param)
+    return require_client(str(request.param))
 
 
 @pytest.fixture
