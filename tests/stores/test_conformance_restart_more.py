@@ -38,14 +38,14 @@ from typing import Any
 
 import httpx
 import pytest
-from support import BenchdProcess
-from targets.mcp.mcp_servers import (
+from kinds.mcp.mcp_servers import (
     free_port,
     http_server,
     npm_bin,
     sdk_server_argv,
     server_memory_argv,
 )
+from support import BenchdProcess
 
 pytestmark = pytest.mark.timeout(900)
 
