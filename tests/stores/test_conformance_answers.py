@@ -32,9 +32,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "mcp"))
+
 import httpx
 import pytest
-from kinds.mcp.mcp_servers import sdk_server_argv
+from mcp_servers import sdk_server_argv
 
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config

@@ -36,9 +36,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "mcp"))
+
 import httpx
 import pytest
-from kinds.mcp.mcp_servers import (
+from mcp_servers import (
     free_port,
     http_server,
     npm_bin,
