@@ -33,7 +33,8 @@ from benchd.fixtures.reader import JSONL_SUFFIXES, step
 from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
-from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
+from benchd.schedule import Schedule, TriggerOutcome
+from benchd.scheduler import ProbeLoop
 from benchd.surfacers.base import Surfacer
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer

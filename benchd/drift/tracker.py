@@ -41,7 +41,8 @@ import anyio.to_thread
 
 from benchd.config.drift import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
 from benchd.drift.baseline import KEY_SCHEME, Baseline, expected_ranks
-from benchd.drift.outcome import (
+from benchd.drift.stats import Pool, noise_tests, rbo
+from benchd.drift_outcome import (
     BaselineKind,
     ChangeSignals,
     DriftOutcome,
@@ -50,7 +51,6 @@ from benchd.drift.outcome import (
     RegressedQuery,
     Transition,
 )
-from benchd.drift.stats import Pool, noise_tests, rbo
 from benchd.result import CycleResult, scores_of
 from benchd.scoring.stats import bootstrap_cis, paired_tests
 

@@ -32,7 +32,7 @@ from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, Result
 from benchd.surfacers.changes import change_list, drift_reason, quality_verdict
 
 if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never drive it
-    from benchd.scheduler import Schedule
+    from benchd.schedule import Schedule
 
 __all__ = [
     "HEALTH_WORDS",
