@@ -36,8 +36,8 @@ from benchd.result import CycleResult
 from benchd.schedule import Schedule, TriggerOutcome
 from benchd.scheduler import ProbeLoop
 from benchd.surfacers.base import Surfacer
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import iso_time
 from benchd.web.app import build_app, set_auth, set_guard
 from benchd.web.auth import Authenticator

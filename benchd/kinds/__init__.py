@@ -33,7 +33,7 @@ from benchd.kinds.chroma import (
 )
 from benchd.kinds.http.target import (
     HttpConfig,
-    HttpTarget,
+    TemplatedTarget,
     http_capabilities,
     http_costs,
 )
@@ -124,7 +124,9 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             url_key_common,
             zengram_costs,
         ),
-        TargetKind("http", HttpConfig, HttpTarget, http_capabilities, url_key_common, http_costs),
+        TargetKind(
+            "http", HttpConfig, TemplatedTarget, http_capabilities, url_key_common, http_costs
+        ),
         TargetKind(
             "python",
             PythonConfig,

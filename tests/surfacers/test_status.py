@@ -12,7 +12,7 @@ from benchd.config.thresholds import parse_threshold
 from benchd.drift_outcome import DriftOutcome, MetricDrift, RegressedQuery
 from benchd.redact import public_url, register_secret
 from benchd.scoring.thresholds import evaluate_all
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import result_to_json, status_document
 
 TOP_LEVEL = {

@@ -7,7 +7,7 @@ import re
 from surfacers.cycles import make_result
 
 from benchd.schedule import Schedule
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 from benchd.web.page import render_page
 
