@@ -212,10 +212,6 @@ class NamespaceFlow(NamespaceOwnership):
 
     # -- listing ----------------------------------------------------------------------
 
-    async def export_namespace(self) -> Mapping[str, Listed]:
-        """Every record listed in the namespace, by store id, as the listing keeps it."""
-        return (await self._list()).records
-
     async def _list(self) -> Listing:
         """The whole namespace, page by page; bounded in records and in pages."""
         records = ListedTable(self._owned)  # the corpus's copies by position, in arrays

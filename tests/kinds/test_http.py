@@ -16,6 +16,7 @@ import pytest
 from answer_support import parse_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from listing_support import listed_in
 from mem0_standin import Mem0Standin
 
 from benchd.config.load import ProbeConfig, TargetConfig, load_config, parse_config
@@ -151,7 +152,7 @@ async def test_export_pages_through_the_namespace(
     t = via_http(store, monkeypatch, export=export)
     try:
         report = await t.seed(MEMORIES)
-        listed = await t.export_namespace()
+        listed = await listed_in(t)
     finally:
         await t.aclose()
     assert report.verified == 5
