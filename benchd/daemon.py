@@ -54,9 +54,8 @@ async def _load_fixture(probe: ProbeConfig) -> Fixture:
 
     A JSON Lines fixture is read on the event loop a few dozen lines at a time,
     the other probes' requests and timings running in between: read in a
-    thread, its parsing held the GIL against them (/healthz p99 7.9 -> 32.9 ms,
-    max 178 ms while a 10^6-memory fixture loaded). A JSON file is parsed in
-    one piece, so in a thread.
+    thread, its parsing would hold the GIL against them (docs/load.md). A JSON
+    file is parsed in one piece, so in a thread.
     """
     try:
         if probe.fixture.suffix.lower() not in JSONL_SUFFIXES:

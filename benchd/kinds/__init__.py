@@ -137,7 +137,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_namespace,
         ),
         TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
-        # vector stores (#23): benchd computes the vectors ([probe.target.embed])
+        # vector stores: benchd computes the vectors ([probe.target.embed])
         TargetKind(
             "pgvector",
             PgvectorConfig,
