@@ -36,8 +36,9 @@ def picture() -> Picture:
 
 
 def owner_of_each_module() -> dict[str, str]:
-    """Each benchd module's one part (the test of that is below)."""
-    return {m: parts[0] for m, parts in owners(picture(), PACKAGE_ROOT, "benchd").items()}
+    """Each benchd module's part (that it has exactly one is a test of its own, below)."""
+    held = owners(picture(), PACKAGE_ROOT, "benchd")
+    return {m: parts[0] if parts else "(no part)" for m, parts in held.items()}
 
 
 @functools.cache
@@ -114,10 +115,10 @@ def test_the_picture_holds_the_nevers_the_issue_names() -> None:
         ("Flow", "Transport"),
         ("Web", "Daemon"),
         ("Result", "Drift"),
+        ("Result", "Daemon"),
         ("Surfacers", "Drift"),
         ("Surfacers", "Daemon"),
     } <= never
-    assert ("Result", "Daemon") not in picture().arrows
 
 
 def test_the_teams_picture_lists_the_same_nevers() -> None:
