@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -119,6 +120,22 @@ def test_the_picture_holds_the_nevers_the_issue_names() -> None:
         ("Surfacers", "Drift"),
         ("Surfacers", "Daemon"),
     } <= never
+
+
+_HTTP_LIBRARY = re.compile(
+    r"^\s*(?:import|from)\s+(httpx|h11|httpcore|http\.client|urllib3)\b", re.MULTILINE
+)
+
+
+def test_the_store_package_imports_no_http_library() -> None:
+    """The protocol and the flow are transport-free, of benchd's plumbing and of any other."""
+    found = [
+        f"{path.relative_to(PACKAGE_ROOT.parent)}: {match.group(0).strip()}"
+        for path in sorted((PACKAGE_ROOT / "store").rglob("*.py"))
+        for match in _HTTP_LIBRARY.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+    assert _HTTP_LIBRARY.search("def f():\n    import httpx\n")  # a lazy one is seen too
 
 
 def test_the_teams_picture_lists_the_same_nevers() -> None:
