@@ -26,8 +26,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from benchd.result import CycleResult, LatencySummary, LoadResult
-from benchd.surfacers.book import DEFAULT_BUCKETS, ResultBook
 from benchd.surfacers.prometheus import BookCollector, build_registry, split_metric_key
+from benchd.surfacers.result_book import DEFAULT_BUCKETS, ResultBook
 
 MEASURES = ("hit", "recall", "recall_all", "precision", "mrr", "ndcg", "map")
 KS = (1, 5, 10)

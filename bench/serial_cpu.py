@@ -83,11 +83,11 @@ async def timed(send: Callable[[int], Awaitable[object]], n: int) -> float:
 
 
 async def measure(config_path: Path, rounds: int) -> tuple[list[float], list[float], int]:
+    from benchd.assemble import load_parts
     from benchd.config.load import load_config
     from benchd.cycle import _search_query, run_cycle
     from benchd.fixtures.model import load_fixture
     from benchd.kinds import register_kinds
-    from benchd.parts import load_parts
 
     register_kinds()
     probe = load_config(config_path).probes[0]

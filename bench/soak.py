@@ -3,7 +3,7 @@
 Starts ``benchd refstore`` as a subprocess on a free loopback port and drives
 one probe in this process through :class:`benchd.probe.ProbeRunner` with no
 pause between cycles (a six-memory fixture, so a cycle takes milliseconds),
-recording every result in a :class:`~benchd.surfacers.book.ResultBook` and
+recording every result in a :class:`~benchd.surfacers.result_book.ResultBook` and
 rendering ``/metrics`` from it at each sample, as the daemon would. Every
 ``--phase`` cycles the store's faults change through its admin endpoint
 (errors, 429s, malformed and slow bodies, stalls, degraded search) and once
@@ -44,8 +44,8 @@ from benchd.errors import ERROR_KINDS
 from benchd.kinds.zengram import ZengramConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 
 KEY = "soak-key-" + os.urandom(6).hex()
 KEY_ENV = "BENCHD_SOAK_KEY"

@@ -6,8 +6,8 @@ exports everything as Prometheus metrics.
 """
 
 # The one place the version is written: pyproject.toml reads it from here
-# ([tool.setuptools.dynamic]). A literal, not importlib.metadata: that import alone
-# cost `benchd --version` about 0.1 s.
+# ([tool.setuptools.dynamic]). A literal, not importlib.metadata: importing that
+# would slow `benchd --version`, which imports nothing else.
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]

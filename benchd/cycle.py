@@ -24,8 +24,8 @@ import anyio.to_thread
 from benchd.config.load import ProbeConfig
 from benchd.errors import FixtureChanged, TargetAuthError, TargetError, TargetUnreachable
 from benchd.fixtures.model import Fixture, LabeledQuery
-from benchd.hooks import CycleProgress, WaitClock, enter_phase, waits_reported_to
 from benchd.load import Fire, LoadProfile, LoadRun, run_load
+from benchd.progress import CycleProgress, WaitClock, enter_phase, waits_reported_to
 from benchd.result import (
     CycleOutcome,
     CycleResult,
@@ -280,7 +280,7 @@ class _Cycle:
         return now - self.retries_before
 
     def on_wait(self, seconds: float, reason: str) -> None:
-        """A wait the store imposed (see :mod:`benchd.hooks`): show it (``waits`` counts it)."""
+        """A wait the store imposed (see :mod:`benchd.progress`): show it (``waits`` counts it)."""
         if isinstance(self.progress, CycleProgress):
             self.progress.waiting(seconds, reason)
 

@@ -33,10 +33,11 @@ from benchd.fixtures.reader import JSONL_SUFFIXES, step
 from benchd.logging import get_logger
 from benchd.probe import CleanupReport, ProbeRunner, log_internal
 from benchd.result import CycleResult
-from benchd.scheduler import ProbeLoop, Schedule, TriggerOutcome
+from benchd.schedule import Schedule, TriggerOutcome
+from benchd.scheduler import ProbeLoop
 from benchd.surfacers.base import Surfacer
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.log import LogSurfacer
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import iso_time
 from benchd.web.app import build_app, set_auth, set_guard
 from benchd.web.auth import Authenticator
@@ -53,9 +54,8 @@ async def _load_fixture(probe: ProbeConfig) -> Fixture:
 
     A JSON Lines fixture is read on the event loop a few dozen lines at a time,
     the other probes' requests and timings running in between: read in a
-    thread, its parsing held the GIL against them (/healthz p99 7.9 -> 32.9 ms,
-    max 178 ms while a 10^6-memory fixture loaded). A JSON file is parsed in
-    one piece, so in a thread.
+    thread, its parsing would hold the GIL against them (docs/load.md). A JSON
+    file is parsed in one piece, so in a thread.
     """
     try:
         if probe.fixture.suffix.lower() not in JSONL_SUFFIXES:

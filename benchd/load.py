@@ -44,9 +44,10 @@ import anyio.to_thread
 
 from benchd.config.profiles import LoadMode, LoadProfile
 from benchd.errors import ERROR_KINDS, ConfigError, TargetError, TargetHTTPError
-from benchd.hooks import Fire, WaitClock, report_wait, waited_window
+from benchd.progress import WaitClock, report_wait, waited_window
 from benchd.result import LoadResult
 from benchd.scoring.latency import summarize
+from benchd.store.target import Fire
 
 __all__ = [
     "OUTCOMES",

@@ -33,7 +33,7 @@ def _import_structlog_without_rich() -> None:
     """Import structlog; keep it from importing rich unless stderr is a terminal.
 
     structlog's dev module imports rich (for console tracebacks) wherever it is
-    installed: about 0.1 s, for JSON lines that never use it. The block lasts only
+    installed: a slow import, for JSON lines that never use it. The block lasts only
     for structlog's own import, so anything else may still import rich.
     """
     if "structlog" in sys.modules or "rich" in sys.modules or sys.stderr.isatty():

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from benchd.assemble import check_parts, load_parts
 from benchd.budget import own_share, own_write_share
 from benchd.config.load import ProbeConfig
 from benchd.config.thresholds import Threshold
@@ -28,7 +29,6 @@ from benchd.drift.tracker import DriftTracker
 from benchd.errors import BenchdError
 from benchd.fixtures.model import Fixture, load_fixture
 from benchd.logging import get_logger
-from benchd.parts import check_parts, load_parts
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
 from benchd.store.lease import LeaseHolder, Role, default_instance, new_token
@@ -74,7 +74,7 @@ def log_internal(stage: str, probe: str, exc: BaseException) -> None:
 def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, ProbeTarget]:
     """The probe's drift tracker (with its pinned baseline) and its adapter.
 
-    Built eagerly (:func:`benchd.parts.load_parts`): a baseline or target that
+    Built eagerly (:func:`benchd.assemble.load_parts`): a baseline or target that
     cannot be constructed is a startup, ``validate`` or reload error, never an
     exception inside a cycle.
     """

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from benchd.config.thresholds import Threshold
-
-if TYPE_CHECKING:  # drift imports result; the annotation alone needs no import at run time
-    from benchd.drift.outcome import DriftOutcome
+from benchd.drift_outcome import DriftOutcome
 
 __all__ = [
     "CYCLE_OUTCOMES",

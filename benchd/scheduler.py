@@ -17,24 +17,15 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import anyio
 
 from benchd.budget import budget_of
 from benchd.probe import ProbeRunner, log_internal
 from benchd.result import CycleResult
+from benchd.schedule import Busy, OverBudget, Schedule, Started, TriggerOutcome
 
-__all__ = [
-    "Busy",
-    "OverBudget",
-    "ProbeLoop",
-    "Schedule",
-    "Started",
-    "TriggerOutcome",
-    "next_start",
-    "reads_of",
-]
+__all__ = ["ProbeLoop", "next_start", "reads_of"]
 
 Sink = Callable[[CycleResult], None]
 
@@ -59,36 +50,6 @@ def reads_of(result: CycleResult) -> int:
     """The read requests a finished cycle sent: its serial queries and its load pass."""
     load = sum(result.load.requests.values()) if result.load is not None else 0
     return len(result.queries) + load
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """Where a probe's loop stands: running now, or when its next cycle is due (unix s)."""
-
-    running: bool
-    next_due_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """An on-demand cycle was started; it will carry this cycle number."""
-
-    cycle: int
-
-
-@dataclass(frozen=True, slots=True)
-class Busy:
-    """A cycle is already running (or about to): the request is refused."""
-
-
-@dataclass(frozen=True, slots=True)
-class OverBudget:
-    """The key's read budget cannot take another cycle for ``retry_after_s`` seconds."""
-
-    retry_after_s: float
-
-
-TriggerOutcome = Started | Busy | OverBudget
 
 
 class ProbeLoop:

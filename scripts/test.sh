@@ -36,7 +36,7 @@ need() {  # need COMMAND PACKAGE WHY
 need promtool prometheus "promtool and prometheus for the rule and scrape tests"
 need prometheus-alertmanager prometheus-alertmanager "the alert-routing test"
 need chromium chromium "the status page test"
-# --- mcp kind (#24): the npm MCP servers its tests run (server-memory, the supergateway
+# --- mcp kind: the npm MCP servers its tests run (server-memory, the supergateway
 # stdio->HTTP bridge), pinned by tests/kinds/mcp/npm/package-lock.json, installed into
 # ./.ci-npm/ (git-ignored, never global); reinstalled only when the lockfile changes.
 if command -v npm >/dev/null 2>&1; then
@@ -50,14 +50,14 @@ if command -v npm >/dev/null 2>&1; then
 else
     echo "scripts/test.sh: npm not found; the mcp kind's server tests will skip (fail in CI)" >&2
 fi
-# -- qdrant kind (#23, experimental): qdrant-client (the extra benchd[qdrant]); tests/stores
+# -- qdrant kind (experimental): qdrant-client (the extra benchd[qdrant]); tests/stores
 # runs it in its local mode (no Qdrant server). Installed beside the extras above.
 qdrant_stamp="$VENV/.benchd-installed[qdrant]"
 if [ ! -f "$qdrant_stamp" ] || [ "$ROOT/pyproject.toml" -nt "$qdrant_stamp" ]; then
     "$VENV/bin/python" -m pip install -q -e "$ROOT[qdrant]"
     touch "$qdrant_stamp"
 fi
-# -- vector stores (#23): PostgreSQL + pgvector, Chroma and Milvus Lite from PyPI, in their
+# -- vector stores: PostgreSQL + pgvector, Chroma and Milvus Lite from PyPI, in their
 # own virtualenv (chromadb alone brings ~90 packages); tests/stores starts them on loopback.
 # BENCHD_REQUIRE_STORES=1 turns a missing store into a failure instead of a skip.
 BENCHD_STORES_VENV="${BENCHD_STORES_VENV:-$ROOT/.venv-stores}"

@@ -8,16 +8,31 @@ is an edge too; ``import_module(".mod", "pkg")`` is resolved).
 ``from pkg import name`` is an edge to ``pkg.name`` when that is a module
 of the package, else to ``pkg``. No dependency beyond the standard library,
 so the check runs wherever the tests run (tests/test_layering.py).
+
+A :class:`Picture` (docs/architecture.json) names the package's parts by
+path prefixes and the import directions between parts that must never
+occur; :func:`broken_nevers` lists the edges that take one, and
+:func:`undrawn` those between two parts the picture draws no arrow for.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Edge", "Rule", "import_graph", "violations"]
+__all__ = [
+    "Edge",
+    "Never",
+    "Picture",
+    "broken_nevers",
+    "import_graph",
+    "modules",
+    "owners",
+    "undrawn",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,28 +48,6 @@ class Edge:
         return f"{self.file}:{self.line}: {self.importer} imports {self.imported}"
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """Modules under ``importers`` may not import ``forbidden`` (or, with ``only``, anything else).
-
-    Names are module prefixes: ``pkg.config`` covers ``pkg.config`` and
-    ``pkg.config.load``. With ``only`` set, an importer may import its own
-    layer and the ``only`` prefixes, nothing else of the package.
-    """
-
-    name: str
-    importers: tuple[str, ...]
-    forbidden: tuple[str, ...] = ()
-    only: tuple[str, ...] | None = None
-
-    def breaks(self, edge: Edge) -> bool:
-        if not _under(edge.importer, self.importers):
-            return False
-        if self.only is not None:
-            return not _under(edge.imported, (*self.importers, *self.only))
-        return _under(edge.imported, self.forbidden)
-
-
 def _under(module: str, prefixes: Iterable[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
@@ -66,7 +59,8 @@ def _module_name(path: Path, root: Path, package: str) -> str:
     return ".".join([package, *parts])
 
 
-def _modules(root: Path, package: str) -> dict[str, Path]:
+def modules(root: Path, package: str) -> dict[str, Path]:
+    """Every module of ``package`` (its source under ``root``) and its file."""
     return {_module_name(p, root, package): p for p in sorted(root.rglob("*.py"))}
 
 
@@ -107,10 +101,10 @@ def _is_import_call(func: ast.expr) -> bool:
 
 def import_graph(root: Path, package: str) -> list[Edge]:
     """Every import of ``package`` (its source under ``root``) of another of its modules."""
-    modules = _modules(root, package)
-    known = set(modules)
+    found = modules(root, package)
+    known = set(found)
     edges: dict[tuple[str, str, int], Edge] = {}
-    for module, path in modules.items():
+    for module, path in found.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
         for node in ast.walk(tree):
@@ -121,6 +115,76 @@ def import_graph(root: Path, package: str) -> list[Edge]:
     return list(edges.values())
 
 
-def violations(edges: Iterable[Edge], rules: Sequence[Rule]) -> list[str]:
-    """One line per edge that breaks a rule: the rule, then where and what."""
-    return [f"{rule.name}: {edge}" for edge in edges for rule in rules if rule.breaks(edge)]
+@dataclass(frozen=True, slots=True)
+class Never:
+    """Part ``importer`` must never import part ``imported``, because ``reason``."""
+
+    importer: str
+    imported: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """A package's parts, the arrows drawn between them, and the directions never taken.
+
+    ``parts`` maps a part's name to path prefixes relative to the folder that
+    holds the package (``"benchd/web/"``, ``"benchd/result.py"``): a prefix
+    ending in ``/`` holds every file of that folder, any other one file.
+    """
+
+    parts: Mapping[str, tuple[str, ...]]
+    arrows: frozenset[tuple[str, str]]
+    never: tuple[Never, ...]
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Picture:
+        """The picture of an architecture.json: ``parts`` (each ``is``), ``arrows``, ``never``."""
+        return cls(
+            parts={name: tuple(part["is"]) for name, part in doc["parts"].items()},
+            arrows=frozenset((a, b) for a, b in doc.get("arrows", ())),
+            never=tuple(Never(a, b, reason) for a, b, reason in doc["never"]),
+        )
+
+    def parts_of(self, path: str) -> list[str]:
+        """Every part that holds ``path`` (relative, ``/``-separated)."""
+        return [
+            name
+            for name, prefixes in self.parts.items()
+            if any(path == p or (p.endswith("/") and path.startswith(p)) for p in prefixes)
+        ]
+
+
+def owners(picture: Picture, root: Path, package: str) -> dict[str, list[str]]:
+    """Each module of ``package`` (source under ``root``) and the parts that hold its file."""
+    return {
+        module: picture.parts_of(path.relative_to(root.parent).as_posix())
+        for module, path in modules(root, package).items()
+    }
+
+
+def _crossings(edges: Iterable[Edge], owner: Mapping[str, str]) -> Iterator[tuple[str, str, Edge]]:
+    """Each edge between two parts, with the importer's part and the imported one's."""
+    for edge in edges:
+        a, b = owner[edge.importer], owner[edge.imported]
+        if a != b:
+            yield a, b, edge
+
+
+def broken_nevers(edges: Iterable[Edge], picture: Picture, owner: Mapping[str, str]) -> list[str]:
+    """One line per edge that takes a direction the picture says never occurs."""
+    never = {(n.importer, n.imported): n.reason for n in picture.never}
+    return [
+        f"{a} never imports {b} ({never[a, b]}): {edge}"
+        for a, b, edge in _crossings(edges, owner)
+        if (a, b) in never
+    ]
+
+
+def undrawn(edges: Iterable[Edge], picture: Picture, owner: Mapping[str, str]) -> list[str]:
+    """One line per edge between two parts that the picture draws no arrow for."""
+    return [
+        f"{a} imports {b}, an arrow the picture lacks: {edge}"
+        for a, b, edge in _crossings(edges, owner)
+        if (a, b) not in picture.arrows
+    ]

@@ -21,7 +21,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from benchd.errors import TargetHTTPError, TargetProtocolError, TargetUnreachable
-from benchd.hooks import Fire
+from benchd.store.target import Fire
 
 __all__ = ["LoopbackTarget", "httpx_fire", "serve_target"]
 

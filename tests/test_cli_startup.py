@@ -126,5 +126,5 @@ def test_validate_imports_no_cycle_and_no_numpy(tmp_path: Path) -> None:
     assert loaded_modules(tmp_path, "init", str(config))[0] == 0
     code, modules = loaded_modules(tmp_path, "validate", "-c", str(config))
     assert code == 0
-    assert "benchd.kinds" in modules and "benchd.parts" in modules
+    assert "benchd.kinds" in modules and "benchd.assemble" in modules
     assert not {"numpy", "benchd.cycle", "benchd.load", "benchd.probe"} & modules

@@ -17,7 +17,8 @@ from benchd.kinds.python import PythonConfig
 from benchd.kinds.zengram import ZengramConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of
+from benchd.schedule import Busy, OverBudget, Started
+from benchd.scheduler import ProbeLoop, reads_of
 
 pytestmark = pytest.mark.anyio
 

@@ -22,15 +22,15 @@ from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.errors import TargetError
 from benchd.fixtures.model import packaged_fixture
-from benchd.hooks import WaitClock, covered_s, waits_reported_to
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.load import LoadProfile, run_load
 from benchd.probe import ProbeRunner
+from benchd.progress import WaitClock, covered_s, waits_reported_to
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
 from benchd.result import CycleResult
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import result_to_json
 
 pytestmark = pytest.mark.anyio

@@ -304,7 +304,7 @@ def config_parts(probes: Sequence[ProbeConfig]) -> list[str]:
     """Baselines and adapters checked as ``once``, ``run`` and a reload build them."""
     import anyio
 
-    from benchd.parts import check_parts  # not benchd.probe: no cycle, no numpy
+    from benchd.assemble import check_parts  # not benchd.probe: no cycle, no numpy
 
     return anyio.run(check_parts, probes)
 

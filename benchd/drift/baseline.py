@@ -91,7 +91,7 @@ BASELINE_FORMAT = 1
 
 
 KEY_SCHEME = "namespaced"
-"""Facts' ``key`` and statuses' ``subject`` are written as ``benchd:<namespace>:...`` (#20).
+"""Facts' ``key`` and statuses' ``subject`` are written as ``benchd:<namespace>:...``.
 
 A store that ranks on them (the reference store's tag scorer) ranks a corpus
 written the old way differently: a baseline pinned before is stale there."""

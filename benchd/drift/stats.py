@@ -157,7 +157,7 @@ def _picked_sums(flat: FloatArray, picks: IntArray) -> FloatArray:
 
     With several keys the gather copies draws x queries x keys values; as a
     product of a 0/1 matrix (one 1 per query in each draw's row) with
-    ``flat`` it is one BLAS call, 5-20x faster, in pieces of bounded size.
+    ``flat`` it is one BLAS call, far faster, in pieces of bounded size.
     """
     keys = flat.shape[1]
     if keys < _MATMUL_KEYS:

@@ -41,7 +41,8 @@ import anyio.to_thread
 
 from benchd.config.drift import DEFAULT_METRICS, KNOWN_METRICS, DriftSettings
 from benchd.drift.baseline import KEY_SCHEME, Baseline, expected_ranks
-from benchd.drift.outcome import (
+from benchd.drift.stats import Pool, noise_tests, rbo
+from benchd.drift_outcome import (
     BaselineKind,
     ChangeSignals,
     DriftOutcome,
@@ -50,7 +51,6 @@ from benchd.drift.outcome import (
     RegressedQuery,
     Transition,
 )
-from benchd.drift.stats import Pool, noise_tests, rbo
 from benchd.result import CycleResult, scores_of
 from benchd.scoring.stats import bootstrap_cis, paired_tests
 
@@ -510,8 +510,8 @@ class DriftTracker:
     async def aobserve(self, result: CycleResult) -> DriftOutcome:
         """:meth:`observe` in a worker thread, so the event loop keeps timing other probes.
 
-        Resampling 14 metric keys over 1,000 queries takes ~0.1-0.5 s of CPU; on
-        the loop it would stall (and inflate the latency measured by) other cycles.
+        Resampling every metric key over the queries is real CPU work; on the
+        loop it would stall (and inflate the latency measured by) other cycles.
         """
         return await anyio.to_thread.run_sync(self.observe, result)
 

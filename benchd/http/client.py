@@ -52,9 +52,9 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.hooks import WaitClock, report_wait, waited_window
 from benchd.http.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater
 from benchd.http.messages import store_message
+from benchd.progress import WaitClock, report_wait, waited_window
 from benchd.store.target import note_service_time
 
 if TYPE_CHECKING:  # transport imports this module

@@ -47,7 +47,6 @@ import httptools
 import httpx
 
 from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
-from benchd.hooks import Fire
 from benchd.http.answers import (
     MAX_HEAD_BYTES,
     MAX_HEADERS,
@@ -64,7 +63,7 @@ from benchd.http.client import (
     status_error,
     too_large,
 )
-from benchd.store.target import SearchQuery
+from benchd.store.target import Fire, SearchQuery
 
 __all__ = [
     "Answer",
@@ -426,7 +425,7 @@ async def make_http_fire(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     errors: ErrorContext = NO_CONTEXT,
 ) -> AsyncIterator[Fire]:
-    """Yield a :data:`~benchd.hooks.Fire` sending ``build(i)`` and returning ``parse(...)``.
+    """Yield a :data:`~benchd.store.target.Fire` sending ``build(i)`` and returning ``parse(...)``.
 
     Up to ``concurrency`` keep-alive connections per origin are kept; all are
     closed when the block exits. ``timeout_s`` bounds connecting and, again,

@@ -33,7 +33,7 @@ from benchd.kinds.chroma import (
 )
 from benchd.kinds.http.target import (
     HttpConfig,
-    HttpTarget,
+    TemplatedTarget,
     http_capabilities,
     http_costs,
 )
@@ -124,7 +124,9 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             url_key_common,
             zengram_costs,
         ),
-        TargetKind("http", HttpConfig, HttpTarget, http_capabilities, url_key_common, http_costs),
+        TargetKind(
+            "http", HttpConfig, TemplatedTarget, http_capabilities, url_key_common, http_costs
+        ),
         TargetKind(
             "python",
             PythonConfig,
@@ -135,7 +137,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
             python_namespace,
         ),
         TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
-        # vector stores (#23): benchd computes the vectors ([probe.target.embed])
+        # vector stores: benchd computes the vectors ([probe.target.embed])
         TargetKind(
             "pgvector",
             PgvectorConfig,

@@ -213,8 +213,8 @@ class MilvusIO:
             "db_name": self.config.db_name,
             "timeout": self.config.timeout_s,
             # the key as bytes, as pymilvus spells its own default (-1, unbounded): under the
-            # str key both went to the channel and the default won (a 1.8 MB answer was read
-            # past a 1 MiB bound)
+            # str key both reach the channel and the default wins (an answer is read past
+            # the bound)
             "grpc_options": {
                 GRPC_MAX_RECEIVE: self.config.max_response_bytes,
                 # pymilvus pings every 10 s even with no call in flight; a server that allows

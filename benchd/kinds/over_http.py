@@ -1,10 +1,10 @@
 """What the HTTP store kinds share: one connection, a sans-I/O search, the load sender.
 
-:class:`HttpStore` holds the retrying client of a store reached over HTTP
+:class:`StoreOverHttp` holds the retrying client of a store reached over HTTP
 (``zengram``, ``http``) and implements the store protocol's transport parts
 once: retries, ``aclose`` and the load pass's own sender, which sends the
 kind's search requests over the load engine's pool and parses them with the
-kind's reader. :class:`HttpFlow` is the namespace flow over such a store,
+kind's reader. :class:`FlowOverHttp` is the namespace flow over such a store,
 with the sans-I/O search halves the load engine and tests use.
 """
 
@@ -17,7 +17,6 @@ from typing import Protocol
 
 import httpx
 
-from benchd.hooks import Fire
 from benchd.http.client import (
     NO_CONTEXT,
     Answer,
@@ -29,19 +28,19 @@ from benchd.http.client import (
 from benchd.http.sender import search_fire
 from benchd.store.flow import NamespaceFlow
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
-from benchd.store.target import SearchQuery
+from benchd.store.target import Fire, SearchQuery
 
 __all__ = [
-    "HttpFlow",
-    "HttpStore",
+    "FlowOverHttp",
     "NoLongerListed",
     "SearchesOverHttp",
+    "StoreOverHttp",
     "before_retry",
     "delete_rechecked",
 ]
 
 
-class HttpStore(StoreDefaults):
+class StoreOverHttp(StoreDefaults):
     """A store reached over HTTP: the connection, and searches in two sans-I/O halves."""
 
     def __init__(
@@ -130,7 +129,7 @@ async def delete_rechecked(
 class _Finishing:
     """A store's search halves whose parsed hits the flow maps to fixture ids."""
 
-    def __init__(self, store: HttpStore, finish: LoadFinish) -> None:
+    def __init__(self, store: StoreOverHttp, finish: LoadFinish) -> None:
         self._store = store
         self._finish = finish
 
@@ -144,15 +143,15 @@ class _Finishing:
 
 
 class SearchesOverHttp(Store, Protocol):
-    """A store whose searches come in two sans-I/O halves (an :class:`HttpStore`)."""
+    """A store whose searches come in two sans-I/O halves (a :class:`StoreOverHttp`)."""
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request: ...
 
     async def parse_hits(self, answer: Answer, query: SearchQuery, *, what: str = "") -> Hits: ...
 
 
-class HttpFlow(NamespaceFlow):
-    """The namespace flow over an :class:`HttpStore`, with its sans-I/O search halves."""
+class FlowOverHttp(NamespaceFlow):
+    """The namespace flow over a :class:`StoreOverHttp`, with its sans-I/O search halves."""
 
     def __init__(self, store: SearchesOverHttp) -> None:
         super().__init__(store)

@@ -576,8 +576,8 @@ class PgvectorIO:
 
     def _query_text(self, vector: Sequence[float]) -> str:
         """A query vector's text form, kept per vector: a load pass repeats the fixture's
-        queries, and formatting the floats cost ~0.2 ms of the loop per search at 256
-        dimensions (bench/stores.py)."""
+        queries, and formatting the floats is a visible share of the loop's time per
+        search (bench/stores.py measures it)."""
         key = tuple(vector)
         text = self._texts.get(key)
         if text is None:

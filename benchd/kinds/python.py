@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from benchd.hooks import Fire
+    from benchd.store.target import Fire
 
 KIND = "python"
 log = get_logger("benchd.targets")

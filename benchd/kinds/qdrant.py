@@ -254,7 +254,7 @@ class QdrantIO:
                 if not self.local:
                     return await fn(*args, **kwargs)
                 # Local mode is qdrant-client's pure-Python store: an exact scan per search
-                # (~90 ms at 2,000 points) that its async client runs on the event loop,
+                # (docs/targets.md) that its async client runs on the event loop,
                 # stalling every probe, /metrics and signals. Its sync client runs in a
                 # worker thread instead, one call at a time (the store is not thread-safe),
                 # never abandoned mid-call (the next one would run beside it).

@@ -90,12 +90,12 @@ Scored = tuple[str, float | None]
 
 
 async def import_off_loop(module: str, extra: str, where: str) -> Any:
-    """Import a client library in a worker thread (pymilvus takes 1.6-5 s: never on the loop).
+    """Import a client library in a worker thread (pymilvus takes seconds: never on the loop).
 
     A missing library is a ``connect`` error naming the extra that installs it. Once
     imported it is taken from ``sys.modules`` on the loop: pgvector asks on every
-    connection checkout, and a worker-thread round trip per search cost its load pass
-    (bench/stores.py).
+    connection checkout, and a worker-thread round trip per search would slow its load
+    pass (bench/stores.py).
     """
     loaded = sys.modules.get(module)
     if loaded is not None:

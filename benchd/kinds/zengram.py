@@ -53,7 +53,7 @@ from benchd.http.client import (
     positive_problem,
 )
 from benchd.kinds import zengram_wire as wire
-from benchd.kinds.over_http import HttpFlow, HttpStore, delete_rechecked
+from benchd.kinds.over_http import FlowOverHttp, StoreOverHttp, delete_rechecked
 from benchd.result import TargetInfo
 from benchd.store.flow import content_of
 from benchd.store.idtable import SeenIds
@@ -166,7 +166,7 @@ class Stored:
     content: bytes  # wire.content_digest of its text
 
 
-class ZengramStore(HttpStore):
+class ZengramStore(StoreOverHttp):
     """The :class:`~benchd.store.protocol.Store` of a Zengram-compatible API."""
 
     def __init__(
@@ -637,7 +637,7 @@ class ZengramStore(HttpStore):
         )
 
 
-class ZengramTarget(HttpFlow):
+class ZengramTarget(FlowOverHttp):
     """The namespace flow over a :class:`ZengramStore` (what ``kind = "zengram"`` builds)."""
 
     kind = KIND

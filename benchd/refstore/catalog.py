@@ -19,7 +19,7 @@ __all__ = ["Catalog", "SearchFilter"]
 FloatMatrix = npt.NDArray[np.float32]
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], FloatMatrix]
 # Below this share of non-zero entries (hashing embedders at 1024 dims sit
-# near 3%) per-dimension postings beat a full mat-vec by two orders of magnitude.
+# near 3%) per-dimension postings beat a full mat-vec by far.
 SPARSE_MAX_DENSITY = 0.05
 
 

@@ -1,4 +1,4 @@
-"""The embedders moved to :mod:`benchd.embed.models`; this name stays for code importing it."""
+"""The embedders of :mod:`benchd.embed.models`, under the reference store's name for them."""
 
 from benchd.embed.models import (
     MODEL_DIMS,

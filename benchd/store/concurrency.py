@@ -21,11 +21,10 @@ async def run_bounded(
     """Run ``fn(item)`` for every item, at most ``limit`` at a time.
 
     A fixed pool of ``limit`` workers pulls items from one iterator, so memory
-    does not grow with the item count (a task per item up front cost ~6 KiB
-    each before the limit admitted any). Each worker starts with an item in
-    hand, so there are never more workers than items: a ``limit`` of 2**53
-    (config checks only that it is positive) once spawned tasks until the
-    process held 21 GB. The first :class:`TargetError` stops the pool and is
+    does not grow with the item count (no task per item waits up front for the
+    limit to admit it). Each worker starts with an item in hand, so there are
+    never more workers than items, however large a ``limit`` config allows (it
+    checks only that it is positive). The first :class:`TargetError` stops the pool and is
     re-raised as itself (not wrapped in an ExceptionGroup), so callers see one
     error; so is a :class:`BenchdError` the items raise as they are read (a
     streamed fixture changed since it was loaded), once the items in flight end.

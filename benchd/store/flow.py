@@ -46,8 +46,8 @@ import anyio.lowlevel
 
 from benchd.errors import OwnershipError, TargetProtocolError
 from benchd.fixtures.stream import memory_ids
-from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
+from benchd.progress import enter_phase, report_poll
 from benchd.result import RankedIds, SeedReport, TargetInfo
 from benchd.store.concurrency import run_bounded
 from benchd.store.idtable import IdSet, ListedTable
@@ -70,7 +70,7 @@ from benchd.store.protocol import (
     Record,
     Store,
 )
-from benchd.store.target import Progress, SearchQuery
+from benchd.store.target import Fire, Progress, SearchQuery
 
 __all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
 
@@ -211,10 +211,6 @@ class NamespaceFlow(NamespaceOwnership):
         return self.store.load_sender(asked, finish, concurrency=concurrency, timeout_s=timeout_s)
 
     # -- listing ----------------------------------------------------------------------
-
-    async def export_namespace(self) -> Mapping[str, Listed]:
-        """Every record listed in the namespace, by store id, as the listing keeps it."""
-        return (await self._list()).records
 
     async def _list(self) -> Listing:
         """The whole namespace, page by page; bounded in records and in pages."""

@@ -1,4 +1,4 @@
-"""Delete requests kept within a probe's share of its API key's write budget (#27).
+"""Delete requests kept within a probe's share of its API key's write budget.
 
 A store's rate limits belong to an API key (the real Zengram server: 60
 writes a minute per key, counted in fixed 60 s windows). The load pass is
@@ -6,9 +6,9 @@ paced to the probe's share of the key's *read* budget (:mod:`benchd.budget`);
 the flow's deletes — one request per record on a store without a bulk
 delete, 10^5 of them for a cleanup of a large corpus — are kept within its
 share of the *write* budget. Each cleanup sends what one window of that share
-admits at once (the store would take it: a small corpus is cleaned up as fast
-as before), and the rest one after another at the share's rate, so a large
-cleanup no longer spends the key's budget in bursts that the store's 429s
+admits at once (the store would take it: a small corpus is cleaned up at
+once), and the rest one after another at the share's rate, so a large
+cleanup never spends the key's budget in bursts that the store's 429s
 pace, making the heartbeat and the key's other probes wait behind them. Over
 any ``t`` seconds a cleanup sends at most ``share × (WINDOW_S + t)`` deletes:
 twice its share in its first minute, its share a minute after. A 429 still

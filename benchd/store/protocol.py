@@ -105,7 +105,7 @@ from benchd.store.lease import Holder
 from benchd.store.target import SearchQuery
 
 if TYPE_CHECKING:
-    from benchd.hooks import Fire
+    from benchd.store.target import Fire
 
 __all__ = [
     "Capabilities",

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from benchd.hooks import Fire
 from benchd.result import RankedIds, SeedReport, TargetInfo
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from benchd.store.lease import LeaseHolder
 
 __all__ = [
+    "Fire",
     "ProbeTarget",
     "Progress",
     "RankedIds",
@@ -41,6 +41,12 @@ __all__ = [
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` while long work advances."""
+
+Fire = Callable[[int], Awaitable[tuple[str, ...]]]
+"""Send the search for one query index; return ranked ids or raise a TargetError.
+
+What a target's own load sender (:meth:`ProbeTarget.load_sender`) opens and the
+load engine calls."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +134,7 @@ class ProbeTarget(Target, Protocol):
     ) -> AbstractAsyncContextManager[Fire]:
         """The load pass's own sender (only where ``capabilities.load_sender``).
 
-        It opens a :data:`~benchd.hooks.Fire` whose ``fire(i)`` searches
+        It opens a :data:`~benchd.store.target.Fire` whose ``fire(i)`` searches
         ``queries[i % len(queries)]`` over connections it owns.
         """
         ...

@@ -3,7 +3,7 @@
 A surfacer receives each finished, frozen :class:`~benchd.result.CycleResult`
 and exports it; it never computes a metric, talks to a target or changes the
 result. Pull surfacers (the Prometheus collector, the status API) read the
-:class:`~benchd.surfacers.book.ResultBook` when asked instead: the book is the
+:class:`~benchd.surfacers.result_book.ResultBook` when asked instead: the book is the
 aggregation state the daemon records every result into before the push
 surfacers see it, not a surfacer itself.
 """

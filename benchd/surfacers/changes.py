@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from benchd.drift.outcome import DriftOutcome, MetricDrift
+from benchd.drift_outcome import DriftOutcome, MetricDrift
 
 __all__ = ["QUALITY_WORDS", "change_list", "drift_reason", "quality_verdict"]
 

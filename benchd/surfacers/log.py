@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchd.drift.outcome import DriftOutcome
+from benchd.drift_outcome import DriftOutcome
 from benchd.logging import get_logger
 from benchd.result import CycleResult, LatencySummary
 

@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 
 from benchd import __version__, redact
 from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
-from benchd.surfacers.book import BookSnapshot, ProbeState, ResultBook
+from benchd.surfacers.result_book import BookSnapshot, ProbeState, ResultBook
 
 __all__ = ["UNCUT_K", "BookCollector", "build_registry", "split_metric_key"]
 

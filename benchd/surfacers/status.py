@@ -28,11 +28,11 @@ from benchd.result import (
     QueryResult,
     SeedReport,
 )
-from benchd.surfacers.book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 from benchd.surfacers.changes import change_list, drift_reason, quality_verdict
+from benchd.surfacers.result_book import BookSnapshot, CycleSummary, ProbeState, ResultBook
 
 if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never drive it
-    from benchd.scheduler import Schedule
+    from benchd.schedule import Schedule
 
 __all__ = [
     "HEALTH_WORDS",

@@ -218,7 +218,7 @@ def render_many(results: Sequence[CycleResult]) -> str:
 class TerminalProgress:
     """A cycle's progress on a terminal: the phase, seeding rate and ETA, waits on 429s.
 
-    Implements :class:`benchd.hooks.CycleProgress`. Each phase starts a
+    Implements :class:`benchd.progress.CycleProgress`. Each phase starts a
     line (``probe: seed``); seeding counts rewrite that line in place; a wait
     on a 429 gets a line of its own saying for how long.
     """

@@ -32,9 +32,9 @@ from benchd.config.web import WebAuth
 from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.redact import text
-from benchd.scheduler import Busy, OverBudget, Schedule, Started, TriggerOutcome
-from benchd.surfacers.book import ResultBook
+from benchd.schedule import Busy, OverBudget, Schedule, Started, TriggerOutcome
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 from benchd.web.auth import Authenticator, Verdict
 from benchd.web.guard import GuardHolder, GuardPolicy, RefusedCollector, RequestGuard

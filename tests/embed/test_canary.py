@@ -33,8 +33,8 @@ from benchd.inputs import packaged_fixture
 from benchd.kinds import register_kinds
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import probe_state, status_document
 from benchd.web.page import render_page
 
@@ -340,11 +340,11 @@ vector = "{{q_embedding}}"
 def test_the_http_kind_with_an_embed_table_reads_the_canary_in_its_info(
     tmp_path: Path,
 ) -> None:
-    """Armed from a pinned baseline when built (benchd.parts), read by info() with no
+    """Armed from a pinned baseline when built (benchd.assemble), read by info() with no
     request to the store: a hash:64 canary against vectors pinned from hash:32."""
+    from benchd.assemble import load_parts
     from benchd.drift.baseline import Baseline, BaselineQuery, PinnedCanary, write_baseline
     from benchd.kinds.vectors import stage_of
-    from benchd.parts import load_parts
 
     texts = tuple(first_queries(2))
     pinned = tuple(tuple(float(x) for x in v) for v in HashEmbedder(32).embed_sync(texts))

@@ -32,6 +32,7 @@ from answer_support import parse_answer
 from drill_support import write_tiny_fixture
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from listing_support import listed_in
 
 from benchd.cli import main
 from benchd.config.load import ServerConfig, _ProbeTable, load_config
@@ -686,7 +687,7 @@ def test_an_export_that_pages_forever_is_a_decode_error_not_a_hang() -> None:
         target = TARGETS["never"]
         CURRENT[:] = [stuck]
         with anyio.fail_after(5):
-            await target.export_namespace()
+            await listed_in(target)
 
     with pytest.raises(BenchdError, match="has_more is true but the page at offset 1") as caught:
         anyio.run(export)

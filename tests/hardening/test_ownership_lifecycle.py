@@ -27,8 +27,8 @@ from benchd.probe import CleanupReport, ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
 from benchd.store.owned import legacy_sentinel_id, owned_id, sentinel_id
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 
 NAMESPACE = "drill-owned"

@@ -30,9 +30,9 @@ from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.fixtures.model import load_fixture
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.junit import render_junit
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 from benchd.surfacers.table import render_many
 from benchd.surfacers.trec_run import render_trec_run

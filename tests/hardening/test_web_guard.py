@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from support import BenchdProcess
 
 from benchd.config.web import WebHttp, read_web_config
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.web.app import build_app, set_guard
 from benchd.web.guard import GuardPolicy, host_allowed
 from benchd.web.server import ServerLimits, is_loopback, serve_web

@@ -16,6 +16,7 @@ import pytest
 from answer_support import parse_answer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from listing_support import listed_in
 from mem0_standin import Mem0Standin
 
 from benchd.config.load import ProbeConfig, TargetConfig, load_config, parse_config
@@ -32,7 +33,7 @@ from benchd.errors import (
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.kinds import build_target
 from benchd.kinds.http.records import sentinel_id
-from benchd.kinds.http.target import HttpTarget
+from benchd.kinds.http.target import TemplatedTarget
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.load import LoadProfile
 from benchd.refstore.server import RunningRefStore, running_refstore, serve_app
@@ -72,12 +73,12 @@ def via_http(
     *,
     key: str | None = None,
     **changes: Any,
-) -> HttpTarget:
+) -> TemplatedTarget:
     """configs/http-zengram.toml pointed at ``store`` (``changes`` replace top-level keys)."""
     target = example("http-zengram.toml", monkeypatch, "BRAIN_API_KEY", key or store.api_key)
     settings = dataclasses.replace(target.settings, url=store.url, **changes)
     built = build_target("http", settings, target.secret)
-    assert isinstance(built, HttpTarget)
+    assert isinstance(built, TemplatedTarget)
     return built
 
 
@@ -151,7 +152,7 @@ async def test_export_pages_through_the_namespace(
     t = via_http(store, monkeypatch, export=export)
     try:
         report = await t.seed(MEMORIES)
-        listed = await t.export_namespace()
+        listed = await listed_in(t)
     finally:
         await t.aclose()
     assert report.verified == 5
@@ -271,11 +272,11 @@ async def mem0() -> AsyncIterator[tuple[Mem0Standin, str]]:
         yield standin, url
 
 
-def mem0_target(url: str, monkeypatch: pytest.MonkeyPatch, **changes: Any) -> HttpTarget:
+def mem0_target(url: str, monkeypatch: pytest.MonkeyPatch, **changes: Any) -> TemplatedTarget:
     target = example("http-mem0-style.toml", monkeypatch, "MEM0_API_KEY", "mem0-key-0123")
     settings = dataclasses.replace(target.settings, url=url, **changes)
     built = build_target("http", settings, target.secret)
-    assert isinstance(built, HttpTarget)
+    assert isinstance(built, TemplatedTarget)
     return built
 
 
@@ -327,14 +328,14 @@ async def test_a_missing_token_prefix_is_an_auth_error(
 # -- parsing and building, no server ----------------------------------------------
 
 
-def offline(monkeypatch: pytest.MonkeyPatch, **search: Any) -> HttpTarget:
+def offline(monkeypatch: pytest.MonkeyPatch, **search: Any) -> TemplatedTarget:
     target = example("http-zengram.toml", monkeypatch, "BRAIN_API_KEY", "k")
     settings = target.settings
     if search:
         settings = dataclasses.replace(
             settings, search=dataclasses.replace(settings.search, **search)
         )
-    return HttpTarget(settings, target.secret)
+    return TemplatedTarget(settings, target.secret)
 
 
 @pytest.mark.parametrize(
@@ -537,10 +538,10 @@ json_values = st.recursive(
 
 
 @functools.cache
-def _parsing_target(ids: str, scores: str | None = None) -> HttpTarget:
+def _parsing_target(ids: str, scores: str | None = None) -> TemplatedTarget:
     """One target per id and scores path (parsing needs no connection; a client is slow)."""
     search = {"path": "/s", "ids": ids} | ({"scores": scores} if scores else {})
-    return HttpTarget(parse_target({**BASE, "search": search}).settings, None)
+    return TemplatedTarget(parse_target({**BASE, "search": search}).settings, None)
 
 
 @settings(max_examples=300, deadline=None)

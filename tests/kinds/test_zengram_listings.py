@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from listing_support import listed_in
 
 from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
@@ -183,7 +184,7 @@ async def test_after_a_write_the_seed_is_verified_by_a_new_listing(real: Running
     try:
         await target.seed(MEMORIES)
         async with httpx.AsyncClient(base_url=real.url, headers={"x-api-key": KEY}) as client:
-            gone = (await target.export_namespace()).keys() - {sentinel_id(NS)}
+            gone = (await listed_in(target)).keys() - {sentinel_id(NS)}
             (await client.delete(f"/memory/{sorted(gone)[0]}")).raise_for_status()
         exports.exports.clear()
         report = await target.seed(MEMORIES)  # written again, then read back

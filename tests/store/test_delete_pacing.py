@@ -18,6 +18,7 @@ import time
 
 import httpx
 import pytest
+from listing_support import listed_in
 
 from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
@@ -61,7 +62,7 @@ async def _cleanup_sends(rate: float | None) -> list[tuple[str, float]]:
             await target.seed(MEMORIES)
             sent.sent.clear()
             assert await target.cleanup([m["id"] for m in MEMORIES]) == len(MEMORIES)
-            assert await target.export_namespace() != {}  # the sentinel stays
+            assert await listed_in(target) != {}  # the sentinel stays
             assert target.leftover_records == 1  # ... and only the sentinel
         finally:
             await target.aclose()

@@ -95,9 +95,9 @@ def _held() -> Iterator[list[int]]:
 async def test_a_listing_keeps_a_few_hundred_bytes_per_record_not_its_text() -> None:
     t = _target()
     try:
-        await t.export_namespace()  # warm: connections, caches, first-use imports
+        await t._list()  # warm: connections, caches, first-use imports
         with _held() as held:
-            listed = await t.export_namespace()
+            listed = (await t._list()).records
             assert len(listed) == RECORDS
             del listed
     finally:
@@ -110,7 +110,7 @@ async def test_the_listing_still_tells_what_a_rewrite_would_change() -> None:
     """Kept small, the listing still decides 'unchanged' exactly: text and type."""
     t = _target()
     try:
-        listed = await t.export_namespace()
+        listed = (await t._list()).records
     finally:
         await t.aclose()
     store = t.store
@@ -220,9 +220,9 @@ async def test_a_daemon_holding_a_listing_while_it_lists_again_keeps_bytes_not_o
     memories = [{"id": f"doc-{i:06d}", "content": "x"} for i in range(RECORDS)]
     t._own(memory_ids(memories))
     try:
-        first = await t.export_namespace()
+        first = (await t._list()).records
         with _held() as held:
-            second = await t.export_namespace()
+            second = (await t._list()).records
         assert second.keys() == first.keys() and len(second) == RECORDS
         assert all(second[sid] == first[sid] for sid in first)
         assert len(second.extras) == 0  # type: ignore[attr-defined]

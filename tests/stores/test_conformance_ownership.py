@@ -42,6 +42,7 @@ from kinds import (
     shared_target,
     tenant_of,
 )
+from listing_support import listed_in
 from support import BenchdProcess
 
 from benchd.embed.config import EmbedConfig
@@ -238,6 +239,6 @@ async def test_chroma_absurd_delete_counts_are_counted_by_listing(
         assert (purged.records, purged.sentinels, purged.foreign, purged.kept) == (
             len(memories), 1, 0, 0,
         )  # fmt: skip
-        assert await flow.export_namespace() == {}
+        assert await listed_in(flow) == {}
     finally:
         await flow.aclose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from benchd.drift.outcome import DriftOutcome
+from benchd.drift_outcome import DriftOutcome
 from benchd.result import (
     CycleOutcome,
     CycleResult,

@@ -16,9 +16,9 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchd.drift.outcome import ChangeSignals, DriftOutcome, MetricDrift, RegressedQuery
-from benchd.surfacers.book import ResultBook
+from benchd.drift_outcome import ChangeSignals, DriftOutcome, MetricDrift, RegressedQuery
 from benchd.surfacers.prometheus import BookCollector, build_registry, split_metric_key
+from benchd.surfacers.result_book import ResultBook
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

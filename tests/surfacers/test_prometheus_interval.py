@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 
 
 def interval_samples(book: ResultBook) -> dict[str, float]:

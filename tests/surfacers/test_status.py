@@ -9,10 +9,10 @@ import secrets
 from cycles import make_result
 
 from benchd.config.thresholds import parse_threshold
-from benchd.drift.outcome import DriftOutcome, MetricDrift, RegressedQuery
+from benchd.drift_outcome import DriftOutcome, MetricDrift, RegressedQuery
 from benchd.redact import public_url, register_secret
 from benchd.scoring.thresholds import evaluate_all
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import result_to_json, status_document
 
 TOP_LEVEL = {
@@ -201,7 +201,7 @@ def test_status_can_be_trimmed_to_one_probe_and_without_queries() -> None:
 
 
 def test_state_names_the_reason_and_the_next_cycle() -> None:
-    from benchd.scheduler import Schedule
+    from benchd.schedule import Schedule
 
     book = ResultBook()
     book.set_probes(["alpha", "beta", "gamma"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from benchd.hooks import CycleProgress, PollProgress
+from benchd.progress import CycleProgress, PollProgress
 from benchd.surfacers.table import TerminalProgress, render_progress
 
 

@@ -6,8 +6,8 @@ import re
 
 from surfacers.cycles import make_result
 
-from benchd.scheduler import Schedule
-from benchd.surfacers.book import ResultBook
+from benchd.schedule import Schedule
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 from benchd.web.page import render_page
 
@@ -59,7 +59,7 @@ def test_no_probes_and_no_history_still_render() -> None:
 def test_a_drifted_probe_shows_baseline_now_models_regressed_queries_and_markers() -> None:
     import dataclasses
 
-    from benchd.drift.outcome import ChangeSignals, DriftOutcome, MetricDrift, RegressedQuery
+    from benchd.drift_outcome import ChangeSignals, DriftOutcome, MetricDrift, RegressedQuery
     from benchd.web.page import render_probe_page
 
     book = ResultBook()
@@ -94,7 +94,7 @@ def test_a_drifted_probe_shows_baseline_now_models_regressed_queries_and_markers
 
 def _drifting_book(cycles: int = 3) -> ResultBook:
     """alpha healthy at cycle 1, then drifted from cycle 2 on (onset at cycle 2's start)."""
-    from benchd.drift.outcome import DriftOutcome, MetricDrift, RegressedQuery
+    from benchd.drift_outcome import DriftOutcome, MetricDrift, RegressedQuery
 
     book = ResultBook()
     book.set_probes(["alpha"])
@@ -199,7 +199,7 @@ def test_short_answers_are_shown_beside_the_recall_they_lowered() -> None:
 def test_an_episode_ends_with_its_recovery() -> None:
     import dataclasses
 
-    from benchd.drift.outcome import DriftOutcome
+    from benchd.drift_outcome import DriftOutcome
 
     book = _drifting_book(1)
     recovered = DriftOutcome(baseline="pinned", noise="stable", samples=3, transition="recovered")
@@ -212,7 +212,7 @@ def test_an_episode_ends_with_its_recovery() -> None:
 def test_a_rankings_change_comes_first_with_its_own_onset() -> None:
     import dataclasses
 
-    from benchd.drift.outcome import ChangeSignals, DriftOutcome, MetricDrift
+    from benchd.drift_outcome import ChangeSignals, DriftOutcome, MetricDrift
 
     book = ResultBook()
     book.set_probes(["alpha"])

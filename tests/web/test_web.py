@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from surfacers.cycles import make_result, promtool_path
 
 from benchd.config.web import WebAuth, read_web_config
-from benchd.drift.outcome import DriftOutcome, MetricDrift
+from benchd.drift_outcome import DriftOutcome, MetricDrift
 from benchd.errors import ConfigError, InputError
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.web.app import ReloadCallback, build_app
 from benchd.web.auth import Authenticator, hash_secret
 from benchd.web.server import serve_web

@@ -20,7 +20,7 @@ import pytest
 from support import BenchdProcess
 
 from benchd.config.web import WebAuth, bcrypt_cost
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.web.app import build_app
 from benchd.web.auth import Authenticator
 from benchd.web.server import serve_web

@@ -24,7 +24,7 @@ import pytest
 from anyio.abc import SocketStream
 from support import self_signed_cert
 
-from benchd.surfacers.book import ResultBook
+from benchd.surfacers.result_book import ResultBook
 from benchd.web.app import build_app
 from benchd.web.server import ServerLimits, serve_web
 

@@ -38,7 +38,7 @@ from benchd.kinds.http.records import (
     search_hits,
 )
 from benchd.kinds.http.templating import MISSING, as_text, render, render_text
-from benchd.kinds.over_http import HttpFlow, HttpStore, NoLongerListed, before_retry
+from benchd.kinds.over_http import FlowOverHttp, NoLongerListed, StoreOverHttp, before_retry
 from benchd.kinds.vectors import SENTINEL_TEXT, embed_stage
 from benchd.result import TargetInfo
 from benchd.store.owned import namespaced_fields, sentinel_id
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
 __all__ = [
     "KIND",
     "HttpConfig",
-    "HttpKindStore",
-    "HttpTarget",
+    "TemplatedStore",
+    "TemplatedTarget",
     "http_capabilities",
     "http_costs",
 ]
@@ -96,7 +96,7 @@ def _quote(value: str) -> str:
     return quote(value, safe="")
 
 
-class HttpKindStore(HttpStore):
+class TemplatedStore(StoreOverHttp):
     """The :class:`~benchd.store.protocol.Store` the templates describe."""
 
     def __init__(
@@ -377,8 +377,8 @@ class HttpKindStore(HttpStore):
         return Page(records, f"{number + 1}:{offset + n}")
 
 
-class HttpTarget(HttpFlow):
-    """The namespace flow over an :class:`HttpKindStore` (what ``kind = "http"`` builds)."""
+class TemplatedTarget(FlowOverHttp):
+    """The namespace flow over a :class:`TemplatedStore` (what ``kind = "http"`` builds)."""
 
     kind = KIND
 
@@ -390,7 +390,7 @@ class HttpTarget(HttpFlow):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.config = config
-        super().__init__(HttpKindStore(config, secret, transport=transport))
+        super().__init__(TemplatedStore(config, secret, transport=transport))
 
 
 def http_capabilities(config: HttpConfig) -> Capabilities:

@@ -16,7 +16,7 @@ when it does and decodes to an object without a ``method`` member; an event
 too large to decode on the loop that names ``"method"`` is taken as the
 answer, and the wire's decode then finds whether it is.
 
-A stream that is compressed (``Content-Encoding``) is left whole, as before:
+A stream that is compressed (``Content-Encoding``) is left whole:
 its events cannot be split before the body is inflated.
 """
 

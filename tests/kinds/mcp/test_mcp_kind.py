@@ -40,8 +40,8 @@ from benchd.kinds.mcp.config import McpConfig, SearchTool, ToolMap
 from benchd.kinds.mcp.connect import open_session
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
-from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import result_to_json
 
 REPO = Path(__file__).resolve().parents[3]

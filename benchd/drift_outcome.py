@@ -9,7 +9,9 @@ starts or ends a drift or model-change episode (``transition``), which the
 log surfacer turns into ``drift_onset`` / ``drift_recovered`` /
 ``model_change_onset`` / ``model_change_recovered`` events. Nothing here
 computes; :meth:`DriftOutcome.as_json` is the JSON shape of ``benchd once
---format json`` and ``/api/status`` (docs/json.md).
+--format json`` and ``/api/status`` (docs/json.md). It sits beside
+:mod:`benchd.result`, outside :mod:`benchd.drift`, so that the result and the
+surfacers read it without importing the drift stage.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""What the cycle and the store adapters share: the load pass's call, and progress hooks.
+"""A cycle's progress: its phases, polls and waits, told to a sink and timed on a clock.
 
-A base module (it imports nothing of benchd's), so that :mod:`benchd.kinds`
-never imports the cycle (:mod:`benchd.load`, :mod:`benchd.cycle`) for these
-few names; tests/test_layering.py holds the rule.
-
-:data:`Fire` is what the load engine calls to send one search: a target's
-own load sender opens one (``query index -> ranked ids``).
+A base module (it imports nothing of benchd's), so that the store adapters
+(:mod:`benchd.kinds`) and the HTTP client report progress and waits without
+importing the cycle (:mod:`benchd.load`, :mod:`benchd.cycle`).
 
 A cycle's progress sink (the terminal line of ``benchd once``) may be a
 plain ``progress(done, total)`` callable — what seeding calls as records go
@@ -28,14 +25,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 __all__ = [
     "CycleProgress",
-    "Fire",
     "PollProgress",
     "WaitClock",
     "WaitListener",
@@ -46,9 +42,6 @@ __all__ = [
     "waited_window",
     "waits_reported_to",
 ]
-
-Fire = Callable[[int], Awaitable[tuple[str, ...]]]
-"""Send the search for one query index; return ranked ids or raise a TargetError."""
 
 WaitListener = Callable[[float, str], None]
 """Called as ``listener(seconds, reason)`` just before benchd sleeps on a store's say-so."""

@@ -1,8 +1,9 @@
-"""A probe's parts that can fail to build: its pinned baseline and its adapter.
+"""Assembling a probe from its config: the parts that can fail to build, its pinned
+baseline and its store adapter.
 
-Split from :mod:`benchd.probe` so that ``benchd validate`` checks exactly what
+Apart from :mod:`benchd.probe` so that ``benchd validate`` checks exactly what
 ``once``, ``run`` and a reload build, without importing the cycle, the load
-engine or numpy (``validate`` should answer at once: issue 26).
+engine or numpy (``validate`` should answer at once).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import threading
 import pytest
 from cycles import make_result
 
-from benchd.surfacers.book import DEFAULT_BUCKETS, Histogram, ResultBook
+from benchd.surfacers.result_book import DEFAULT_BUCKETS, Histogram, ResultBook
 
 
 def test_record_keeps_latest_result_and_bounded_history() -> None:
