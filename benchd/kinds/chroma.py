@@ -123,6 +123,7 @@ def collection_name(config: ChromaConfig) -> str:
     return name if _NAME.match(name) else name + "-0"
 
 
+_KEY = "sent as `auth_header` (`x-chroma-token`) with `auth_prefix` (empty)"
 _OWN_ONLY = " (benchd's own collection)"
 _WRITES = "records per write, writes in flight, deletes in flight"
 
@@ -190,11 +191,8 @@ class ChromaConfig(UrlKeyCommon, VectorSettings):
     batch_size: int = field(default=300, metadata=key(_WRITES, positive_problem))
     concurrency: int = field(default=2, metadata=key(_WRITES, concurrency_problem))
     delete_concurrency: int = field(default=4, metadata=key(_WRITES, concurrency_problem))
-    api_key_env: str | None = field(
-        default=None,
-        metadata=key("sent as `auth_header` (`x-chroma-token`) with `auth_prefix` (empty)"),
-    )
-    api_key_file: str | None = None
+    api_key_env: str | None = field(default=None, metadata=key(_KEY))
+    api_key_file: str | None = field(default=None, metadata=key(_KEY))
     auth_header: str = "x-chroma-token"
     auth_prefix: str = ""
     headers: dict[str, str] = field(default_factory=dict)

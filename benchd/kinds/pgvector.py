@@ -141,6 +141,9 @@ def _optional_positive(value: int | None) -> str | None:
     return None if value is None or value > 0 else "must be > 0"
 
 
+_DSN = ("the DSN, e.g. `postgresql://benchd:PW@db:5432/benchd`; a secret: never in the TOML, "
+        "its password masked everywhere")
+_ONE = "— (one required)"
 _COLUMNS = "a shared table's columns (`metadata` is jsonb: benchd's mark and lease)"
 _SET = "`SET hnsw.ef_search` / `SET ivfflat.probes` on every connection"
 _WRITES = "rows per write transaction, writes in flight"
@@ -164,15 +167,8 @@ class PgvectorConfig(VectorSettings):
     )  # fmt: skip
 
     embed: EmbedConfig
-    dsn_env: str | None = field(
-        default=None,
-        metadata=key(
-            "the DSN, e.g. `postgresql://benchd:PW@db:5432/benchd`; a secret: never in the "
-            "TOML, its password masked everywhere",
-            shown="— (one required)",
-        ),
-    )
-    dsn_file: str | None = field(default=None, metadata=key("the DSN's file, or dsn_env"))
+    dsn_env: str | None = field(default=None, metadata=key(_DSN, shown=_ONE))
+    dsn_file: str | None = field(default=None, metadata=key(_DSN, shown=_ONE))
     table: str = field(
         default="benchd_vectors", metadata=key("`schema.table` allowed", _identifier_problem)
     )

@@ -356,7 +356,7 @@ def _retriever_plan(config: PythonConfig) -> RetrieverPlan:
         endpoint=f"python:{config.factory}",
         searchable_timeout_s=config.searchable_timeout_s,
     )
-    return RetrieverPlan(config.factory, config.model, plan, config.concurrency)
+    return RetrieverPlan(KIND, config.factory, config.model, plan, config.concurrency)
 
 
 class RetrieverTarget:
