@@ -99,7 +99,7 @@ class TargetKind(Generic[S]):
     these settings can do; ``common`` and ``costs`` are what config and the
     budget planner read (see :class:`benchd.config.kinds.KindSchema`);
     ``starter`` what ``benchd init --kind`` writes. A built-in kind's entry is
-    made by :meth:`of` from its two classes.
+    made by :meth:`of` from its two classes (``store_type``).
     """
 
     name: str
@@ -112,6 +112,7 @@ class TargetKind(Generic[S]):
     # settings type's own default)
     namespace_default: Callable[[str], str | None] = lambda probe: None
     starter: Starter | None = None
+    store_type: type[Any] | None = None  # the store class (None: an entry of callables)
 
     @classmethod
     def of(cls, name: str, settings: type[K], store: type[KindStore[K]]) -> TargetKind[K]:
@@ -125,6 +126,7 @@ class TargetKind(Generic[S]):
             settings.costs,
             settings.namespace_for,
             settings.starter,
+            store,
         )
 
 

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "KIND",
     "OWNER_PROPERTY",
@@ -93,6 +94,7 @@ __all__ = [
 
 KIND = "milvus"
 EXTRA = "milvus"
+CLIENT_LIBRARY = "pymilvus"  # the module its extra brings
 OWNER_PROPERTY = "benchd_owner"
 CONSISTENCY = "Strong"
 """Every read sees every write before it: Milvus's default (Bounded) lets a query or
@@ -321,7 +323,7 @@ class MilvusIO:
 
     async def client(self) -> Any:
         if self._client is None:
-            module = await import_off_loop("pymilvus", EXTRA, self.where)
+            module = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
             route_library_logs("pymilvus")  # its import installed stderr handlers of its own
             self._client = module.AsyncMilvusClient(**self._options())
         return self._client
@@ -599,6 +601,7 @@ class MilvusStore(VectorStore):
     """The ``milvus`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
     # Milvus answers a query with a limit in no guaranteed id order, so a keyset page
     # can skip records: list up to Milvus's whole query window (16,384) in one call.
     page_size = MAX_QUERY_WINDOW

@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "KIND",
     "PgvectorConfig",
@@ -104,6 +105,7 @@ __all__ = [
 
 KIND = "pgvector"
 EXTRA = "pgvector"
+CLIENT_LIBRARY = "psycopg"  # the module its extra brings
 log = get_logger("benchd.targets.pgvector")
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -375,7 +377,7 @@ class PgvectorIO:
         self.handles = Handles(self.where, self._forget)
 
     async def _connect(self) -> Any:
-        psycopg = await import_off_loop("psycopg", EXTRA, self.where)
+        psycopg = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
         conn = await psycopg.AsyncConnection.connect(
             self._dsn,
             autocommit=True,
@@ -397,7 +399,7 @@ class PgvectorIO:
         connection error or a missing table forgets the pool and the table
         checked (:mod:`benchd.store.handles`): the database restarted.
         """
-        psycopg = await import_off_loop("psycopg", EXTRA, self.where)
+        psycopg = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
         async with self._slots:
             conn = None
             reusable = False
@@ -718,6 +720,7 @@ class PgvectorStore(VectorStore):
     """The ``pgvector`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
 
     def __init__(self, config: PgvectorConfig, dsn: str, embed: EmbedStage | None = None) -> None:
         stage = embed or embed_stage(config.embed, config)

@@ -95,6 +95,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "ID_KEY",
     "KIND",
@@ -109,6 +110,7 @@ __all__ = [
 
 KIND = "qdrant"
 EXTRA = "qdrant"
+CLIENT_LIBRARY = "qdrant_client"  # the module its extra brings
 OWNER_META = "benchd_owner"
 ID_KEY = "benchd_id"
 POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/benchd/benchd#qdrant")
@@ -298,7 +300,7 @@ class QdrantIO:
         if self._client is None:
             if self.config.path not in ("", ":memory:") and _held(self.config.path):
                 raise error_of(RuntimeError(HELD), f"{self.where}: open")
-            module = await import_off_loop("qdrant_client", EXTRA, self.where)
+            module = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
             self._models = module.models
             options = self._options()
             # local mode: the sync client, driven in a worker thread (below)
@@ -578,6 +580,7 @@ class QdrantStore(VectorStore):
     """The ``qdrant`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
 
     def __init__(
         self, config: QdrantConfig, api_key: str | None, embed: EmbedStage | None = None

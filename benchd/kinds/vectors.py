@@ -242,6 +242,8 @@ class VectorStore(StoreDefaults):
 
     kind = ""
     page_size = 500
+    # the module of the client library the kind's extra brings (None: benchd's HTTP client)
+    client_library: ClassVar[str | None] = None
 
     def __init__(self, io: VectorIO, embed: EmbedStage, endpoint: str) -> None:
         self.io = io
