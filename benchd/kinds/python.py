@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import anyio
 import anyio.to_thread
 
-from benchd.config.kinds import CommonSettings, DeclaredSettings, Starter, StoreCosts
-from benchd.config.schema import check, concurrency_problem, label_problem
+from benchd.config.kinds import CommonSettings, DeclaredSettings, Starter, StoreCosts, key
+from benchd.config.schema import concurrency_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.http.messages import raised
@@ -127,18 +127,43 @@ class PythonConfig(DeclaredSettings):
         edit="factory and options",
     )  # fmt: skip
 
-    factory: str = field(metadata=check(_factory_problem))
-    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
-    # label for the model; else the retriever's ``model`` attribute
-    model: str = field(default="", metadata=check(label_problem))
-    concurrency: int = field(default=1, metadata=check(concurrency_problem))
+    factory: str = field(
+        metadata=key("`module:callable`, dotted attributes allowed", _factory_problem)
+    )
+    options: dict[str, Any] = field(
+        default_factory=dict, metadata=key("keyword arguments of the factory", shown="none")
+    )
+    model: str = field(
+        default="",
+        metadata=key(
+            "the model label; else the retriever's `model` attribute", label_problem, shown="—"
+        ),
+    )
+    concurrency: int = field(
+        default=1,
+        metadata=key("calls in flight; raise only if the retriever is thread-safe",
+                     concurrency_problem),
+    )  # fmt: skip
     # Read from a config file, a probe's namespace defaults to its own: benchd-<probe name>.
-    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
+    namespace: str = field(
+        default="benchd-eval",
+        metadata=key(
+            "the namespace the probe owns, passed to a factory that takes `namespace=`",
+            namespace_problem,
+            shown="`benchd-<probe name>`",
+        ),
+    )
     # With the batch hooks (write, list, delete): the namespace flow's settings.
-    cleanup: Literal["before", "after", "never"] = "never"
-    adopt_namespace: bool = False
-    batch_size: int = field(default=100, metadata=check(_positive))
-    searchable_timeout_s: float = 10.0  # 0: do not measure time-to-searchable
+    cleanup: Literal["before", "after", "never"] = field(
+        default="never", metadata=key("with the batch hooks: as for the other kinds")
+    )
+    adopt_namespace: bool = field(
+        default=False, metadata=key("with the batch hooks: as for the other kinds")
+    )
+    batch_size: int = field(default=100, metadata=key("records per `write` call", _positive))
+    searchable_timeout_s: float = field(
+        default=10.0, metadata=key("0: do not measure time-to-searchable")
+    )
 
     def __post_init__(self) -> None:
         _check_options(self.factory, self.options)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from benchd.cli import main
+from benchd.commands.init import STARTERS
 from benchd.config.load import load_config
 
 
@@ -47,7 +49,13 @@ def test_init_kind_writes_a_config_of_that_kind_that_loads(
     assert "[probe.budget]" not in path.read_text()  # a database has no per-key request budget
 
 
-KINDS = ("zengram", "http", "python", "mcp", "pgvector", "chroma", "milvus", "qdrant")
+KINDS = list(json.loads(STARTERS.read_text(encoding="utf-8"))["kinds"])
+"""Every kind with a starter (tests/kinds/test_registry.py: every kind the registry declares)."""
+
+
+def test_every_kind_has_a_starter() -> None:
+    eight = {"zengram", "http", "python", "mcp", "pgvector", "chroma", "milvus", "qdrant"}
+    assert eight <= set(KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS)
