@@ -72,7 +72,6 @@ def key(
     return meta
 
 
-
 @dataclass(frozen=True, slots=True)
 class CommonSettings:
     """The settings generic code reads of any kind; a kind without one leaves it unset."""

@@ -146,6 +146,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
     )
 }
 
+
 def register_kinds() -> None:
     """Hand the registry to config (:mod:`benchd.config.kinds`); idempotent.
 
