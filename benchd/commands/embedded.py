@@ -15,7 +15,7 @@ from benchd.config.budget import BudgetSettings
 from benchd.config.load import DEFAULT_LISTEN, Config, ProbeConfig, ServerConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import packaged_fixture
-from benchd.kinds.zengram import ZengramConfig
+from benchd.kinds.zengram import KIND, ZengramConfig
 from benchd.load import LoadProfile
 from benchd.refstore.server import RefStoreConfig, running_refstore
 
@@ -25,7 +25,7 @@ __all__ = ["embedded_config", "embedded_default"]
 def embedded_config(url: str, key: str, *, listen: str = DEFAULT_LISTEN) -> Config:
     """The embedded probe pointed at a reference store at ``url``."""
     target = TargetConfig(
-        kind="zengram",
+        kind=KIND,
         settings=ZengramConfig(url=url, namespace="benchd-eval", cleanup="never"),
         secret=Secret(key, "embedded"),
     )

@@ -21,18 +21,55 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 __all__ = [
     "CommonSettings",
+    "DeclaredSettings",
     "KindSchema",
+    "KindSettings",
+    "Starter",
+    "StarterKey",
     "StoreCosts",
+    "UrlKeyCommon",
     "UrlKeySettings",
+    "key",
     "register_target_kind",
     "target_kinds",
     "url_key_common",
 ]
 
+StarterKey = tuple[str, Any, str]
+"""One key of a starter: its name, its value, and its comment ("": the field's own doc)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Starter:
+    """What ``benchd init --kind K`` writes for a kind: an example ``[probe.target]``.
+
+    ``about`` is the comment on its ``kind`` line; ``keys`` the table's keys;
+    ``tables`` its sub-tables (``("embed", keys)`` is ``[probe.target.embed]``);
+    ``edit`` what the person edits next, as init says it.
+    """
+
+    about: str
+    keys: tuple[StarterKey, ...]
+    tables: tuple[tuple[str, tuple[StarterKey, ...]], ...] = ()
+    edit: str = "the [probe.target] keys"
+
+
+def key(
+    doc: str, problem: Callable[[Any], str | None] | None = None, *, shown: str | None = None
+) -> dict[str, Any]:
+    """Field metadata of a kind's setting: ``doc`` says what it does (the key table in
+    docs/targets.md and a starter's comment read it), ``problem`` checks a value (as
+    :func:`benchd.config.schema.check`), ``shown`` is the default as the key table shows it."""
+    meta: dict[str, Any] = {"doc": doc}
+    if problem is not None:
+        meta["check"] = problem
+    if shown is not None:
+        meta["shown"] = shown
+    return meta
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +107,25 @@ class UrlKeySettings(Protocol):
     def api_key_file(self) -> str | None: ...
 
 
+class DeclaredSettings:
+    """A base of a kind's settings class: a probe's namespace is the field's default."""
+
+    __slots__ = ()
+
+    @classmethod
+    def namespace_for(cls, probe: str) -> str | None:
+        return None
+
+
+class UrlKeyCommon(DeclaredSettings):
+    """A settings class whose common settings go by their common names (url, api_key_*)."""
+
+    __slots__ = ()
+
+    def common(self: UrlKeySettings) -> CommonSettings:
+        return url_key_common(self)
+
+
 def url_key_common(config: UrlKeySettings) -> CommonSettings:
     """The common settings of a kind whose settings use the common names (url, api_key_*)."""
     return CommonSettings(
@@ -97,6 +153,24 @@ class StoreCosts:
     # [probe.budget] does not say; None: no such limit (no warning, no pacing).
     reads_per_min: int | None = None
     writes_per_min: int | None = None
+
+
+class KindSettings(Protocol):
+    """What a kind's settings class declares about itself, besides its fields.
+
+    ``common()`` the settings generic code reads, ``costs()`` what a cycle asks of
+    the store, ``namespace_for(probe)`` the namespace of a probe whose table names
+    none (None: the field's default), ``starter`` the example ``benchd init`` writes.
+    """
+
+    starter: ClassVar[Starter]
+
+    def common(self) -> CommonSettings: ...
+
+    def costs(self) -> StoreCosts: ...
+
+    @classmethod
+    def namespace_for(cls, probe: str) -> str | None: ...
 
 
 class KindSchema(Protocol):

@@ -1,12 +1,25 @@
 """Store kinds: one protocol, one module per kind, one registry.
 
 Where a new kind goes: one module in this package (``benchd/kinds/<kind>.py``,
-or a package for a large one) that implements the transport-free store
-protocol of :mod:`benchd.store.protocol` and declares its settings type,
-plus one :class:`TargetKind` line in ``TARGET_KINDS`` below. Everything
-benchd promises about a namespace (owned ids, verified seeds, verified
-deletes, the sentinel and its lease, purge) then comes from the one flow,
-:mod:`benchd.store.flow`; what the kind cannot do it declares in its
+or a package for a large one) that declares two classes, plus one line in
+``TARGET_KINDS`` below, ``TargetKind.of("<kind>", Settings, Store)``:
+
+- the **settings class**, a frozen dataclass (:class:`benchd.config.kinds.KindSettings`):
+  its fields are the ``[probe.target]`` keys, each with its doc
+  (``field(metadata=key("what it does"))``: the key table of docs/targets.md is
+  made from them); ``common()`` the settings generic code reads
+  (:class:`~benchd.config.kinds.UrlKeyCommon` where they go by their common
+  names), ``costs()`` what a cycle asks of the store, ``starter`` the example
+  ``benchd init --kind`` writes, ``namespace_for(probe)`` a probe's default
+  namespace (:class:`~benchd.config.kinds.DeclaredSettings`: the field's default);
+- the **store class** (:class:`KindStore`), which implements the transport-free
+  store protocol of :mod:`benchd.store.protocol`: ``capabilities_for(settings)``
+  what a store with those settings can do, ``probe_target(settings, secret)`` the
+  probe target built over it.
+
+Everything benchd promises about a namespace (owned ids, verified seeds,
+verified deletes, the sentinel and its lease, purge) then comes from the one
+flow, :mod:`benchd.store.flow`; what the kind cannot do it declares in its
 :class:`~benchd.store.protocol.Capabilities`, and benchd says which
 guarantees such a probe lacks.
 
@@ -14,72 +27,41 @@ guarantees such a probe lacks.
 with the entry's settings type and reads what the entry declares about them
 (:mod:`benchd.config.kinds`: common settings, budget costs) without importing
 any adapter; the probe builds the adapter with the entry's builder; generic
-code reads the entry's capabilities, never a target's attributes.
+code reads the entry's capabilities, never a target's attributes;
+:mod:`benchd.kinds.docs` writes the key tables and the starters from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from benchd.config.kinds import CommonSettings, StoreCosts, register_target_kind, url_key_common
+from benchd.config.kinds import (
+    CommonSettings,
+    KindSettings,
+    Starter,
+    StoreCosts,
+    register_target_kind,
+)
 from benchd.config.secrets import Secret
-from benchd.kinds.chroma import (
-    ChromaConfig,
-    chroma_capabilities,
-    chroma_costs,
-    chroma_target,
-)
-from benchd.kinds.http.target import (
-    HttpConfig,
-    TemplatedTarget,
-    http_capabilities,
-    http_costs,
-)
+from benchd.kinds.chroma import ChromaConfig, ChromaStore
+from benchd.kinds.http.config import HttpConfig
+from benchd.kinds.http.target import TemplatedStore
 from benchd.kinds.mcp.config import McpConfig
-from benchd.kinds.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
-from benchd.kinds.milvus import (
-    MilvusConfig,
-    milvus_capabilities,
-    milvus_common,
-    milvus_costs,
-    milvus_target,
-)
-from benchd.kinds.pgvector import (
-    PgvectorConfig,
-    pgvector_capabilities,
-    pgvector_common,
-    pgvector_costs,
-    pgvector_target,
-)
-from benchd.kinds.python import (
-    PythonConfig,
-    python_capabilities,
-    python_common,
-    python_costs,
-    python_namespace,
-    python_target,
-)
-from benchd.kinds.qdrant import (
-    QdrantConfig,
-    qdrant_capabilities,
-    qdrant_common,
-    qdrant_costs,
-    qdrant_target,
-)
-from benchd.kinds.zengram import (
-    ZengramConfig,
-    ZengramTarget,
-    zengram_capabilities,
-    zengram_costs,
-)
+from benchd.kinds.mcp.store import McpStore
+from benchd.kinds.milvus import MilvusConfig, MilvusStore
+from benchd.kinds.pgvector import PgvectorConfig, PgvectorStore
+from benchd.kinds.python import PythonConfig, PythonTarget
+from benchd.kinds.qdrant import QdrantConfig, QdrantStore
+from benchd.kinds.zengram import ZengramConfig, ZengramStore
 from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, SearchQuery, Target
 
 __all__ = [
     "TARGET_KINDS",
     "Capabilities",
+    "KindStore",
     "ProbeTarget",
     "SearchQuery",
     "Target",
@@ -91,6 +73,22 @@ __all__ = [
 ]
 
 S = TypeVar("S")
+K = TypeVar("K", bound=KindSettings)
+K_contra = TypeVar("K_contra", contravariant=True)
+
+
+class KindStore(Protocol[K_contra]):
+    """What the registry reads of a kind's store class."""
+
+    @classmethod
+    def capabilities_for(cls, settings: K_contra) -> Capabilities:
+        """What a store with these settings can do (read before one is built)."""
+        ...
+
+    @classmethod
+    def probe_target(cls, settings: K_contra, secret: Secret | None) -> ProbeTarget:
+        """The probe target over a store with these settings (the flow around it)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +97,9 @@ class TargetKind(Generic[S]):
 
     ``build`` makes the adapter; ``capabilities`` says what a store with
     these settings can do; ``common`` and ``costs`` are what config and the
-    budget planner read (see :class:`benchd.config.kinds.KindSchema`).
+    budget planner read (see :class:`benchd.config.kinds.KindSchema`);
+    ``starter`` what ``benchd init --kind`` writes. A built-in kind's entry is
+    made by :meth:`of` from its two classes (``store_type``).
     """
 
     name: str
@@ -111,51 +111,38 @@ class TargetKind(Generic[S]):
     # the namespace of a probe whose table names none, from the probe's name (None: the
     # settings type's own default)
     namespace_default: Callable[[str], str | None] = lambda probe: None
+    starter: Starter | None = None
+    store_type: type[Any] | None = None  # the store class (None: an entry of callables)
+
+    @classmethod
+    def of(cls, name: str, settings: type[K], store: type[KindStore[K]]) -> TargetKind[K]:
+        """The entry of a kind declared by its settings class and its store class."""
+        return TargetKind(
+            name,
+            settings,
+            store.probe_target,
+            store.capabilities_for,
+            settings.common,
+            settings.costs,
+            settings.namespace_for,
+            settings.starter,
+            store,
+        )
 
 
 TARGET_KINDS: dict[str, TargetKind[Any]] = {
     kind.name: kind
     for kind in (
-        TargetKind(
-            "zengram",
-            ZengramConfig,
-            ZengramTarget,
-            zengram_capabilities,
-            url_key_common,
-            zengram_costs,
-        ),
-        TargetKind(
-            "http", HttpConfig, TemplatedTarget, http_capabilities, url_key_common, http_costs
-        ),
-        TargetKind(
-            "python",
-            PythonConfig,
-            python_target,
-            python_capabilities,
-            python_common,
-            python_costs,
-            python_namespace,
-        ),
-        TargetKind("mcp", McpConfig, mcp_target, mcp_capabilities, mcp_common, mcp_costs),
+        TargetKind.of("zengram", ZengramConfig, ZengramStore),
+        TargetKind.of("http", HttpConfig, TemplatedStore),
+        TargetKind.of("python", PythonConfig, PythonTarget),
+        TargetKind.of("mcp", McpConfig, McpStore),
         # vector stores: benchd computes the vectors ([probe.target.embed])
-        TargetKind(
-            "pgvector",
-            PgvectorConfig,
-            pgvector_target,
-            pgvector_capabilities,
-            pgvector_common,
-            pgvector_costs,
-        ),
-        TargetKind(
-            "chroma", ChromaConfig, chroma_target, chroma_capabilities, url_key_common, chroma_costs
-        ),
-        TargetKind(
-            "milvus", MilvusConfig, milvus_target, milvus_capabilities, milvus_common, milvus_costs
-        ),
+        TargetKind.of("pgvector", PgvectorConfig, PgvectorStore),
+        TargetKind.of("chroma", ChromaConfig, ChromaStore),
+        TargetKind.of("milvus", MilvusConfig, MilvusStore),
         # experimental: tested in qdrant-client's local mode only (docs/targets.md)
-        TargetKind(
-            "qdrant", QdrantConfig, qdrant_target, qdrant_capabilities, qdrant_common, qdrant_costs
-        ),
+        TargetKind.of("qdrant", QdrantConfig, QdrantStore),
     )
 }
 

@@ -43,13 +43,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
 import httpx
 
 from benchd import redact
-from benchd.config.kinds import StoreCosts
+from benchd.config.kinds import Starter, UrlKeyCommon, key
 from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
@@ -65,14 +65,16 @@ from benchd.http.client import (
 )
 from benchd.kinds.vectors import (
     BULK_DELETE,
+    EMBED_STARTER,
     Marked,
     Row,
     Scored,
+    VectorSettings,
     VectorStore,
     check_collection_owner,
     embed_stage,
     shared_collection_missing,
-    vector_costs,
+    vector_starter_keys,
 )
 from benchd.logging import get_logger
 from benchd.store.flow import NamespaceFlow
@@ -90,7 +92,6 @@ __all__ = [
     "ChromaConfig",
     "ChromaIO",
     "ChromaStore",
-    "chroma_capabilities",
     "collection_name",
 ]
 
@@ -122,28 +123,76 @@ def collection_name(config: ChromaConfig) -> str:
     return name if _NAME.match(name) else name + "-0"
 
 
+_KEY = "sent as `auth_header` (`x-chroma-token`) with `auth_prefix` (empty)"
+_OWN_ONLY = " (benchd's own collection)"
+_WRITES = "records per write, writes in flight, deletes in flight"
+
+
 @dataclass(frozen=True, slots=True)
-class ChromaConfig:
+class ChromaConfig(UrlKeyCommon, VectorSettings):
     """``[probe.target]`` keys for ``kind = "chroma"``."""
 
-    url: str = field(metadata=check(http_url_problem))
+    starter: ClassVar[Starter] = Starter(
+        "Chroma's v2 HTTP API (chroma run, Chroma Cloud)",
+        (
+            ("url", "http://127.0.0.1:8000", "base URL of the Chroma server"),
+            ("tenant", "default_tenant", "Chroma tenant"),
+            ("database", "default_database", "Chroma database"),
+            ("collection", "", "default benchd-<namespace>; a shared collection's name"),
+            ("distance", "cosine", "cosine | l2 | ip" + _OWN_ONLY),
+            *vector_starter_keys("collection"),
+        ),
+        (EMBED_STARTER,),
+    )
+
+    url: str = field(metadata=key("e.g. `http://127.0.0.1:8000`", http_url_problem))
     embed: EmbedConfig
-    tenant: str = "default_tenant"
-    database: str = "default_database"
-    collection: str = field(default="", metadata=check(_name_problem))
-    shared: bool = False
-    namespace_key: str = "benchd_namespace"
-    distance: Literal["cosine", "l2", "ip"] = "cosine"
-    ef_search: int | None = field(default=None, metadata=check(_optional_positive))
-    ef_construction: int | None = field(default=None, metadata=check(_optional_positive))
+    tenant: str = field(default="default_tenant", metadata=key(""))
+    database: str = field(default="default_database", metadata=key(""))
+    collection: str = field(
+        default="",
+        metadata=key(
+            "looked up by name, its id cached; required with `shared = true`",
+            _name_problem,
+            shown="`benchd-<namespace>`",
+        ),
+    )
+    shared: bool = field(default=False, metadata=key(""))
+    namespace_key: str = field(
+        default="benchd_namespace",
+        metadata=key(
+            "the metadata key every record benchd writes carries, and every "
+            "get/query/delete filters on"
+        ),
+    )
+    distance: Literal["cosine", "l2", "ip"] = field(
+        default="cosine", metadata=key("the own collection's `hnsw:space`")
+    )
+    ef_search: int | None = field(
+        default=None,
+        metadata=key(
+            "own collection only: HNSW's search breadth (`hnsw:search_ef`); a changed value "
+            "is set in place on the existing collection, no re-seed",
+            _optional_positive,
+            shown="Chroma's (100)",
+        ),
+    )
+    ef_construction: int | None = field(
+        default=None,
+        metadata=key(
+            "own collection only, at creation (`hnsw:construction_ef`)",
+            _optional_positive,
+            shown="Chroma's (100)",
+        ),
+    )
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
-    batch_size: int = field(default=300, metadata=check(positive_problem))
-    concurrency: int = field(default=2, metadata=check(concurrency_problem))
-    delete_concurrency: int = field(default=4, metadata=check(concurrency_problem))
-    api_key_env: str | None = None
-    api_key_file: str | None = None
+    batch_size: int = field(default=300, metadata=key(_WRITES, positive_problem))
+    concurrency: int = field(default=2, metadata=key(_WRITES, concurrency_problem))
+    delete_concurrency: int = field(default=4, metadata=key(_WRITES, concurrency_problem))
+    api_key_env: str | None = field(default=None, metadata=key(_KEY))
+    api_key_file: str | None = field(default=None, metadata=key(_KEY))
     auth_header: str = "x-chroma-token"
     auth_prefix: str = ""
     headers: dict[str, str] = field(default_factory=dict)
@@ -466,16 +515,6 @@ def hits_of(got: Any, where: str, limit: int, distance: str) -> list[Scored]:
 
 
 
-def chroma_capabilities(config: ChromaConfig) -> Capabilities:
-    """Lists, writes and deletes its namespace's records; the sentinel keeps the lease."""
-    return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        holders=True,
-        full_answers=True,
-        retries=True, bulk_deletes=BULK_DELETE,
-    )  # fmt: skip
-
-
 class ChromaStore(VectorStore):
     """The ``chroma`` kind behind the store seam."""
 
@@ -505,13 +544,28 @@ class ChromaStore(VectorStore):
             searchable_timeout_s=config.searchable_timeout_s,
         )
 
+    @classmethod
+    def capabilities_for(cls, settings: ChromaConfig) -> Capabilities:
+        """Lists, writes and deletes its namespace's records; the sentinel keeps the lease."""
+        return Capabilities(
+            lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+            holders=True,
+            full_answers=True,
+            retries=True, bulk_deletes=BULK_DELETE,
+        )  # fmt: skip
+
+    @classmethod
+    def probe_target(cls, settings: ChromaConfig, secret: Secret | None) -> ProbeTarget:
+        """The ``chroma`` kind: the shared namespace flow over a store of these settings."""
+        return NamespaceFlow(cls(settings, secret.reveal() if secret is not None else None))
+
     @property
     def plan(self) -> SeedPlan:
         return self._plan
 
     @property
     def capabilities(self) -> Capabilities:
-        return chroma_capabilities(self.config)
+        return self.capabilities_for(self.config)
 
     @property
     def retries(self) -> int:
@@ -520,13 +574,3 @@ class ChromaStore(VectorStore):
     @property
     def retry_wait_s(self) -> float:
         return self.chroma.http.retry_wait_s
-
-
-
-def chroma_costs(config: ChromaConfig) -> StoreCosts:
-    return vector_costs(config.batch_size, config.searchable_timeout_s)
-
-
-def chroma_target(config: ChromaConfig, secret: Secret | None) -> ProbeTarget:
-    """The ``chroma`` kind: the shared namespace flow over :class:`ChromaStore`."""
-    return NamespaceFlow(ChromaStore(config, secret.reveal() if secret is not None else None))

@@ -38,13 +38,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from benchd import redact
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import CommonSettings, Starter, key
 from benchd.config.schema import check, concurrency_problem, url_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
@@ -59,15 +59,17 @@ from benchd.http.client import DEFAULT_MAX_RESPONSE_BYTES, positive_problem
 from benchd.http.messages import words
 from benchd.kinds.vectors import (
     BULK_DELETE,
+    EMBED_STARTER,
     Marked,
     Row,
     Scored,
+    VectorSettings,
     VectorStore,
     check_collection_owner,
     embed_stage,
     import_off_loop,
     shared_collection_missing,
-    vector_costs,
+    vector_starter_keys,
 )
 from benchd.logging import get_logger, route_library_logs
 from benchd.store.flow import NamespaceFlow
@@ -80,6 +82,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "KIND",
     "OWNER_PROPERTY",
@@ -87,11 +90,11 @@ __all__ = [
     "MilvusIO",
     "MilvusStore",
     "collection_name",
-    "milvus_capabilities",
 ]
 
 KIND = "milvus"
 EXTRA = "milvus"
+CLIENT_LIBRARY = "pymilvus"  # the module its extra brings
 OWNER_PROPERTY = "benchd_owner"
 CONSISTENCY = "Strong"
 """Every read sees every write before it: Milvus's default (Bounded) lets a query or
@@ -133,33 +136,73 @@ def collection_name(config: MilvusConfig) -> str:
     return "benchd_" + re.sub(r"[^A-Za-z0-9_]", "_", config.namespace)
 
 
+_FIELDS = "benchd's own collection makes `namespace` a partition key; `benchd` is a JSON field"
+
+
 @dataclass(frozen=True, slots=True)
-class MilvusConfig:
+class MilvusConfig(VectorSettings):
     """``[probe.target]`` keys for ``kind = "milvus"``."""
 
-    uri: str = field(metadata=check(_uri_problem))
+    listing_page: ClassVar[int] = MAX_QUERY_WINDOW
+    starter: ClassVar[Starter] = Starter(
+        "Milvus or the Milvus Lite server through pymilvus (benchd[milvus])",
+        (
+            ("uri", "http://127.0.0.1:19530", "the Milvus gRPC endpoint"),
+            ("collection", "", "default benchd_<namespace>; a shared collection's name"),
+            ("distance", "cosine", "cosine | l2 | ip (benchd's own collection)"),
+            *vector_starter_keys("collection"),
+        ),
+        (EMBED_STARTER,),
+    )
+
+    uri: str = field(
+        metadata=key("the gRPC endpoint, e.g. `http://127.0.0.1:19530`", _uri_problem)
+    )
     embed: EmbedConfig
-    db_name: str = ""
-    collection: str = field(default="", metadata=check(_name_problem))
-    shared: bool = False
-    id_field: str = field(default="id", metadata=check(_field_problem))
-    namespace_field: str = field(default="namespace", metadata=check(_field_problem))
-    content_field: str = field(default="content", metadata=check(_field_problem))
-    mark_field: str = field(default="benchd", metadata=check(_field_problem))
-    vector_field: str = field(default="vector", metadata=check(_field_problem))
-    distance: Literal["cosine", "l2", "ip"] = "cosine"
+    db_name: str = field(default="", metadata=key("", shown="default database"))
+    collection: str = field(
+        default="",
+        metadata=key("required with `shared = true`", _name_problem, shown="`benchd_<namespace>`"),
+    )
+    shared: bool = field(default=False, metadata=key(""))
+    id_field: str = field(default="id", metadata=key(_FIELDS, _field_problem))
+    namespace_field: str = field(default="namespace", metadata=key(_FIELDS, _field_problem))
+    content_field: str = field(default="content", metadata=key(_FIELDS, _field_problem))
+    mark_field: str = field(default="benchd", metadata=key(_FIELDS, _field_problem))
+    vector_field: str = field(default="vector", metadata=key(_FIELDS, _field_problem))
+    distance: Literal["cosine", "l2", "ip"] = field(
+        default="cosine", metadata=key("the own collection's index metric (`AUTOINDEX`)")
+    )
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
     batch_size: int = field(default=500, metadata=check(positive_problem))
     concurrency: int = field(default=2, metadata=check(concurrency_problem))
-    token_env: str | None = None
-    token_file: str | None = None
+    token_env: str | None = field(
+        default=None, metadata=key("`user:password` or an API key", shown="unset")
+    )
+    token_file: str | None = field(default=None, metadata=key("`user:password` or an API key"))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     max_response_bytes: int = field(
-        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        metadata=key(
+            "the gRPC channel's `max_receive_message_length` (pymilvus leaves it unbounded)",
+            positive_problem,
+            shown="16 MiB",
+        ),
     )
     searchable_timeout_s: float = 30.0
+
+    def common(self) -> CommonSettings:
+        return CommonSettings(
+            namespace=self.namespace,
+            url=self.uri,
+            cleanup=self.cleanup,
+            adopt_namespace=self.adopt_namespace,
+            api_key_env=self.token_env,
+            api_key_file=self.token_file,
+            secret_kind="token: USER:PASSWORD or an API key",
+        )
 
     def __post_init__(self) -> None:
         if self.shared and not self.collection:
@@ -280,7 +323,7 @@ class MilvusIO:
 
     async def client(self) -> Any:
         if self._client is None:
-            module = await import_off_loop("pymilvus", EXTRA, self.where)
+            module = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
             route_library_logs("pymilvus")  # its import installed stderr handlers of its own
             self._client = module.AsyncMilvusClient(**self._options())
         return self._client
@@ -554,19 +597,11 @@ def _hits(found: Any, limit: int, distance: str, where: str) -> list[Scored]:
     return out
 
 
-def milvus_capabilities(config: MilvusConfig) -> Capabilities:
-    """Lists, writes and deletes its namespace's entities; the sentinel keeps the lease."""
-    return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        holders=True,
-        full_answers=True, bulk_deletes=BULK_DELETE,
-    )
-
-
 class MilvusStore(VectorStore):
     """The ``milvus`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
     # Milvus answers a query with a limit in no guaranteed id order, so a keyset page
     # can skip records: list up to Milvus's whole query window (16,384) in one call.
     page_size = MAX_QUERY_WINDOW
@@ -589,31 +624,24 @@ class MilvusStore(VectorStore):
             searchable_timeout_s=config.searchable_timeout_s,
         )
 
+    @classmethod
+    def capabilities_for(cls, settings: MilvusConfig) -> Capabilities:
+        """Lists, writes and deletes its namespace's entities; the sentinel keeps the lease."""
+        return Capabilities(
+            lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+            holders=True,
+            full_answers=True, bulk_deletes=BULK_DELETE,
+        )
+
+    @classmethod
+    def probe_target(cls, settings: MilvusConfig, secret: Secret | None) -> ProbeTarget:
+        """The ``milvus`` kind: the shared namespace flow over a store of these settings."""
+        return NamespaceFlow(cls(settings, secret.reveal() if secret is not None else None))
+
     @property
     def plan(self) -> SeedPlan:
         return self._plan
 
     @property
     def capabilities(self) -> Capabilities:
-        return milvus_capabilities(self.config)
-
-
-def milvus_common(config: MilvusConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.uri,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.token_env,
-        api_key_file=config.token_file,
-        secret_kind="token: USER:PASSWORD or an API key",
-    )
-
-
-def milvus_costs(config: MilvusConfig) -> StoreCosts:
-    return vector_costs(config.batch_size, config.searchable_timeout_s, MAX_QUERY_WINDOW)
-
-
-def milvus_target(config: MilvusConfig, secret: Secret | None) -> ProbeTarget:
-    """The ``milvus`` kind: the shared namespace flow over :class:`MilvusStore`."""
-    return NamespaceFlow(MilvusStore(config, secret.reveal() if secret is not None else None))
+        return self.capabilities_for(self.config)

@@ -49,13 +49,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import unquote, urlsplit
 
 import anyio
 
 from benchd import redact
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import CommonSettings, Starter, key
 from benchd.config.schema import check, concurrency_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
@@ -70,13 +70,15 @@ from benchd.errors import (
 from benchd.http.messages import words
 from benchd.kinds.vectors import (
     BULK_DELETE,
+    EMBED_STARTER,
     Marked,
     Row,
     Scored,
+    VectorSettings,
     VectorStore,
     embed_stage,
     import_off_loop,
-    vector_costs,
+    vector_starter_keys,
 )
 from benchd.logging import get_logger
 from benchd.store.flow import NamespaceFlow
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "KIND",
     "PgvectorConfig",
@@ -97,12 +100,12 @@ __all__ = [
     "PgvectorStore",
     "error_of",
     "own_mark",
-    "pgvector_capabilities",
     "public_dsn",
 ]
 
 KIND = "pgvector"
 EXTRA = "pgvector"
+CLIENT_LIBRARY = "psycopg"  # the module its extra brings
 log = get_logger("benchd.targets.pgvector")
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -140,32 +143,81 @@ def _optional_positive(value: int | None) -> str | None:
     return None if value is None or value > 0 else "must be > 0"
 
 
+_DSN = ("the DSN, e.g. `postgresql://benchd:PW@db:5432/benchd`; a secret: never in the TOML, "
+        "its password masked everywhere")
+_ONE = "— (one required)"
+_COLUMNS = "a shared table's columns (`metadata` is jsonb: benchd's mark and lease)"
+_SET = "`SET hnsw.ef_search` / `SET ivfflat.probes` on every connection"
+_WRITES = "rows per write transaction, writes in flight"
+
+
 @dataclass(frozen=True, slots=True)
-class PgvectorConfig:
+class PgvectorConfig(VectorSettings):
     """``[probe.target]`` keys for ``kind = "pgvector"``."""
 
+    starter: ClassVar[Starter] = Starter(
+        "PostgreSQL + pgvector through psycopg (benchd[pgvector])",
+        (
+            ("dsn_env", "BENCHD_PG_DSN", "environment variable holding the DSN (or dsn_file); "
+             "its password is masked everywhere, never put it here"),
+            ("table", "benchd_vectors", "the table: benchd's own, or a shared one"),
+            ("distance", "cosine", "cosine | l2 | ip"),
+            ("index", "hnsw", "hnsw | ivfflat | none (benchd's own table only)"),
+            *vector_starter_keys("table"),
+        ),
+        (EMBED_STARTER,),
+    )  # fmt: skip
+
     embed: EmbedConfig
-    dsn_env: str | None = None
-    dsn_file: str | None = None
-    table: str = field(default="benchd_vectors", metadata=check(_identifier_problem))
-    shared: bool = False
-    id_column: str = field(default="id", metadata=check(_column_problem))
-    namespace_column: str = field(default="namespace", metadata=check(_column_problem))
-    content_column: str = field(default="content", metadata=check(_column_problem))
-    vector_column: str = field(default="embedding", metadata=check(_column_problem))
-    metadata_column: str = field(default="metadata", metadata=check(_column_problem))
-    distance: Literal["cosine", "l2", "ip"] = "cosine"
-    index: Literal["hnsw", "ivfflat", "none"] = "hnsw"
-    ef_search: int | None = field(default=None, metadata=check(_optional_positive))
-    probes: int | None = field(default=None, metadata=check(_optional_positive))
+    dsn_env: str | None = field(default=None, metadata=key(_DSN, shown=_ONE))
+    dsn_file: str | None = field(default=None, metadata=key(_DSN, shown=_ONE))
+    table: str = field(
+        default="benchd_vectors", metadata=key("`schema.table` allowed", _identifier_problem)
+    )
+    shared: bool = field(default=False, metadata=key("see above"))
+    id_column: str = field(default="id", metadata=key(_COLUMNS, _column_problem))
+    namespace_column: str = field(default="namespace", metadata=key(_COLUMNS, _column_problem))
+    content_column: str = field(default="content", metadata=key(_COLUMNS, _column_problem))
+    vector_column: str = field(default="embedding", metadata=key(_COLUMNS, _column_problem))
+    metadata_column: str = field(default="metadata", metadata=key(_COLUMNS, _column_problem))
+    distance: Literal["cosine", "l2", "ip"] = field(
+        default="cosine", metadata=key("`cosine` (`<=>`), `l2` (`<->`), `ip` (`<#>`)")
+    )
+    index: Literal["hnsw", "ivfflat", "none"] = field(
+        default="hnsw", metadata=key("`hnsw`, `ivfflat` or `none`, on benchd's own table")
+    )
+    ef_search: int | None = field(default=None, metadata=key(_SET, _optional_positive))
+    probes: int | None = field(default=None, metadata=key(_SET, _optional_positive))
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
-    batch_size: int = field(default=500, metadata=check(_positive))
-    concurrency: int = field(default=2, metadata=check(concurrency_problem))
-    pool_size: int = field(default=10, metadata=check(concurrency_problem))
-    timeout_s: float = field(default=10.0, metadata=check(_positive))
+    batch_size: int = field(default=500, metadata=key(_WRITES, _positive))
+    concurrency: int = field(default=2, metadata=key(_WRITES, concurrency_problem))
+    pool_size: int = field(
+        default=10,
+        metadata=key(
+            "connections at most (opened on demand; a refused password is `auth` at once, "
+            "never retried)",
+            concurrency_problem,
+        ),
+    )
+    timeout_s: float = field(
+        default=10.0,
+        metadata=key("`statement_timeout` and a client-side bound on every call", _positive),
+    )
     searchable_timeout_s: float = 30.0
+
+    def common(self) -> CommonSettings:
+        """The DSN is the secret (read like an API key: from its variable or file)."""
+        return CommonSettings(
+            namespace=self.namespace,
+            url=None,  # the host is in the secret DSN
+            cleanup=self.cleanup,
+            adopt_namespace=self.adopt_namespace,
+            api_key_env=self.dsn_env,
+            api_key_file=self.dsn_file,
+            secret_kind="PostgreSQL DSN: a postgresql:// URL with user and password",
+        )
 
     def __post_init__(self) -> None:
         if bool(self.dsn_env) == bool(self.dsn_file):
@@ -325,7 +377,7 @@ class PgvectorIO:
         self.handles = Handles(self.where, self._forget)
 
     async def _connect(self) -> Any:
-        psycopg = await import_off_loop("psycopg", EXTRA, self.where)
+        psycopg = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
         conn = await psycopg.AsyncConnection.connect(
             self._dsn,
             autocommit=True,
@@ -347,7 +399,7 @@ class PgvectorIO:
         connection error or a missing table forgets the pool and the table
         checked (:mod:`benchd.store.handles`): the database restarted.
         """
-        psycopg = await import_off_loop("psycopg", EXTRA, self.where)
+        psycopg = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
         async with self._slots:
             conn = None
             reusable = False
@@ -650,15 +702,6 @@ def register_dsn_password(dsn: str) -> None:
         redact.register_secret(password)
 
 
-def pgvector_capabilities(config: PgvectorConfig) -> Capabilities:
-    """Lists, writes and deletes its namespace's rows; the sentinel keeps the lease."""
-    return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        holders=True,
-        full_answers=True, bulk_deletes=BULK_DELETE,
-    )
-
-
 def pgvector_plan(config: PgvectorConfig, endpoint: str) -> SeedPlan:
     return SeedPlan(
         namespace=config.namespace,
@@ -677,6 +720,7 @@ class PgvectorStore(VectorStore):
     """The ``pgvector`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
 
     def __init__(self, config: PgvectorConfig, dsn: str, embed: EmbedStage | None = None) -> None:
         stage = embed or embed_stage(config.embed, config)
@@ -685,34 +729,26 @@ class PgvectorStore(VectorStore):
         self.config = config
         self._plan = pgvector_plan(config, endpoint)
 
+    @classmethod
+    def capabilities_for(cls, settings: PgvectorConfig) -> Capabilities:
+        """Lists, writes and deletes its namespace's rows; the sentinel keeps the lease."""
+        return Capabilities(
+            lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+            holders=True,
+            full_answers=True, bulk_deletes=BULK_DELETE,
+        )
+
+    @classmethod
+    def probe_target(cls, settings: PgvectorConfig, secret: Secret | None) -> ProbeTarget:
+        """The ``pgvector`` kind: the shared namespace flow over a store of these settings."""
+        dsn = secret.reveal() if secret is not None else ""
+        register_dsn_password(dsn)
+        return NamespaceFlow(cls(settings, dsn))
+
     @property
     def plan(self) -> SeedPlan:
         return self._plan
 
     @property
     def capabilities(self) -> Capabilities:
-        return pgvector_capabilities(self.config)
-
-
-def pgvector_common(config: PgvectorConfig) -> CommonSettings:
-    """The DSN is the secret (read like an API key: from its variable or file)."""
-    return CommonSettings(
-        namespace=config.namespace,
-        url=None,  # the host is in the secret DSN
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.dsn_env,
-        api_key_file=config.dsn_file,
-        secret_kind="PostgreSQL DSN: a postgresql:// URL with user and password",
-    )
-
-
-def pgvector_costs(config: PgvectorConfig) -> StoreCosts:
-    return vector_costs(config.batch_size, config.searchable_timeout_s)
-
-
-def pgvector_target(config: PgvectorConfig, secret: Secret | None) -> ProbeTarget:
-    """The ``pgvector`` kind: the shared namespace flow over :class:`PgvectorStore`."""
-    dsn = secret.reveal() if secret is not None else ""
-    register_dsn_password(dsn)
-    return NamespaceFlow(PgvectorStore(config, dsn))
+        return self.capabilities_for(self.config)

@@ -39,13 +39,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from benchd.config.kinds import CommonSettings, StoreCosts
-from benchd.config.schema import check, concurrency_problem, label_problem
+from benchd.config.kinds import CommonSettings, DeclaredSettings, Starter, StoreCosts, key
+from benchd.config.schema import concurrency_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.http.messages import raised
@@ -64,11 +64,6 @@ __all__ = [
     "PythonTarget",
     "RetrieverTarget",
     "load_factory",
-    "python_capabilities",
-    "python_common",
-    "python_costs",
-    "python_namespace",
-    "python_target",
 ]
 
 if TYPE_CHECKING:
@@ -119,24 +114,76 @@ def _positive(v: int) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class PythonConfig:
+class PythonConfig(DeclaredSettings):
     """``[probe.target]`` keys for ``kind = "python"``."""
 
-    factory: str = field(metadata=check(_factory_problem))
-    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the factory
-    # label for the model; else the retriever's ``model`` attribute
-    model: str = field(default="", metadata=check(label_problem))
-    concurrency: int = field(default=1, metadata=check(concurrency_problem))
+    starter: ClassVar[Starter] = Starter(
+        "an in-process retriever, no server: module:callable returns it",
+        (
+            ("factory", "benchd.examples.retrievers:bm25", "module:callable that returns the "
+             "retriever (index(memories) + search(q, k), or the batch hooks)"),
+            ("options", {"k1": 1.2, "b": 0.75}, "keyword arguments of the factory"),
+        ),
+        edit="factory and options",
+    )  # fmt: skip
+
+    factory: str = field(
+        metadata=key("`module:callable`, dotted attributes allowed", _factory_problem)
+    )
+    options: dict[str, Any] = field(
+        default_factory=dict, metadata=key("keyword arguments of the factory", shown="none")
+    )
+    model: str = field(
+        default="",
+        metadata=key(
+            "the model label; else the retriever's `model` attribute", label_problem, shown="—"
+        ),
+    )
+    concurrency: int = field(
+        default=1,
+        metadata=key("calls in flight; raise only if the retriever is thread-safe",
+                     concurrency_problem),
+    )  # fmt: skip
     # Read from a config file, a probe's namespace defaults to its own: benchd-<probe name>.
-    namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
+    namespace: str = field(
+        default="benchd-eval",
+        metadata=key(
+            "the namespace the probe owns, passed to a factory that takes `namespace=`",
+            namespace_problem,
+            shown="`benchd-<probe name>`",
+        ),
+    )
     # With the batch hooks (write, list, delete): the namespace flow's settings.
-    cleanup: Literal["before", "after", "never"] = "never"
-    adopt_namespace: bool = False
-    batch_size: int = field(default=100, metadata=check(_positive))
-    searchable_timeout_s: float = 10.0  # 0: do not measure time-to-searchable
+    cleanup: Literal["before", "after", "never"] = field(
+        default="never", metadata=key("with the batch hooks: as for the other kinds")
+    )
+    adopt_namespace: bool = field(
+        default=False, metadata=key("with the batch hooks: as for the other kinds")
+    )
+    batch_size: int = field(default=100, metadata=key("records per `write` call", _positive))
+    searchable_timeout_s: float = field(
+        default=10.0, metadata=key("0: do not measure time-to-searchable")
+    )
 
     def __post_init__(self) -> None:
         _check_options(self.factory, self.options)
+
+    def common(self) -> CommonSettings:
+        return CommonSettings(
+            namespace=self.namespace, cleanup=self.cleanup, adopt_namespace=self.adopt_namespace
+        )
+
+    def costs(self) -> StoreCosts:
+        """In-process: no request budget (never planned: there is no key at a store)."""
+        return StoreCosts(lists=2, searchable_polls=1)
+
+    @classmethod
+    def namespace_for(cls, probe: str) -> str:
+        """A python probe's own namespace, from its name (``benchd-<name>``)."""
+        namespace = f"benchd-{probe}"
+        if len(namespace) <= MAX_NAMESPACE_CHARS:
+            return namespace
+        return f"benchd-{probe[:40]}-{hashlib.sha256(probe.encode()).hexdigest()[:12]}"
 
 
 def _check_options(spec: str, options: Mapping[str, Any]) -> None:
@@ -155,42 +202,6 @@ def _check_options(spec: str, options: Mapping[str, Any]) -> None:
         raise ValueError(
             f"options: {spec} cannot take them ({exc}); its parameters: {names}"
         ) from None
-
-
-def python_target(config: PythonConfig, secret: Secret | None) -> PythonTarget:
-    """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate)."""
-    return PythonTarget(config)
-
-
-def python_capabilities(config: PythonConfig) -> Capabilities:
-    """Before the factory runs: what a retriever with the batch hooks gets (its best case)."""
-    return Capabilities(
-        lists=True,
-        writes=True,
-        deletes=True,
-        lease=True,
-        decided_by="its retriever's hooks (write, list, delete), known when the factory runs: "
-        "an index()-only retriever is unverified",
-    )
-
-
-def python_common(config: PythonConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace, cleanup=config.cleanup, adopt_namespace=config.adopt_namespace
-    )
-
-
-def python_costs(config: PythonConfig) -> StoreCosts:
-    """In-process: no request budget (never planned: there is no key at a store)."""
-    return StoreCosts(lists=2, searchable_polls=1)
-
-
-def python_namespace(probe: str) -> str:
-    """The default namespace of a python probe: its own, from its name (``benchd-<name>``)."""
-    namespace = f"benchd-{probe}"
-    if len(namespace) <= MAX_NAMESPACE_CHARS:
-        return namespace
-    return f"benchd-{probe[:40]}-{hashlib.sha256(probe.encode()).hexdigest()[:12]}"
 
 
 class PythonTarget:
@@ -224,13 +235,30 @@ class PythonTarget:
         if self._driver is not None and self._driver.capabilities.lease:
             self._driver.lease = holder
 
+    @classmethod
+    def capabilities_for(cls, settings: PythonConfig) -> Capabilities:
+        """Before the factory runs: what a retriever with the batch hooks gets (its best case)."""
+        return Capabilities(
+            lists=True,
+            writes=True,
+            deletes=True,
+            lease=True,
+            decided_by="its retriever's hooks (write, list, delete), known when the factory "
+            "runs: an index()-only retriever is unverified",
+        )
+
+    @classmethod
+    def probe_target(cls, settings: PythonConfig, secret: Secret | None) -> PythonTarget:
+        """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate)."""
+        return cls(settings)
+
     @property
     def capabilities(self) -> Capabilities:
         if self._driver is not None:
             return self._driver.capabilities
         if self._inner is not None:
             return Capabilities(writes=True)  # a Target of its own: nothing benchd checks
-        return python_capabilities(self.config)
+        return self.capabilities_for(self.config)
 
     @property
     def retries(self) -> int:
@@ -353,7 +381,7 @@ def _retriever_plan(config: PythonConfig) -> RetrieverPlan:
         endpoint=f"python:{config.factory}",
         searchable_timeout_s=config.searchable_timeout_s,
     )
-    return RetrieverPlan(config.factory, config.model, plan, config.concurrency)
+    return RetrieverPlan(KIND, config.factory, config.model, plan, config.concurrency)
 
 
 class RetrieverTarget:

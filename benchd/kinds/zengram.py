@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 import anyio
 import httpx
 
-from benchd.config.kinds import StoreCosts
+from benchd.config.kinds import Starter, StoreCosts, UrlKeyCommon
 from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError, TargetTimeout
@@ -85,8 +85,6 @@ __all__ = [
     "ZengramStore",
     "ZengramTarget",
     "sentinel_id",
-    "zengram_capabilities",
-    "zengram_costs",
 ]
 
 KIND = "zengram"
@@ -118,8 +116,24 @@ def _non_negative(v: float) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ZengramConfig:
+class ZengramConfig(UrlKeyCommon):
     """``[probe.target]`` keys for ``kind = "zengram"``."""
+
+    starter: ClassVar[Starter] = Starter(
+        "a Zengram-compatible memory API (or benchd refstore)",
+        (
+            ("url", "http://127.0.0.1:8084", "base URL of the store's API"),
+            ("api_key_env", "BRAIN_API_KEY", "environment variable holding the key (or "
+             "api_key_file); never the key itself"),
+            ("namespace", "benchd-eval", "reserved client_id: benchd writes and deletes only "
+             "here, never 'global'"),
+            ("cleanup", "never", "never: keep the corpus (unchanged records are not re-sent: in "
+             "steady state only the lease heartbeat writes, 2 a cycle); before: delete+reimport "
+             "each cycle (fresh embeddings, one write per record); after: delete when done. "
+             "See docs/configuration.md, 'Budgets and choosing cleanup'"),
+        ),
+        edit="url/api_key_env",
+    )  # fmt: skip
 
     # What keeping the lease costs each writing cycle, for the budget planner:
     # the heartbeat deletes and re-imports the sentinel, then reads it back by
@@ -156,6 +170,20 @@ class ZengramConfig:
     keep_ids: bool = True  # false: the store assigns ids; benchd's mark maps them back
     adopt_namespace: bool = False
     headers: dict[str, str] = field(default_factory=dict, metadata=check(headers_problem))
+
+    def costs(self) -> StoreCosts:
+        """Export pages of 500, imports of ``seed_batch``, the lease heartbeat; 120/60 a
+        minute."""
+        return StoreCosts(
+            page_size=EXPORT_PAGE,
+            batch_size=self.seed_batch,
+            lists=2 if self.verify else 1,
+            searchable_polls=1 if self.searchable_timeout_s > 0 else 0,
+            lease_reads=self.lease_reads_per_cycle,
+            lease_writes=self.lease_writes_per_cycle,
+            reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
+            writes_per_min=60,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +241,30 @@ class ZengramStore(StoreOverHttp):
             searchable_limit=SEARCH_CAP,
         )
 
+    @classmethod
+    def capabilities_for(cls, settings: ZengramConfig) -> Capabilities:
+        """Everything: a paged listing, batch imports, deletes, a lease in the sentinel,
+        scores."""
+        return Capabilities(
+            lists=True,
+            writes=True,
+            deletes=True,
+            lease=True,
+            owned_ids=settings.keep_ids,
+            owned_keys=True,
+            load_sender=True,
+            scores=True,
+            retries=True,
+        )
+
+    @classmethod
+    def probe_target(cls, settings: ZengramConfig, secret: Secret | None) -> ZengramTarget:
+        """The namespace flow over a store of these settings."""
+        return ZengramTarget(settings, secret)
+
     @property
     def capabilities(self) -> Capabilities:
-        return zengram_capabilities(self.config)
+        return self.capabilities_for(self.config)
 
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
@@ -651,32 +700,3 @@ class ZengramTarget(FlowOverHttp):
     ) -> None:
         self.config = config
         super().__init__(ZengramStore(config, secret, transport=transport))
-
-
-def zengram_capabilities(config: ZengramConfig) -> Capabilities:
-    """Everything: a paged listing, batch imports, deletes, a lease in the sentinel, scores."""
-    return Capabilities(
-        lists=True,
-        writes=True,
-        deletes=True,
-        lease=True,
-        owned_ids=config.keep_ids,
-        owned_keys=True,
-        load_sender=True,
-        scores=True,
-        retries=True,
-    )
-
-
-def zengram_costs(config: ZengramConfig) -> StoreCosts:
-    """Export pages of 500, imports of ``seed_batch``, the lease heartbeat; 120/60 a minute."""
-    return StoreCosts(
-        page_size=EXPORT_PAGE,
-        batch_size=config.seed_batch,
-        lists=2 if config.verify else 1,
-        searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
-        lease_reads=config.lease_reads_per_cycle,
-        lease_writes=config.lease_writes_per_cycle,
-        reads_per_min=120,  # the Zengram API's default limits per key (fixed 60 s windows)
-        writes_per_min=60,
-    )

@@ -1,7 +1,13 @@
-"""Configs, ``benchd`` subprocesses and direct reads for the vector kinds' end-to-end tests."""
+"""Configs, ``benchd`` subprocesses and direct reads for the vector kinds' end-to-end tests.
+
+Which kinds are vector kinds, the client library each one's extra brings and the keys
+that point its settings at a server are read from the registry (:data:`TARGET_KINDS`);
+what is left per kind here is how the tests read a store with its own client.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,8 +18,12 @@ from typing import Any
 import httpx
 from store_servers import missing
 
+from benchd.kinds import TARGET_KINDS
+from benchd.kinds.vectors import VectorSettings
+
 __all__ = [
     "CLIENT_LIBRARY",
+    "VECTOR_KINDS",
     "EmbeddingsStandIn",
     "benchd",
     "benchd_rows",
@@ -27,8 +37,22 @@ __all__ = [
 ]
 
 
-# The client library each kind's extra (benchd[KIND]) brings; chroma's is httpx.
-CLIENT_LIBRARY = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}
+VECTOR_KINDS = tuple(
+    name for name, kind in TARGET_KINDS.items() if issubclass(kind.settings_type, VectorSettings)
+)
+"""The kinds whose vectors benchd computes (their settings are :class:`VectorSettings`)."""
+
+CLIENT_LIBRARY = {
+    name: TARGET_KINDS[name].store_type.client_library
+    for name in VECTOR_KINDS
+    if TARGET_KINDS[name].store_type.client_library is not None
+}
+"""The client library each kind's extra (benchd[KIND]) brings, as its store class declares it
+(none: benchd's own HTTP client)."""
+
+
+def _keys(kind: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(TARGET_KINDS[kind].settings_type)}
 
 
 def require_client(kind: str) -> str:
@@ -46,14 +70,11 @@ def require_client(kind: str) -> str:
 def target_table(kind: str, server: Any, namespace: str, **extra: Any) -> str:
     """The ``[probe.target]`` lines of ``kind`` on ``server`` (the DSN comes from $PG_DSN)."""
     lines = [f'kind = "{kind}"', f'namespace = "{namespace}"']
-    if kind == "pgvector":
+    named = [k for k in ("url", "uri", "path") if k in _keys(kind) and hasattr(server, k)]
+    if named:  # the server's own field of the name the kind's settings give it
+        lines.append(f'{named[0]} = "{getattr(server, named[0])}"')
+    else:  # a DSN: a secret, from the environment (env_for)
         lines += ['dsn_env = "PG_DSN"', f'table = "t_{namespace.replace("-", "_")}"']
-    elif kind == "chroma":
-        lines.append(f'url = "{server.url}"')
-    elif kind == "qdrant":
-        lines.append(f'path = "{server.path}"')
-    else:
-        lines.append(f'uri = "{server.uri}"')
     for key, value in extra.items():
         lines = [line for line in lines if not line.startswith(f"{key} =")]
         lines.append(f"{key} = {json.dumps(value)}")
@@ -225,5 +246,5 @@ def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
 
 def shared_target(kind: str, tenant: Any) -> dict[str, Any]:
     """The ``[probe.target]`` settings that write beside ``tenant``, in its table/collection."""
-    where = {"table": tenant.table} if kind == "pgvector" else {"collection": tenant.name}
+    where = {"table": tenant.table} if "table" in _keys(kind) else {"collection": tenant.name}
     return {"shared": True, **where}

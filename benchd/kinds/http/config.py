@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
+from benchd.config.kinds import Starter, StoreCosts, UrlKeyCommon
 from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.embed.config import EmbedConfig
 from benchd.http.client import (
@@ -190,8 +191,47 @@ class HealthTemplate:
 
 
 @dataclass(frozen=True, slots=True)
-class HttpConfig:
+class HttpConfig(UrlKeyCommon):
     """``[probe.target]`` keys for ``kind = "http"``."""
+
+    starter: ClassVar[Starter] = Starter(
+        "any HTTP/JSON store, described by request templates (docs/targets.md)",
+        (
+            ("url", "http://127.0.0.1:8080", "base URL of the store's API"),
+            ("api_key_env", "STORE_API_KEY", "environment variable holding the key (or "
+             "api_key_file), sent as auth_header with auth_prefix; never the key itself"),
+            ("namespace", "benchd-eval", "reserved namespace: benchd writes and deletes only "
+             "its own records there"),
+            ("cleanup", "never", "never: keep the corpus; before: delete and rewrite it each "
+             "cycle; after: delete when done (needs seed, export and delete)"),
+        ),
+        (
+            ("search", (
+                ("method", "GET", "one labeled query, one request"),
+                ("path", "/search", "the request's path; placeholders {q} {k} {namespace}"),
+                ("ids", "results[*].id", "where the answer holds the ranked ids"),
+            )),
+            ("search.query", (
+                ("q", "{q}", "the query text"),
+                ("limit", "{k}", "the cut-off"),
+                ("namespace", "{namespace}", "without it a search covers every tenant"),
+            )),
+            ("seed", (
+                ("path", "/records", "writes the corpus in batches of {records}"),
+                ("record", {"id": "{id}", "content": "{content}", "namespace": "{namespace}"},
+                 "one fixture record as the store wants it"),
+            )),
+            ("export", (
+                ("path", "/records", "lists the namespace page by page: verifies the seed"),
+                ("ids", "records[*].id", "where the answer holds the listed ids"),
+                ("query", {"namespace": "{namespace}", "offset": "{offset}",
+                           "limit": "{limit}"}, "paging: {offset} {limit} {page}"),
+            )),
+            ("delete", (
+                ("path", "/records/{id}", "deletes one record benchd wrote and listed"),
+            )),
+        ),
+    )  # fmt: skip
 
     url: str = field(metadata=check(http_url_problem))
     search: SearchTemplate
@@ -223,6 +263,29 @@ class HttpConfig:
     searchable_timeout_s: float = 30.0  # 0: do not measure time-to-searchable
     # vectors computed by benchd for {embedding} / {q_embedding}; its label is the model label
     embed: EmbedConfig | None = None
+
+    def holds_lease(self) -> bool:
+        """A lease record needs listing, writing, deleting, and ids the store keeps."""
+        every = all(t is not None for t in (self.export, self.seed, self.delete))
+        return every and self.keeps_ids()
+
+    def keeps_ids(self) -> bool:
+        """The store keeps the ids benchd writes (it lists no fixture ids of its own)."""
+        return self.export is None or not self.export.fixture_ids
+
+    def costs(self) -> StoreCosts:
+        """Export pages and seed batches as configured (500 where a template is absent)."""
+        lease = self.holds_lease()
+        return StoreCosts(
+            page_size=self.export.page_size if self.export is not None else 500,
+            batch_size=self.seed.batch_size if self.seed is not None else 500,
+            lists=2 if self.verify else 1,
+            searchable_polls=1 if self.searchable_timeout_s > 0 else 0,
+            lease_listings=1 if lease else 0,  # after the heartbeat
+            lease_writes=2 if lease else 0,  # a new record, the old gone
+            reads_per_min=120,  # today's default (the shipped example is a Zengram API);
+            writes_per_min=60,  # a store without limits says [probe.budget] unlimited = true
+        )
 
     def __post_init__(self) -> None:
         if self.embed is not None and self.model:

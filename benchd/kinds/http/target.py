@@ -23,7 +23,6 @@ from urllib.parse import quote
 
 import httpx
 
-from benchd.config.kinds import StoreCosts
 from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.http.answers import decode
@@ -62,8 +61,6 @@ __all__ = [
     "HttpConfig",
     "TemplatedStore",
     "TemplatedTarget",
-    "http_capabilities",
-    "http_costs",
 ]
 
 KIND = "http"
@@ -166,9 +163,32 @@ class TemplatedStore(StoreOverHttp):
             searchable_limit=c.search.max_k or 100,
         )
 
+    @classmethod
+    def capabilities_for(cls, settings: HttpConfig) -> Capabilities:
+        """What the configured templates allow: listing, writing and deleting each need
+        theirs; a lease needs all three, and a store that keeps the ids benchd writes (the
+        lease record is known by its id)."""
+        return Capabilities(
+            owned_ids=settings.keeps_ids(),
+            lists=settings.export is not None,
+            writes=settings.seed is not None,
+            deletes=settings.delete is not None,
+            lease=settings.holds_lease(),
+            owned_keys=settings.seed is not None,  # {memory} carries namespaced key/subject
+            load_sender=True,
+            scores=bool(settings.search.scores),
+            full_answers=settings.search.full_answers,
+            retries=True,
+        )
+
+    @classmethod
+    def probe_target(cls, settings: HttpConfig, secret: Secret | None) -> TemplatedTarget:
+        """The namespace flow over a store of these settings."""
+        return TemplatedTarget(settings, secret)
+
     @property
     def capabilities(self) -> Capabilities:
-        return http_capabilities(self.config)
+        return self.capabilities_for(self.config)
 
     async def info(self) -> TargetInfo:
         """Read model/version from the health endpoint if configured, else the config label."""
@@ -378,7 +398,7 @@ class TemplatedStore(StoreOverHttp):
 
 
 class TemplatedTarget(FlowOverHttp):
-    """The namespace flow over a :class:`TemplatedStore` (what ``kind = "http"`` builds)."""
+    """The namespace flow over an :class:`TemplatedStore` (what ``kind = "http"`` builds)."""
 
     kind = KIND
 
@@ -391,37 +411,3 @@ class TemplatedTarget(FlowOverHttp):
     ) -> None:
         self.config = config
         super().__init__(TemplatedStore(config, secret, transport=transport))
-
-
-def http_capabilities(config: HttpConfig) -> Capabilities:
-    """What the configured templates allow: listing, writing and deleting each need theirs;
-    a lease needs all three, and a store that keeps the ids benchd writes (the lease record
-    is known by its id)."""
-    owned_ids = config.export is None or not config.export.fixture_ids
-    lists, writes, deletes = (t is not None for t in (config.export, config.seed, config.delete))
-    return Capabilities(
-        owned_ids=owned_ids,
-        lists=lists,
-        writes=writes,
-        deletes=deletes,
-        lease=lists and writes and deletes and owned_ids,
-        owned_keys=config.seed is not None,  # {memory} carries namespaced key/subject
-        load_sender=True,
-        scores=bool(config.search.scores),
-        full_answers=config.search.full_answers,
-        retries=True,
-    )
-
-
-def http_costs(config: HttpConfig) -> StoreCosts:
-    """Export pages and seed batches as configured (500 where a template is absent)."""
-    return StoreCosts(
-        page_size=config.export.page_size if config.export is not None else 500,
-        batch_size=config.seed.batch_size if config.seed is not None else 500,
-        lists=2 if config.verify else 1,
-        searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
-        lease_listings=1 if http_capabilities(config).lease else 0,  # after the heartbeat
-        lease_writes=2 if http_capabilities(config).lease else 0,  # a new record, the old gone
-        reads_per_min=120,  # today's default (the shipped example is a Zengram API);
-        writes_per_min=60,  # a store without limits says [probe.budget] unlimited = true
-    )

@@ -12,9 +12,17 @@ offer is found against ``tools/list`` (the cycle's ``info`` phase and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from benchd.config.kinds import (
+    CommonSettings,
+    Starter,
+    StoreCosts,
+    UrlKeyCommon,
+    url_key_common,
+)
 from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.http.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -212,8 +220,50 @@ class ToolMap:
 
 
 @dataclass(frozen=True, slots=True)
-class McpConfig:
+class McpConfig(UrlKeyCommon):
     """``[probe.target]`` keys for ``kind = "mcp"``."""
+
+    starter: ClassVar[Starter] = Starter(
+        "an MCP memory server (benchd[mcp]): here @modelcontextprotocol/server-memory",
+        (
+            ("transport", "stdio", "stdio: benchd starts the server; http: a streamable-HTTP "
+             "endpoint (url)"),
+            ("command", "mcp-server-memory", "the server benchd starts (one process per probe)"),
+            ("env", {"MEMORY_FILE_PATH": "/var/lib/benchd/mcp-memory.jsonl"},
+             "the server's environment: a memory file of benchd's own"),
+            ("namespace_by", "server", "server: the server holds only benchd's records; "
+             "argument: every tool takes {namespace}"),
+            ("namespace", "benchd-eval", "reserved namespace: benchd writes and deletes only "
+             "its own records there"),
+            ("cleanup", "never", "never: keep the corpus; before: rewrite it each cycle; "
+             "after: delete when done"),
+        ),
+        (
+            ("tools.search", (
+                ("name", "search_nodes", "the tool one labeled query calls"),
+                ("arguments", {"query": "{q}"}, "its arguments; {q} the query text"),
+                ("ids", "entities[*].name", "where its answer holds the ids"),
+                ("returns", "set", "set: every match, unranked; ranked: a ranking"),
+            )),
+            ("tools.write", (
+                ("name", "create_entities", "the tool that writes the corpus"),
+                ("arguments", {"entities": "{records}"}, "{records}: a batch of records"),
+                ("record", {"name": "{id}", "entityType": "benchd",
+                            "observations": ["{content}"]}, "one record as the tool wants it"),
+                ("batch_size", 50, "records per call"),
+                ("concurrency", 1, "each call rewrites the whole file: never two at once"),
+            )),
+            ("tools.list", (
+                ("name", "read_graph", "the tool that lists the namespace: verifies the seed"),
+                ("ids", "entities[*].name", "where its answer holds the listed ids"),
+            )),
+            ("tools.delete", (
+                ("name", "delete_entities", "the tool that deletes what benchd wrote"),
+                ("arguments", {"entityNames": "{ids}"}, "{ids}: a set of ids a call"),
+            )),
+        ),
+        edit="command, env and the tool map",
+    )  # fmt: skip
 
     tools: ToolMap
     transport: Literal["stdio", "http"] = "stdio"
@@ -279,6 +329,23 @@ class McpConfig:
                 f"cleanup = {self.cleanup!r} needs {' and '.join(lacking)} (benchd deletes "
                 "only what it wrote and listed); add them or set cleanup = 'never'"
             )
+
+    def common(self) -> CommonSettings:
+        """The common settings, and whether its search answers a set (what thresholds may
+        name)."""
+        common = url_key_common(self)
+        return dataclasses.replace(common, unranked=self.tools.search.returns == "set")
+
+    def costs(self) -> StoreCosts:
+        """List pages and write batches as the tool map says (one page where it does not
+        page)."""
+        tools = self.tools
+        return StoreCosts(
+            page_size=tools.list.page_size if tools.list is not None else 500,
+            batch_size=tools.write.batch_size if tools.write is not None else 500,
+            lists=2 if self.verify else 1,
+            searchable_polls=1 if self.searchable_timeout_s > 0 else 0,
+        )
 
     @property
     def endpoint(self) -> str:

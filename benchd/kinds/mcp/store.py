@@ -3,7 +3,7 @@
 Everything benchd promises about a namespace (owned ids, a seed verified by
 listing, deletes only of listed records, the sentinel, purge) comes from the
 shared flow (:class:`~benchd.store.flow.NamespaceFlow`, which
-:func:`mcp_target` builds over an :class:`McpStore`); this module only maps
+:meth:`McpStore.probe_target` builds over an :class:`McpStore`); this module only maps
 the seam's operations onto the tool map
 (:class:`~benchd.kinds.mcp.tools.ToolStore`), verifies deletes by listing
 again (an MCP delete tool's "done" is no proof; the deletes in flight go as
@@ -24,13 +24,11 @@ their owned ids.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
 
-from benchd.config.kinds import CommonSettings, StoreCosts, url_key_common
 from benchd.config.secrets import Secret
 from benchd.errors import ConfigError, OwnershipError, TargetProtocolError
 from benchd.kinds.mcp.config import NO_NAMESPACE, McpConfig
@@ -58,10 +56,6 @@ __all__ = [
     "KIND",
     "McpMapError",
     "McpStore",
-    "mcp_capabilities",
-    "mcp_common",
-    "mcp_costs",
-    "mcp_target",
 ]
 
 KIND = "mcp"
@@ -82,48 +76,6 @@ class McpMapError(TargetProtocolError):
         super().__init__(self.problems[0] + tail)
 
 
-def mcp_capabilities(config: McpConfig) -> Capabilities:
-    """What the tool map allows: listing, writing and deleting each need their tool."""
-    tools = config.tools
-    lists, writes, deletes = (t is not None for t in (tools.list, tools.write, tools.delete))
-    return Capabilities(
-        lists=lists,
-        writes=writes,
-        deletes=deletes,
-        # a lease record per heartbeat, named by its holder: written, listed, and the
-        # holder's older ones deleted (see benchd.kinds.mcp.lease)
-        lease=lists and writes and deletes,
-        scores=tools.search.scores is not None,
-        unranked=tools.search.returns == "set",
-        # a ranking asked for k answers min(k, records) unless the map caps what it asks
-        full_answers=tools.search.returns == "ranked" and tools.search.max_k is None,
-        retries=config.transport == "http",
-    )
-
-
-
-def mcp_common(config: McpConfig) -> CommonSettings:
-    """The common settings, and whether its search answers a set (what thresholds may name)."""
-    common = url_key_common(config)
-    return dataclasses.replace(common, unranked=config.tools.search.returns == "set")
-
-
-def mcp_costs(config: McpConfig) -> StoreCosts:
-    """List pages and write batches as the tool map says (one page where it does not page)."""
-    tools = config.tools
-    return StoreCosts(
-        page_size=tools.list.page_size if tools.list is not None else 500,
-        batch_size=tools.write.batch_size if tools.write is not None else 500,
-        lists=2 if config.verify else 1,
-        searchable_polls=1 if config.searchable_timeout_s > 0 else 0,
-    )
-
-
-def mcp_target(config: McpConfig, secret: Secret | None) -> ProbeTarget:
-    """The kind's probe target: the shared namespace flow over an :class:`McpStore`."""
-    return NamespaceFlow(McpStore(config, secret))
-
-
 class McpStore(StoreDefaults):
     """One probe's MCP server, as the seam's store (see the module docstring)."""
 
@@ -139,7 +91,7 @@ class McpStore(StoreDefaults):
             ) from None
 
         self.config = config
-        self._capabilities = mcp_capabilities(config)
+        self._capabilities = self.capabilities_for(config)
         self.session = open_session(config, secret)
         self.tools = ToolStore(config, self.session)
         delete = config.tools.delete
@@ -157,6 +109,30 @@ class McpStore(StoreDefaults):
         self._ids: set[str] = set()  # every id of the latest listing, lease records included
         self._reading: dict[str, Holder] = {}  # lease records of the listing being read ...
         self._reading_ids: set[str] = set()  # ... and its ids
+
+    @classmethod
+    def capabilities_for(cls, settings: McpConfig) -> Capabilities:
+        """What the tool map allows: listing, writing and deleting each need their tool."""
+        tools = settings.tools
+        lists, writes, deletes = (t is not None for t in (tools.list, tools.write, tools.delete))
+        return Capabilities(
+            lists=lists,
+            writes=writes,
+            deletes=deletes,
+            # a lease record per heartbeat, named by its holder: written, listed, and the
+            # holder's older ones deleted (see benchd.kinds.mcp.lease)
+            lease=lists and writes and deletes,
+            scores=tools.search.scores is not None,
+            unranked=tools.search.returns == "set",
+            # a ranking asked for k answers min(k, records) unless the map caps what it asks
+            full_answers=tools.search.returns == "ranked" and tools.search.max_k is None,
+            retries=settings.transport == "http",
+        )
+
+    @classmethod
+    def probe_target(cls, settings: McpConfig, secret: Secret | None) -> ProbeTarget:
+        """The kind's probe target: the shared namespace flow over a store of these settings."""
+        return NamespaceFlow(cls(settings, secret))
 
     @property
     def plan(self) -> SeedPlan:
