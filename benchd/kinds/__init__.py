@@ -37,6 +37,13 @@ from benchd.kinds.http.target import (
     http_capabilities,
     http_costs,
 )
+from benchd.kinds.lancedb import (
+    LancedbConfig,
+    lancedb_capabilities,
+    lancedb_common,
+    lancedb_costs,
+    lancedb_target,
+)
 from benchd.kinds.mcp.config import McpConfig
 from benchd.kinds.mcp.store import mcp_capabilities, mcp_common, mcp_costs, mcp_target
 from benchd.kinds.milvus import (
@@ -153,6 +160,14 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
         # experimental: tested in qdrant-client's local mode only (docs/targets.md)
         TargetKind(
             "qdrant", QdrantConfig, qdrant_target, qdrant_capabilities, qdrant_common, qdrant_costs
+        ),
+        TargetKind(
+            "lancedb",
+            LancedbConfig,
+            lancedb_target,
+            lancedb_capabilities,
+            lancedb_common,
+            lancedb_costs,
         ),
     )
 }
