@@ -28,7 +28,12 @@ __all__ = [
 
 
 # The client library each kind's extra (benchd[KIND]) brings; chroma's is httpx.
-CLIENT_LIBRARY = {"pgvector": "psycopg", "milvus": "pymilvus", "qdrant": "qdrant_client"}
+CLIENT_LIBRARY = {
+    "pgvector": "psycopg",
+    "milvus": "pymilvus",
+    "qdrant": "qdrant_client",
+    "lancedb": "lancedb",
+}
 
 
 def require_client(kind: str) -> str:
@@ -50,7 +55,7 @@ def target_table(kind: str, server: Any, namespace: str, **extra: Any) -> str:
         lines += ['dsn_env = "PG_DSN"', f'table = "t_{namespace.replace("-", "_")}"']
     elif kind == "chroma":
         lines.append(f'url = "{server.url}"')
-    elif kind == "qdrant":
+    elif kind in ("qdrant", "lancedb"):
         lines.append(f'path = "{server.path}"')
     else:
         lines.append(f'uri = "{server.uri}"')
@@ -133,6 +138,10 @@ def benchd_rows(kind: str, server: Any, namespace: str, where: str) -> int:
         body = {"where": {"benchd_namespace": namespace}, "include": []}
         got = httpx.post(f"{base}/{cid}/get", json=body, timeout=30).json()
         return len(got["ids"])
+    if kind == "lancedb":
+        from tenants import LancedbTenant
+
+        return LancedbTenant(server.path, 0).rows_in(namespace, where)
     if kind == "qdrant":  # local mode: only while no benchd process holds the directory
         from tenants import QdrantTenant
 
@@ -212,7 +221,7 @@ class EmbeddingsStandIn:
 
 def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
     """Another tenant of ``kind``'s shared table or collection on ``server`` (tenants.py)."""
-    from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
+    from tenants import ChromaTenant, LancedbTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
     if kind == "pgvector":
         return PostgresTenant(server.admin_dsn, dims)
@@ -220,10 +229,13 @@ def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
         return ChromaTenant(server.url, dims)
     if kind == "qdrant":
         return QdrantTenant(server.path, dims)
+    if kind == "lancedb":
+        return LancedbTenant(server.path, dims)
     return MilvusTenant(server.uri, dims)
 
 
 def shared_target(kind: str, tenant: Any) -> dict[str, Any]:
     """The ``[probe.target]`` settings that write beside ``tenant``, in its table/collection."""
-    where = {"table": tenant.table} if kind == "pgvector" else {"collection": tenant.name}
+    table = kind in ("pgvector", "lancedb")
+    where = {"table": tenant.table} if table else {"collection": tenant.name}
     return {"shared": True, **where}
