@@ -213,6 +213,10 @@ async def test_hostile_rows_in_benchds_namespace_are_read_bounded(tmp_path: Path
             ("x1", "x2", "x3")
         )
         assert listed[batch[0].store_id].digest is not None
+        io = store.io
+        assert isinstance(io, LancedbIO)
+        (cut,) = await io._rows_where("id = 'x2'", io._columns(mark=True), 1)
+        assert len(cut["benchd"]) == MAX_MARK_CHARS + 1  # handed over cut, never whole
         hits = await store.search(SearchQuery(q="anything", limit=10))
         assert set(hits.ids) == {batch[0].store_id, "x2", "x3"}
         assert all(s is not None for s in hits.scores)
