@@ -166,6 +166,11 @@ def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _q(column: str) -> str:
+    """A column as a filter names it: quoted, so that ``and`` or ``not`` is a column."""
+    return f"`{column}`"
+
+
 def _missing(text: str) -> bool:
     """LanceDB's answer for a table that is not (or no longer) there."""
     low = text.lower()
@@ -233,11 +238,11 @@ class LancedbIO:
     @property
     def filter(self) -> str:
         """``namespace = '<namespace>'``: on every listing, search and delete."""
-        return f"{self.config.namespace_column} = {literal(self.config.namespace)}"
+        return f"{_q(self.config.namespace_column)} = {literal(self.config.namespace)}"
 
     def _ids_filter(self, ids: Sequence[str]) -> str:
         listed = ", ".join(literal(i) for i in ids)
-        return f"{self.filter} AND {self.config.id_column} IN ({listed})"
+        return f"{self.filter} AND {_q(self.config.id_column)} IN ({listed})"
 
     # -- the table ------------------------------------------------------------------------
 
@@ -323,9 +328,9 @@ class LancedbIO:
         """The id (and mark) columns as a read answers them: cut one past benchd's bound, so
         that a row of megabytes is never handed over whole (and is refused, or not trusted)."""
         c = self.config
-        out = {c.id_column: f"left({c.id_column}, {MAX_STORE_ID + 1})"}
+        out = {c.id_column: f"left({_q(c.id_column)}, {MAX_STORE_ID + 1})"}
         if mark:
-            out[c.mark_column] = f"left({c.mark_column}, {MAX_MARK_CHARS + 1})"
+            out[c.mark_column] = f"left({_q(c.mark_column)}, {MAX_MARK_CHARS + 1})"
         return out
 
     async def _rows_where(self, where: str, columns: dict[str, str], limit: int) -> list[Any]:
@@ -347,7 +352,7 @@ class LancedbIO:
         c = self.config
         query = (
             table.query()
-            .where(f"{self.filter} AND {c.id_column} > {literal(cursor or '')}")
+            .where(f"{self.filter} AND {_q(c.id_column)} > {literal(cursor or '')}")
             .select(self._columns(mark=True))
             .order_by([self._query.ColumnOrdering(column_name=c.id_column)])
             .limit(limit)
@@ -388,8 +393,8 @@ class LancedbIO:
             return {}
         c = self.config
         listed = ", ".join(literal(i) for i in ids)
-        theirs = (f"{c.id_column} IN ({listed}) AND ({c.namespace_column} IS NULL "
-                  f"OR {c.namespace_column} <> {literal(c.namespace)})")  # fmt: skip
+        theirs = (f"{_q(c.id_column)} IN ({listed}) AND ({_q(c.namespace_column)} IS NULL "
+                  f"OR {_q(c.namespace_column)} <> {literal(c.namespace)})")  # fmt: skip
         foreign = await self._rows_where(theirs, self._columns(mark=False), len(ids))
         mine = await self._rows_where(
             self._ids_filter(ids), self._columns(mark=False), 2 * len(ids)

@@ -293,3 +293,25 @@ def test_the_io_names_its_table_and_path_in_every_error(tmp_path: Path) -> None:
 
     io = LancedbIO(settings, embed_stage(settings.embed))
     assert io.where == f"lancedb table benchd_unit_where at {tmp_path / 'db'}"
+
+
+@pytest.mark.anyio
+async def test_columns_named_as_sql_keywords_are_columns(tmp_path: Path) -> None:
+    """Every filter quotes its columns: a shared table's ``and`` or ``not`` is read as the
+    column, never as SQL."""
+    ns = "unit-keywords"
+    names = {"id_column": "and", "namespace_column": "not", "content_column": "select",
+             "mark_column": "is", "vector_column": "from"}  # fmt: skip
+    store = LancedbStore(config(tmp_path, namespace=ns, **names))
+    batch = records(ns, MEMORIES)
+    try:
+        await store.write(batch)
+        assert await store.holders([batch[0].store_id]) == {batch[0].store_id: True}
+        listed = {r.id: r for r in (await store.list_page(None)).records}
+        assert set(listed) == {r.store_id for r in batch}
+        assert all(store.unchanged(listed[r.store_id], r) for r in batch)
+        hits = await store.search(SearchQuery(q=str(MEMORIES[1]["content"]), limit=2))
+        assert hits.ids[0] == batch[1].store_id
+        assert await store.delete_many([r.store_id for r in batch]) == len(batch)
+    finally:
+        await store.aclose()
