@@ -51,11 +51,12 @@ else
     echo "scripts/test.sh: npm not found; the mcp kind's server tests will skip (fail in CI)" >&2
 fi
 # -- qdrant kind (experimental): qdrant-client (the extra benchd[qdrant]); tests/stores
-# runs it in its local mode (no Qdrant server). Installed beside the extras above.
-qdrant_stamp="$VENV/.benchd-installed[qdrant]"
-if [ ! -f "$qdrant_stamp" ] || [ "$ROOT/pyproject.toml" -nt "$qdrant_stamp" ]; then
-    "$VENV/bin/python" -m pip install -q -e "$ROOT[qdrant]"
-    touch "$qdrant_stamp"
+# runs it in its local mode (no Qdrant server). The lancedb kind: LanceDB (benchd[lancedb]),
+# embedded in benchd's process. Installed beside the extras above.
+inproc_stamp="$VENV/.benchd-installed[qdrant,lancedb]"
+if [ ! -f "$inproc_stamp" ] || [ "$ROOT/pyproject.toml" -nt "$inproc_stamp" ]; then
+    "$VENV/bin/python" -m pip install -q -e "$ROOT[qdrant,lancedb]"
+    touch "$inproc_stamp"
 fi
 # -- vector stores: PostgreSQL + pgvector, Chroma and Milvus Lite from PyPI, in their
 # own virtualenv (chromadb alone brings ~90 packages); tests/stores starts them on loopback.

@@ -48,6 +48,7 @@ from benchd.config.secrets import Secret
 from benchd.kinds.chroma import ChromaConfig, ChromaStore
 from benchd.kinds.http.config import HttpConfig
 from benchd.kinds.http.target import TemplatedStore
+from benchd.kinds.lancedb import LancedbConfig, LancedbStore
 from benchd.kinds.mcp.config import McpConfig
 from benchd.kinds.mcp.store import McpStore
 from benchd.kinds.milvus import MilvusConfig, MilvusStore
@@ -143,6 +144,7 @@ TARGET_KINDS: dict[str, TargetKind[Any]] = {
         TargetKind.of("milvus", MilvusConfig, MilvusStore),
         # experimental: tested in qdrant-client's local mode only (docs/targets.md)
         TargetKind.of("qdrant", QdrantConfig, QdrantStore),
+        TargetKind.of("lancedb", LancedbConfig, LancedbStore),
     )
 }
 

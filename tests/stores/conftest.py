@@ -7,10 +7,12 @@ from collections.abc import Iterator
 import pytest
 from store_servers import (
     Chroma,
+    LancedbLocal,
     Milvus,
     Postgres,
     QdrantLocal,
     run_chroma,
+    run_lancedb,
     run_milvus,
     run_postgres,
     run_qdrant,
@@ -38,4 +40,10 @@ def milvus() -> Iterator[Milvus]:
 @pytest.fixture(scope="session")
 def qdrant() -> Iterator[QdrantLocal]:
     with run_qdrant() as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def lancedb() -> Iterator[LancedbLocal]:
+    with run_lancedb() as store:
         yield store

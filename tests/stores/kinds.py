@@ -154,6 +154,10 @@ def benchd_rows(kind: str, server: Any, namespace: str, where: str) -> int:
         body = {"where": {"benchd_namespace": namespace}, "include": []}
         got = httpx.post(f"{base}/{cid}/get", json=body, timeout=30).json()
         return len(got["ids"])
+    if kind == "lancedb":
+        from tenants import LancedbTenant
+
+        return LancedbTenant(server.path, 0).rows_in(namespace, where)
     if kind == "qdrant":  # local mode: only while no benchd process holds the directory
         from tenants import QdrantTenant
 
@@ -233,7 +237,7 @@ class EmbeddingsStandIn:
 
 def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
     """Another tenant of ``kind``'s shared table or collection on ``server`` (tenants.py)."""
-    from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
+    from tenants import ChromaTenant, LancedbTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
     if kind == "pgvector":
         return PostgresTenant(server.admin_dsn, dims)
@@ -241,6 +245,8 @@ def tenant_of(kind: str, server: Any, dims: int = 256) -> Any:
         return ChromaTenant(server.url, dims)
     if kind == "qdrant":
         return QdrantTenant(server.path, dims)
+    if kind == "lancedb":
+        return LancedbTenant(server.path, dims)
     return MilvusTenant(server.uri, dims)
 
 

@@ -41,12 +41,14 @@ import pytest
 
 __all__ = [
     "Chroma",
+    "LancedbLocal",
     "Milvus",
     "Postgres",
     "QdrantLocal",
     "Restarts",
     "missing",
     "run_chroma",
+    "run_lancedb",
     "run_milvus",
     "run_postgres",
     "run_qdrant",
@@ -455,3 +457,24 @@ def run_qdrant() -> Iterator[QdrantLocal]:
         missing("qdrant-client (benchd[qdrant]) is not installed")
     with tempfile.TemporaryDirectory(prefix="benchd-qdrant-") as tmp:
         yield QdrantLocal(str(Path(tmp) / "store"))
+
+
+@dataclass(frozen=True)
+class LancedbLocal:
+    """A LanceDB database: a directory that benchd and the tests' other tenant open at once.
+
+    LanceDB is embedded (no server runs): every process opens the directory itself, and its
+    commits are atomic, so a tenant writes beside a running benchd.
+    """
+
+    path: str
+
+
+@contextmanager
+def run_lancedb() -> Iterator[LancedbLocal]:
+    try:
+        import lancedb  # noqa: F401
+    except ImportError:
+        missing("lancedb (benchd[lancedb]) is not installed")
+    with tempfile.TemporaryDirectory(prefix="benchd-lancedb-") as tmp:
+        yield LancedbLocal(str(Path(tmp) / "db"))

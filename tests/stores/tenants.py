@@ -18,7 +18,14 @@ import numpy as np
 
 from benchd.embed.models import HashEmbedder
 
-__all__ = ["ChromaTenant", "MilvusTenant", "PostgresTenant", "QdrantTenant", "vectors"]
+__all__ = [
+    "ChromaTenant",
+    "LancedbTenant",
+    "MilvusTenant",
+    "PostgresTenant",
+    "QdrantTenant",
+    "vectors",
+]
 
 TENANT = "tenant-a"
 
@@ -308,3 +315,65 @@ class QdrantTenant:
             return int(client.count(name, count_filter=only, exact=True).count)
         finally:
             client.close()
+
+
+class LancedbTenant:
+    """A LanceDB table ``shared_docs`` with benchd's columns and one of the tenant's own
+    (``source``), holding the tenant's rows. LanceDB is embedded: the tenant opens the
+    directory itself, beside a running benchd."""
+
+    name = table = "shared_docs"
+
+    def __init__(self, path: str, dims: int) -> None:
+        self.path = path
+        self.dims = dims
+
+    def _db(self) -> Any:
+        import lancedb
+
+        return lancedb.connect(self.path)
+
+    def create(
+        self, memories: Sequence[Mapping[str, Any]], ids: Mapping[str, str] | None = None
+    ) -> None:
+        import pyarrow as pa
+
+        schema = pa.schema([
+            pa.field("id", pa.string()), pa.field("namespace", pa.string()),
+            pa.field("content", pa.string()), pa.field("benchd", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), self.dims)),
+        ])  # fmt: skip
+        rows = _records(memories, ids)
+        table = self._db().create_table(self.name, schema=schema, mode="overwrite")
+        table.add([
+            {"id": i, "namespace": TENANT, "content": t, "benchd": None, "source": "tenant",
+             "vector": v}
+            for (i, t), v in zip(rows, vectors([t for _, t in rows], self.dims), strict=True)
+        ])  # fmt: skip
+
+    def add(self, row_id: str, text: str, namespace: str = TENANT) -> None:
+        """One more row of the tenant's, at an id (and in a namespace) of its choosing."""
+        (vector,) = vectors([text], self.dims)
+        self._db().open_table(self.name).add([
+            {"id": row_id, "namespace": namespace, "content": text, "benchd": None,
+             "source": "planted", "vector": vector}
+        ])  # fmt: skip
+
+    def snapshot(self) -> list[Any]:
+        """Every row outside benchd's namespaces, each column's bytes."""
+        table = self._db().open_table(self.name)
+        found = table.search().where(f"namespace = '{TENANT}'").limit(100_000).to_arrow()
+        return sorted(
+            (r["id"], r["namespace"], r["content"], r["benchd"], r["source"],
+             np.asarray(r["vector"], dtype=np.float32).tobytes().hex())
+            for r in found.to_pylist()
+        )  # fmt: skip
+
+    def rows_in(self, namespace: str, table: str | None = None) -> int:
+        """How many rows carry ``namespace`` (benchd's, when it is its)."""
+        db = self._db()
+        name = table or self.name
+        if name not in db.list_tables().tables:
+            return 0
+        return int(db.open_table(name).count_rows(f"namespace = '{namespace}'"))

@@ -16,7 +16,9 @@ with its own clock would take it; it never runs out as seen by the other,
 since each of the holder's cycles heartbeats.
 
 Qdrant's local mode cannot be shared by two processes (it file-locks its
-path), so its two-daemon cases do not apply; its restart case runs.
+path), so its two-daemon cases do not apply; its restart case runs. LanceDB,
+embedded too, is opened by both daemons at once (its commits are atomic):
+every case runs.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from benchd.refstore.testing import make_config
 
 pytestmark = pytest.mark.timeout(900)
 
-VECTOR_KINDS = ("pgvector", "chroma", "milvus", "qdrant")
+VECTOR_KINDS = ("pgvector", "chroma", "milvus", "qdrant", "lancedb")
 KINDS = (*VECTOR_KINDS, "http", "zengram")
 HTTP_EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "http-zengram.toml"
 UNLIMITED = "\n[probe.budget]\nunlimited = true\n"  # cycles triggered back to back

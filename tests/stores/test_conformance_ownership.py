@@ -13,13 +13,13 @@
   ``{"deleted": -1000000}`` is counted by listing.
 
 Which parts apply to which kind (docs/targets.md, guarantee table): the
-tenant under benchd's ids runs on pgvector, Chroma, Milvus and Qdrant, the
-kinds that read ids across namespaces (``Capabilities.holders``); zengram,
+tenant under benchd's ids runs on pgvector, Chroma, Milvus, Qdrant and
+LanceDB, the kinds that read ids across namespaces (``Capabilities.holders``); zengram,
 http and mcp cannot read an id outside their namespace (the Zengram API has
 no read by id; an MCP server's tools take the namespace), so for them the
 derived ids are the guard. The lying answers run where the protocol can be
-proxied in the test process (Chroma's HTTP); pgvector, Milvus and Qdrant
-speak binary protocols or run in process, and the flow's own bounds are
+proxied in the test process (Chroma's HTTP); pgvector, Milvus, Qdrant and
+LanceDB speak binary protocols or run in process, and the flow's own bounds are
 tested over a fake store in tests/store/test_flow_guarantees.py.
 """
 
@@ -53,7 +53,7 @@ from benchd.store.flow import NamespaceFlow
 from benchd.store.owned import OwnedIds
 
 pytestmark = pytest.mark.timeout(900)
-KINDS = ("pgvector", "chroma", "milvus", "qdrant")
+KINDS = ("pgvector", "chroma", "milvus", "qdrant", "lancedb")
 
 
 @pytest.fixture(params=KINDS)
@@ -71,7 +71,7 @@ def smoke() -> list[dict[str, Any]]:
 
 
 def where(kind: str, tenant: Any) -> str:
-    return str(tenant.table if kind == "pgvector" else tenant.name)
+    return str(tenant.table if kind in ("pgvector", "lancedb") else tenant.name)
 
 
 def once_failed(config: Path, server: Any) -> dict[str, Any]:

@@ -19,9 +19,11 @@ Then:
   and benchd's stderr holds nothing but its JSON log: the store libraries' own
   warnings and tracebacks (psycopg's, pymilvus's, gRPC's) are log events.
 
-Not applicable: **qdrant**. Its kind runs qdrant-client's local mode, an
-embedded store in benchd's own process: there is no server to kill and start
-again apart from benchd (no Qdrant server runs here, docs/targets.md).
+Not applicable: **qdrant** and **lancedb**. The qdrant kind runs qdrant-client's
+local mode and LanceDB is a library over files, each an embedded store in benchd's
+own process: there is no server to kill and start again apart from benchd (no Qdrant
+server runs here, docs/targets.md). What stands in for a restart there, lancedb's
+table dropped under benchd by another process, is in tests/stores/test_vector_stores.py.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ pytestmark = pytest.mark.timeout(900)
 CORPUS = 36  # records of the packaged smoke fixture
 NOT_APPLICABLE = {
     "qdrant": "qdrant's local mode is embedded in benchd's process: no server to restart",
+    "lancedb": "LanceDB is embedded in benchd's process: no server to restart",
 }
 CYCLE_TIMEOUT_S = 240.0  # for one cycle to finish (a busy 2-core box)
 SERVERS = {"pgvector": "pg_server", "chroma": "chroma_server", "milvus": "milvus_server"}
@@ -69,7 +72,10 @@ def _kind_param(kind: str) -> Any:
     return pytest.param(kind, marks=pytest.mark.skip(reason=reason)) if reason else kind
 
 
-@pytest.fixture(params=[_kind_param(k) for k in ("pgvector", "chroma", "milvus", "qdrant")])
+KINDS = ("pgvector", "chroma", "milvus", "qdrant", "lancedb")
+
+
+@pytest.fixture(params=[_kind_param(k) for k in KINDS])
 def kind(request: pytest.FixtureRequest) -> str:
     return require_client(str(request.param))
 

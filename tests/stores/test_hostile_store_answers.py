@@ -283,6 +283,49 @@ async def test_qdrant_hostile_points_in_benchds_namespace_end_bounded(
         await store.aclose()
 
 
+# -- lancedb (embedded): huge ids and marks, a NULL id, a zero vector -----------------------
+
+
+async def test_lancedb_hostile_rows_in_benchds_namespace_end_bounded(
+    servers: Callable[[str], Any], tmp_path: Path  # noqa: F811
+) -> None:
+    """Rows a broken writer put in benchd's namespace of a shared LanceDB table: a 5 MB id,
+    a 5 MB mark, a NULL id, a zero vector. The listing ends as ``decode`` (an id no benchd
+    wrote, or none at all) and the search answers bounded, or ends as ``decode`` too."""
+    _need("lancedb")
+    from tenants import LancedbTenant
+
+    server = servers("lancedb")
+    memories, _ = corpus()
+    ns = "benchd-hostile"
+    tenant = LancedbTenant(server.path, DIMS)
+    tenant.create(memories[:3])
+    store = make_store("lancedb", server, ns, tmp_path, shared=True, table=tenant.table)
+    try:
+        await store.write(records(ns, memories[:5]))
+    finally:
+        await store.aclose()
+    import lancedb
+
+    text = str(memories[0]["content"])
+    (near,) = vectors([text], DIMS)
+    big = "x" * (5 * MB)
+    rows = [(big, None, near), (None, big, near), ("zero", None, [0.0] * DIMS)]
+    table = lancedb.connect(server.path).open_table(tenant.table)
+    table.add([
+        {"id": i, "namespace": ns, "content": text, "benchd": mark, "source": "hostile",
+         "vector": vector}
+        for i, mark, vector in rows
+    ])  # fmt: skip
+    store = make_store("lancedb", server, ns, tmp_path, shared=True, table=tenant.table)
+    try:
+        ended = await listing_and_search(store, text, 10)
+        assert ended == ["list:decode", "search:decode"], ended
+    finally:
+        await store.aclose()
+    assert TENANT in {r[1] for r in tenant.snapshot()}
+
+
 # -- answers no real server here gives: shaped with httpx.MockTransport (chroma) ------------
 
 

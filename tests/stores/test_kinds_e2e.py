@@ -12,6 +12,8 @@ embedder switch after a pinned baseline is a model change.
 Qdrant (experimental) runs in qdrant-client's local mode: one process at a time on its
 directory, so what another tenant or a second instance does *beside* a running daemon is
 tested as local mode allows (after the daemon stops; a second process is refused).
+LanceDB is embedded as well, but several processes open its directory at once: every case
+runs as it does against a server, the other tenant writing beside the daemon.
 """
 
 from __future__ import annotations
@@ -34,20 +36,22 @@ from kinds import (
 )
 from store_servers import missing
 from support import BenchdProcess
-from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
+from tenants import ChromaTenant, LancedbTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.refstore.testing import started_refstore
 
 pytestmark = pytest.mark.timeout(900)
-KINDS = ("pgvector", "chroma", "milvus", "qdrant")
+KINDS = ("pgvector", "chroma", "milvus", "qdrant", "lancedb")
 EXACT = {
     "pgvector": {"index": "none"},
     "chroma": {"ef_search": 2000, "ef_construction": 400},
     "milvus": {},
     "qdrant": {},
+    "lancedb": {},
 }
-"""The reference store's dense retriever is exact: pgvector without an ANN index compares alike;
+"""The reference store's dense retriever is exact: pgvector without an ANN index compares alike
+(so does LanceDB, whose table benchd creates without a vector index: a flat scan);
 Chroma's HNSW searched with a candidate list as long as the corpus (2,000) comes as close as
 HNSW can (with its default 100 it gave 0.98-0.99 where the exact ranking has 1.00)."""
 TOLERANCE = {"synthetic": 0.02, "smoke": 0.025}
@@ -215,11 +219,14 @@ def tenant_of(kind: str, server: Any) -> Any:
         return ChromaTenant(server.url, 256)
     if kind == "qdrant":
         return QdrantTenant(server.path, 256)
+    if kind == "lancedb":
+        return LancedbTenant(server.path, 256)
     return MilvusTenant(server.uri, 256)
 
 
 def shared(kind: str, tenant: Any) -> dict[str, Any]:
-    where = {"table": tenant.table} if kind == "pgvector" else {"collection": tenant.name}
+    table = kind in ("pgvector", "lancedb")
+    where = {"table": tenant.table} if table else {"collection": tenant.name}
     return {"shared": True, **where}
 
 
@@ -230,7 +237,7 @@ def test_another_tenants_rows_stay_byte_identical_through_once_run_sigterm_and_p
     tenant.create(load_fixture(packaged_fixture("smoke")).memories)
     before = tenant.snapshot()
     ns = "benchd-shared-e2e"
-    where = tenant.table if kind == "pgvector" else tenant.name
+    where = tenant.table if kind in ("pgvector", "lancedb") else tenant.name
 
     once = write(tmp_path / "once.toml", config_text(
         kind, server, ns, cache_dir=tmp_path, **shared(kind, tenant)))  # fmt: skip
@@ -264,6 +271,7 @@ def test_a_second_instance_on_a_leased_namespace_is_refused_or_reads_only(
 ) -> None:
     if kind == "qdrant":
         pytest.skip("local mode: one process per directory (test_qdrant_second_instance_...)")
+
     def config(name: str, instance: str, fixture: str = "packaged:smoke") -> Path:
         text = f'[server]\ninstance = "{instance}"\n' + config_text(
             kind, server, "e2e-lease", fixture=fixture, cache_dir=tmp_path

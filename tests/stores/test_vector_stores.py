@@ -10,6 +10,7 @@ byte-identical through all of it.
 
 Qdrant (experimental) runs in qdrant-client's local mode, which admits one client
 per directory at a time: every test here closes one store before it opens the next.
+LanceDB is embedded too, but its directory is opened by the tenant and benchd at once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from store_servers import Postgres, missing
-from tenants import ChromaTenant, MilvusTenant, PostgresTenant, QdrantTenant
+from tenants import ChromaTenant, LancedbTenant, MilvusTenant, PostgresTenant, QdrantTenant
 
 from benchd import redact
 from benchd.embed.config import EmbedConfig
@@ -35,7 +36,7 @@ from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
 DIMS = 256
-KINDS = ("pgvector", "chroma", "milvus", "qdrant")
+KINDS = ("pgvector", "chroma", "milvus", "qdrant", "lancedb")
 
 
 def corpus() -> tuple[list[dict[str, Any]], list[Any]]:
@@ -93,6 +94,11 @@ def make_store(
 
         settings = {"path": server.path, "embed": embed, "namespace": namespace, **kw}
         return QdrantStore(QdrantConfig(**settings), None)
+    if kind == "lancedb":
+        _need("lancedb", "lancedb")
+        from benchd.kinds.lancedb import LancedbConfig, LancedbStore
+
+        return LancedbStore(LancedbConfig(path=server.path, embed=embed, namespace=namespace, **kw))
     _need("pymilvus", "milvus")
     from benchd.kinds.milvus import MilvusConfig, MilvusStore
 
@@ -195,6 +201,7 @@ async def test_own_mode_refuses_what_another_namespace_created(
         "chroma": {"collection": f"benchd-first-{kind}"},
         "milvus": {"collection": f"benchd_first_{kind}"},
         "qdrant": {"collection": f"benchd_first_{kind}"},
+        "lancedb": {"table": f"benchd_first_{kind}"},
     }[kind]
     second = make_store(kind, servers(kind), f"second-{kind}", tmp_path, **name)
     try:
@@ -219,11 +226,13 @@ def tenant_of(kind: str, server: Any) -> Any:
         return ChromaTenant(server.url, DIMS)
     if kind == "qdrant":
         return QdrantTenant(server.path, DIMS)
+    if kind == "lancedb":
+        return LancedbTenant(server.path, DIMS)
     return MilvusTenant(server.uri, DIMS)
 
 
 def shared_settings(kind: str, tenant: Any) -> dict[str, Any]:
-    if kind == "pgvector":
+    if kind in ("pgvector", "lancedb"):
         return {"shared": True, "table": tenant.table}
     return {"shared": True, "collection": tenant.name}
 
@@ -460,3 +469,73 @@ def test_chroma_hnsw_breadths_on_a_shared_collection_are_refused() -> None:
     with pytest.raises(ValueError, match="own collection only"):
         ChromaConfig(url="http://127.0.0.1:1", embed=embed, shared=True, collection="x",
                      ef_search=50)  # fmt: skip
+
+
+async def test_lancedb_never_overwrites_a_foreign_row_at_benchds_id(
+    servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    """A Lance table keeps no unique id: another tenant's row under benchd's very id (in
+    the tenant's namespace, or in none) is read across namespaces and the flow refuses the
+    seed (ownership) before writing anything, the sentinel included."""
+    _need("lancedb", "lancedb")
+    memories, _ = corpus()
+    server = servers("lancedb")
+    tenant = LancedbTenant(server.path, DIMS)
+    tenant.create(memories)
+    ns = "benchd-planted"
+    batch = records(ns, memories)
+    tenant.add(batch[2].store_id, "the tenant's own text at benchd's id")
+    before = tenant.snapshot()
+    store = make_store("lancedb", server, ns, tmp_path, shared=True, table=tenant.table)
+    try:
+        assert await store.holders([batch[2].store_id, batch[3].store_id]) == {
+            batch[2].store_id: False
+        }
+        with pytest.raises(OwnershipError, match="never writes over") as caught:
+            await NamespaceFlow(store).seed(memories)
+        assert caught.value.kind == "ownership"
+        assert await store.delete(batch[2].store_id) is False
+        assert (await store.list_page(None)).records == []  # nothing written, no sentinel
+        # benchd's own row beside a foreign one at the same id: a write replaces only its own
+        await store.write(batch[2:3])
+        assert await store.holders([batch[2].store_id]) == {batch[2].store_id: False}
+        await store.write(batch[2:3])
+        assert list(await listed(store)) == [batch[2].store_id]
+        assert await store.delete(batch[2].store_id) is True
+    finally:
+        await store.aclose()
+    assert tenant.snapshot() == before
+
+
+async def test_lancedb_table_dropped_and_recreated_under_benchd_is_looked_up_again(
+    servers: Callable[[str], Any], tmp_path: Path
+) -> None:
+    """The open table is a handle: another process drops benchd's table (or replaces it with
+    one that is not benchd's). The next call looks it up again: a write recreates benchd's
+    own, and a listing refuses the stranger's."""
+    _need("lancedb", "lancedb")
+    import lancedb
+    import pyarrow as pa
+
+    memories, _ = corpus()
+    server, ns = servers("lancedb"), "benchd-dropped"
+    store = make_store("lancedb", server, ns, tmp_path)
+    name = "benchd_" + ns.replace("-", "_")
+    try:
+        await store.write(records(ns, memories[:3]))
+        assert len(await listed(store)) == 3
+        lancedb.connect(server.path).drop_table(name)
+        resets = store.io.handles.resets  # type: ignore[attr-defined]
+        assert (await store.search(SearchQuery(q="anything", limit=3))).ids == []
+        assert store.io.handles.resets == resets + 1  # type: ignore[attr-defined]
+        assert await listed(store) == {}
+        await store.write(records(ns, memories[:2]))
+        assert len(await listed(store)) == 2
+        schema = pa.schema(
+            [pa.field("id", pa.string()), pa.field("vector", pa.list_(pa.float32(), 2))]
+        )
+        lancedb.connect(server.path).create_table(name, schema=schema, mode="overwrite")
+        with pytest.raises(OwnershipError, match="not created by benchd"):
+            await store.list_page(None)
+    finally:
+        await store.aclose()
