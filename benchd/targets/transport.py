@@ -108,7 +108,7 @@ class HttpSearch(Protocol):
     ) -> tuple[str, ...]: ...
 
 # The sender asks for identity bodies; it still inflates gzip/deflate if sent (bounded).
-_READ_BYTES = 64 * 1024  # one connection's read buffer: a read takes at most this much
+_READ_BYTES = 64 * 1024  # a pool's read buffer: one read takes at most this much
 _DROPPED_HEADERS = frozenset({b"accept-encoding", b"connection"})
 _CONNECTION_ONLY = frozenset({b"connection"})
 
@@ -170,17 +170,18 @@ def _joined(lines: list[tuple[bytes, bytes]]) -> dict[str, str]:
 class _Connection(asyncio.BufferedProtocol):
     """One keep-alive connection carrying one request at a time.
 
-    Reads land in a buffer of its own (:data:`_READ_BYTES`). A plain
-    ``asyncio.Protocol`` is handed a fresh ``bytes`` per read, allocated at
-    asyncio's read size (256 KiB, past malloc's mmap threshold) and cut to
-    what arrived: three more system calls per read.
+    Reads land in ``buffer``, which the connections of a pool share: a read
+    is parsed before the next one starts, and the parser copies what it
+    keeps. A plain ``asyncio.Protocol`` is handed a fresh ``bytes`` per read,
+    allocated at asyncio's read size (256 KiB, past malloc's mmap threshold)
+    and cut to what arrived: three more system calls per read.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(self, buffer: memoryview, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self._max_bytes = max_bytes
         self._size = 0
         self._parser = httptools.HttpResponseParser(self)
-        self._buffer = memoryview(bytearray(_READ_BYTES))
+        self._buffer = buffer
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Answer] | None = None
         self._headers: dict[str, str] = {}
@@ -391,12 +392,16 @@ class _Pool:
         self.limit = limit
         self.idle_s = idle_s
         self.idle: deque[_Connection] = deque()
+        self._buffer = memoryview(bytearray(_READ_BYTES))  # every connection's reads
 
     async def _connect(self, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
             _, conn = await loop.create_connection(
-                lambda: _Connection(self.max_bytes), self.host, self.port, ssl=self.ssl
+                lambda: _Connection(self._buffer, self.max_bytes),
+                self.host,
+                self.port,
+                ssl=self.ssl,
             )
         return conn
 

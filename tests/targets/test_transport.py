@@ -24,7 +24,7 @@ from benchd.errors import (
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.load import LoadProfile, run_load
+from benchd.load import LoadProfile, LoadRun, run_load
 from benchd.targets.client import ErrorContext, retry_after_s
 from benchd.targets.transport import PoolSender, RequestSpec, make_http_fire
 
@@ -149,6 +149,19 @@ async def test_run_load_over_the_http_fire_classifies_every_outcome(
     assert {ids for _, ids in run.answers()} == {("doc-0",), ("doc-3",)}
 
 
+async def test_concurrent_answers_read_through_one_buffer_stay_apart(
+    target: LoopbackTarget,
+) -> None:
+    """The pool's connections share a read buffer: every answer is still its own query's."""
+    target.delay_s = 0.001  # answers interleave across the connections
+    build = _Builder(target.base_url)
+    async with make_http_fire(build, _parse, concurrency=8, timeout_s=30) as fire:
+        run = await run_load(fire, 8, LoadProfile(mode="closed", concurrency=8, requests=400))
+    assert run.counts() == {"ok": 400}
+    assert all(ids == (f"doc-{query}",) for query, ids in run.answers())
+    assert _max_in_flight(run) > 1
+
+
 def test_request_spec_serializes_the_request_once_without_accept_encoding() -> None:
     client = httpx.Client(base_url="http://store.test:8080")
     request = client.build_request(
@@ -218,6 +231,15 @@ def test_retry_after_accepts_seconds_and_http_dates_and_ignores_garbage() -> Non
     assert retry_after_s(future) == pytest.approx(30, abs=2)
     assert retry_after_s("soon") is None
     assert retry_after_s(None) is None
+
+
+def _max_in_flight(run: LoadRun) -> int:
+    events = sorted([(s, 1) for s in run.start] + [(e, -1) for e in run.end])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
 
 
 def _count_benchd_timers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
