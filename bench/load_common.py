@@ -5,6 +5,7 @@ Not a benchmark itself; ``bench/load_*.py`` import it (run them from the repo ro
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,13 +22,17 @@ from typing import NoReturn
 
 __all__ = [
     "LOCUST_VENV",
+    "ProcessSampler",
     "canned_search_body",
     "delay_server",
     "describe_machine",
     "free_port",
     "locust_binary",
+    "missing",
+    "nginx_binary",
     "nginx_serving",
     "run_locust",
+    "run_locust_sampled",
     "run_wrk",
     "skip",
     "wait_for_port",
@@ -89,6 +95,11 @@ def skip(reason: str) -> NoReturn:
     raise SystemExit(0)
 
 
+def missing(reason: str) -> NoReturn:
+    """A tool the benchmark cannot do without is absent: say how to get it, in one line."""
+    raise SystemExit(f"{Path(sys.argv[0]).name}: {reason}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -110,11 +121,7 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
 @contextmanager
 def nginx_serving(body: bytes) -> Iterator[str]:
     """Run a private nginx on loopback answering ``body`` at /memory/search; yield its URL."""
-    binary = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
-    )
-    if binary is None:
-        skip("nginx not found; install it with: apt-get install -y nginx-light")
+    binary = nginx_binary()
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="benchd-nginx-") as tmp:
         conf = Path(tmp, "nginx.conf")
@@ -133,31 +140,130 @@ def nginx_serving(body: bytes) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+def nginx_binary() -> str:
+    """Debian's nginx, or stop saying how to install it."""
+    binary = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if binary is None:
+        missing("nginx not found; install it with: apt-get install -y nginx-light")
+    return binary
+
+
 def locust_binary() -> Path:
-    """Locust in its own venv (gevent's patching breaks beside ssl), or skip."""
+    """Locust in its own venv (gevent's patching breaks beside ssl), or stop saying how."""
     binary = LOCUST_VENV / "bin" / "locust"
     if not binary.exists():
-        skip(
+        missing(
             f"Locust not found at {binary}; install it with: python3 -m venv {LOCUST_VENV}"
             f" && {LOCUST_VENV}/bin/pip install locust"
         )
     return binary
 
 
-def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
-    """Run Locust FastHttpUser headless in its own venv; return its req/s."""
-    binary = locust_binary()
-    with tempfile.TemporaryDirectory(prefix="benchd-locust-") as tmp:
-        locustfile = Path(tmp, "locustfile.py")
-        locustfile.write_text(_LOCUSTFILE.format(path=path))
-        args = [str(binary), "-f", str(locustfile), "--headless", "--only-summary", "--json"]
-        args += ["-u", str(users), "-r", str(users), "-t", f"{duration_s:g}s", "--host", host]
-        proc = subprocess.run(args, capture_output=True, text=True, check=True, cwd=tmp)
-    stats = json.loads(proc.stdout)[0]
+def _locust_args(tmp: str, host: str, path: str, users: int, duration_s: float) -> list[str]:
+    locustfile = Path(tmp, "locustfile.py")
+    locustfile.write_text(_LOCUSTFILE.format(path=path))
+    args = [str(locust_binary()), "-f", str(locustfile), "--headless", "--only-summary"]
+    args += ["--json", "-u", str(users), "-r", str(users), "-t", f"{duration_s:g}s"]
+    return [*args, "--host", host]
+
+
+def _locust_stats(stdout: str) -> dict[str, float]:
+    stats: dict[str, float] = json.loads(stdout)[0]
     if stats["num_failures"]:
         raise SystemExit(f"Locust saw {stats['num_failures']} failures; the target is unhealthy")
+    return stats
+
+
+def run_locust(host: str, path: str, users: int, duration_s: float) -> float:
+    """Run Locust FastHttpUser headless in its own venv; return its req/s."""
+    with tempfile.TemporaryDirectory(prefix="benchd-locust-") as tmp:
+        args = _locust_args(tmp, host, path, users, duration_s)
+        proc = subprocess.run(args, capture_output=True, text=True, check=True, cwd=tmp)
+    stats = _locust_stats(proc.stdout)
     elapsed = stats["last_request_timestamp"] - stats["start_time"]
     return float(stats["num_requests"] / elapsed)
+
+
+def run_locust_sampled(
+    host: str, path: str, users: int, duration_s: float
+) -> tuple[int, float, float, tuple[float, float]]:
+    """Run Locust as :func:`run_locust` does, sampling its process from outside.
+
+    Returns its requests, the wall-clock start and end of its request window
+    (``time.time()``) and ``(cpu_s, wait_s)`` over that window (see
+    :class:`ProcessSampler`).
+    """
+    with tempfile.TemporaryDirectory(prefix="benchd-locust-") as tmp:
+        args = _locust_args(tmp, host, path, users, duration_s)
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp)
+        with ProcessSampler(proc.pid) as sampler:
+            out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"Locust failed (exit {proc.returncode}): {err.decode()[-300:]}")
+    stats = _locust_stats(out.decode())
+    start, end = stats["start_time"], stats["last_request_timestamp"]
+    return int(stats["num_requests"]), start, end, sampler.between(start, end)
+
+
+class ProcessSampler:
+    """CPU and run-queue wait of one process, sampled every ``period_s`` by a thread.
+
+    Each sample is ``(time.time(), cpu_s, wait_s)``: user + system time of
+    all its threads (``/proc/PID/stat``) and the time its threads were
+    runnable but not on a CPU (``/proc/PID/task/*/schedstat``).
+    :meth:`between` interpolates both at two wall-clock instants.
+    """
+
+    def __init__(self, pid: int, period_s: float = 0.02) -> None:
+        self.pid, self.period_s = pid, period_s
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> ProcessSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample()
+
+    def sample(self) -> None:
+        """Take one sample now (nothing once the process has gone)."""
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            cpu = (int(fields[11]) + int(fields[12])) / self._tick
+            wait = 0.0
+            for task in Path(f"/proc/{self.pid}/task").iterdir():
+                wait += int((task / "schedstat").read_text().split()[1]) / 1e9
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            return
+        self.samples.append((time.time(), cpu, wait))
+
+    def between(self, start: float, end: float) -> tuple[float, float]:
+        """``(cpu_s, wait_s)`` from ``start`` to ``end`` (wall clock), interpolated."""
+        a, b = self._at(start), self._at(end)
+        return b[0] - a[0], b[1] - a[1]
+
+    def _at(self, when: float) -> tuple[float, float]:
+        samples = self.samples
+        if len(samples) >= 2 and samples[-1][0] < when <= samples[-1][0] + self.period_s:
+            when = samples[-1][0]  # the process ended within a period of it
+        if len(samples) < 2 or not samples[0][0] <= when <= samples[-1][0]:
+            raise SystemExit(f"no samples around {when:.3f}: the run was too short to measure")
+        for (t0, c0, w0), (t1, c1, w1) in itertools.pairwise(samples):
+            if t0 <= when <= t1:
+                share = (when - t0) / (t1 - t0) if t1 > t0 else 0.0
+                return c0 + share * (c1 - c0), w0 + share * (w1 - w0)
+        raise AssertionError("unreachable")
 
 
 @contextmanager

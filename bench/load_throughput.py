@@ -1,102 +1,206 @@
-"""Closed-loop throughput: benchd (parse + score every answer) beside Locust FastHttpUser.
+"""Closed-loop throughput and CPU per request: benchd beside Locust FastHttpUser.
 
 Both load a private nginx on loopback that answers every search with a
-canned 10-result Zengram body, one process each, same concurrency and
-duration, in alternating rounds; the median req/s of each is compared.
-benchd's figure counts JSON parsing of every body and ranking metrics
-(benchd.scoring.ranking.query_metrics at k=5,10) for every answer: the time
-spent scoring is added to the load window before dividing.
+canned 10-result Zengram body, at 8, 32 and 64 in flight (``--concurrency``),
+each in its own process, for the same duration. Pairs alternate (benchd
+first in odd pairs, Locust first in even ones) and are repeated
+(``--pairs``). For each run it measures, over the request window only
+(never the interpreter's start-up or imports):
 
-    .venv/bin/python bench/load_throughput.py [--concurrency 32] [--duration 10] [--rounds 3]
+- req/s: requests answered / the window's wall time;
+- CPU per request: the process's user + system time over the window
+  (``/proc/PID/stat``, all threads) / requests;
+- busy: that CPU time / wall time (the share of one core it used);
+- run-queue wait: the time its threads were runnable but waited for a CPU
+  (``/proc/PID/task/*/schedstat``) / wall time;
+- idle: 1 - busy - wait, the share of the window it slept (in ``epoll_wait``
+  with nothing to do). Idle near 0 means the process never held itself
+  back: the box, not the process, set its pace.
+
+benchd's window includes JSON parsing of every body (in the pass) and
+ranking metrics (``benchd.scoring.ranking.query_metrics`` at k=5,10) of
+every answer after it. Every line carries the 1-minute load average; the
+summary gives benchd÷Locust ratios as min/median/max over the pairs.
+
+Needs nginx (``apt-get install -y nginx-light``) and Locust in its own venv
+(``python3 -m venv /tmp/locust-venv && /tmp/locust-venv/bin/pip install locust``).
+Run from the repository root::
+
+    .venv/bin/python bench/load_throughput.py [--concurrency 8,32,64] [--duration 10] [--pairs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-
-import anyio
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_common import (
     SEARCH_PATH,
+    ProcessSampler,
     canned_search_body,
     describe_machine,
     locust_binary,
+    nginx_binary,
     nginx_serving,
-    run_locust,
+    run_locust_sampled,
 )
-
-from benchd.http.sender import Build, make_http_fire
-from benchd.load import LoadProfile, run_load
-from benchd.scoring.ranking import query_metrics
 
 QUERIES = [f"what did alice say about deploy number {i}" for i in range(12)]
 RELEVANCE = [{f"mem-{i % 10}": 1, f"mem-{(i + 3) % 10}": 2, "mem-missing": 1} for i in range(12)]
 KS = (5, 10)
 
 
-def _build(host: str) -> Build:
+@dataclass(frozen=True)
+class Figures:
+    """One run of one side, over its request window."""
+
+    requests: int
+    wall_s: float
+    cpu_s: float
+    wait_s: float
+    load: float  # 1-minute load average at the end of the run
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.wall_s
+
+    @property
+    def cpu_us(self) -> float:
+        return 1e6 * self.cpu_s / self.requests
+
+    def text(self) -> str:
+        return (
+            f"{self.rate:7.0f} req/s {self.cpu_us:5.0f} µs/req"
+            f" busy {self.busy:.2f} wait {self.wait_s / self.wall_s:.2f} idle {self.idle:.2f}"
+        )
+
+    @property
+    def busy(self) -> float:
+        return self.cpu_s / self.wall_s
+
+    @property
+    def idle(self) -> float:
+        return max(0.0, 1.0 - (self.cpu_s + self.wait_s) / self.wall_s)
+
+
+def _child(host: str, concurrency: int, duration_s: float) -> None:
+    """In benchd's own process: one closed-loop pass plus scoring; print its window."""
+    import anyio
+    import httpx
+
+    from benchd.http.sender import make_http_fire
+    from benchd.load import LoadProfile, run_load
+    from benchd.scoring.ranking import query_metrics
+
     def build(i: int) -> httpx.Request:
         params = {"q": QUERIES[i], "limit": "10", "format": "index", "read_only": "true"}
         params["client_id"] = "benchd-bench"
         return httpx.Request("GET", f"{host}{SEARCH_PATH}", params=params)
 
-    return build
+    def parse(_i: int, _status: int, _headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
+        return tuple(str(item["id"]) for item in json.loads(body)["results"])
+
+    async def main() -> None:
+        profile = LoadProfile(mode="closed", concurrency=concurrency, duration_s=duration_s)
+        async with make_http_fire(build, parse, concurrency=concurrency, timeout_s=10) as fire:
+            began = time.time()
+            run = await run_load(fire, len(QUERIES), profile)
+        scored = [query_metrics(ranked, RELEVANCE[q], KS) for q, ranked in run.answers()]
+        if len(scored) != len(run):
+            raise SystemExit(f"benchd saw errors: {run.counts()}")
+        print(json.dumps({"requests": len(run), "start": began, "end": time.time()}), flush=True)
+        sys.stdin.read()  # the parent takes its last sample, then closes stdin
+
+    anyio.run(main)
 
 
-def parse(_i: int, _status: int, _headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
-    return tuple(str(item["id"]) for item in json.loads(body)["results"])
+def run_benchd(host: str, concurrency: int, duration_s: float) -> Figures:
+    """benchd's pass in a child process, sampled from outside like Locust's."""
+    args = [sys.executable, __file__, "--child", host, str(concurrency), str(duration_s)]
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        with ProcessSampler(proc.pid) as sampler:
+            line = proc.stdout.readline()
+            sampler.sample()
+        proc.stdin.close()
+        if proc.wait() != 0 or not line:
+            raise SystemExit(f"benchd's pass failed (exit {proc.returncode})")
+    window = json.loads(line)
+    cpu_s, wait_s = sampler.between(window["start"], window["end"])
+    wall = window["end"] - window["start"]
+    return Figures(window["requests"], wall, cpu_s, wait_s, os.getloadavg()[0])
 
 
-async def benchd_rate(host: str, concurrency: int, duration_s: float) -> tuple[float, float]:
-    """benchd's req/s including scoring, and the share of time spent scoring."""
-    profile = LoadProfile(mode="closed", concurrency=concurrency, duration_s=duration_s)
-    async with make_http_fire(_build(host), parse, concurrency=concurrency, timeout_s=10) as fire:
-        run = await run_load(fire, len(QUERIES), profile)
-    began = time.perf_counter()
-    scored = [query_metrics(ranked, RELEVANCE[q], KS) for q, ranked in run.answers()]
-    scoring_s = time.perf_counter() - began
-    if len(scored) != len(run):
-        raise SystemExit(f"benchd saw errors: {run.counts()}")
-    return len(run) / (run.elapsed_s + scoring_s), scoring_s / (run.elapsed_s + scoring_s)
+def run_locust(host: str, concurrency: int, duration_s: float) -> Figures:
+    path = f"{SEARCH_PATH}?q=what+did+alice+say&limit=10&format=index&read_only=true"
+    requests, start, end, (cpu_s, wait_s) = run_locust_sampled(host, path, concurrency, duration_s)
+    return Figures(requests, end - start, cpu_s, wait_s, os.getloadavg()[0])
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f}/{statistics.median(values):.2f}/{max(values):.2f}"
+
+
+def summary(concurrency: int, ours: list[Figures], theirs: list[Figures]) -> str:
+    pairs = list(zip(ours, theirs, strict=True))
+    rate = [a.rate / b.rate for a, b in pairs]
+    cpu = [a.cpu_us / b.cpu_us for a, b in pairs]
+    loads = [f.load for f in ours + theirs]
+    return (
+        f"{concurrency:>5}  req/s {spread(rate):>14}  CPU/req {spread(cpu):>14}"
+        f"  benchd {statistics.median(f.rate for f in ours):6.0f} req/s"
+        f" {statistics.median(f.cpu_us for f in ours):4.0f} µs"
+        f" busy {spread([f.busy for f in ours])} idle {spread([f.idle for f in ours])}"
+        f"  Locust {statistics.median(f.rate for f in theirs):6.0f} req/s"
+        f" {statistics.median(f.cpu_us for f in theirs):4.0f} µs"
+        f" busy {spread([f.busy for f in theirs])}"
+        f"  load {min(loads):.1f}-{max(loads):.1f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", default="8,32,64", help="in flight, comma-separated")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    locust_binary()  # skip now, not after benchd's first round
+    if args.child:
+        _child(args.child[0], int(args.child[1]), float(args.child[2]))
+        return
+    levels = [int(c) for c in args.concurrency.split(",")]
+    nginx_binary()  # say what is missing now, not after the first run
+    locust_binary()
     print(describe_machine())
-    ours: list[float] = []
-    theirs: list[float] = []
+    ours: dict[int, list[Figures]] = {c: [] for c in levels}
+    theirs: dict[int, list[Figures]] = {c: [] for c in levels}
     with nginx_serving(canned_search_body()) as host:
-        path = f"{SEARCH_PATH}?q=what+did+alice+say&limit=10&format=index&read_only=true"
-        for round_no in range(1, args.rounds + 1):
-            rate, share = anyio.run(benchd_rate, host, args.concurrency, args.duration)
-            ours.append(rate)
-            theirs.append(run_locust(host, path, args.concurrency, args.duration))
-            print(
-                f"round {round_no}: benchd {ours[-1]:8.0f} req/s (scoring {share:.1%})"
-                f"   locust {theirs[-1]:8.0f} req/s   ratio {ours[-1] / theirs[-1]:.2f}"
-            )
-    a, b = statistics.median(ours), statistics.median(theirs)
-    ratios = [x / y for x, y in zip(ours, theirs, strict=True)]
+        for pair in range(1, args.pairs + 1):
+            for c in levels:
+                sides = [(ours, run_benchd), (theirs, run_locust)]
+                for into, run in sides if pair % 2 else sides[::-1]:
+                    into[c].append(run(host, c, args.duration))
+                a, b = ours[c][-1], theirs[c][-1]
+                print(
+                    f"pair {pair} c={c:<3} benchd {a.text()} load {a.load:.1f}"
+                    f" | Locust {b.text()} load {b.load:.1f}",
+                    flush=True,
+                )
     print(
-        f"\nclosed loop, c={args.concurrency}, {args.duration:g} s x {args.rounds} rounds (median)"
+        f"\nbenchd÷Locust, min/median/max of {args.pairs} pairs, {args.duration:g} s each;"
+        " busy, idle = shares of the window; load = 1-minute load average"
     )
-    print(f"  benchd (parse + score every answer)  : {a:8.0f} req/s")
-    print(f"  Locust FastHttpUser:                   {b:8.0f} req/s")
-    print(f"  ratio benchd / Locust:                 {a / b:8.2f}x  (goal >= 1.00x)")
-    print(f"  per-round ratios: {min(ratios):.2f}x to {max(ratios):.2f}x")
+    for c in levels:
+        print(summary(c, ours[c], theirs[c]))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ in seconds since the start of the measured window.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from array import array
@@ -73,7 +74,7 @@ _SHARE_FLOOR = 20
 # milliseconds), while time.sleep() in a thread wakes within ~0.1 ms. So the
 # dispatcher blocks a worker thread until _SPIN_S before a deadline, then
 # yields to the loop until the deadline has passed. Spinning for the whole
-# last 2 ms instead cost ~20% of a core at 100 req/s and, on oversubscribed
+# last 2 ms instead cost a large share of a core and, on oversubscribed
 # cores, delayed answers by 1-3 ms (the scheduler penalizes a busy process).
 _SPIN_S = 0.0003
 _THREAD_MIN_S = 0.0006  # closer deadlines are cheaper to spin for
@@ -409,17 +410,60 @@ async def _run_closed(fire: Fire, n_queries: int, profile: LoadProfile) -> tuple
     return recorder, gate
 
 
-async def _next_send(plan: _ClosedPlan, gate: _Gate, scope: anyio.CancelScope) -> int | None:
+async def _next_send(plan: _ClosedPlan, gate: _Gate) -> int | None:
     """Wait for this worker's turn (pacing, 429 pauses); its request number, or None."""
     while (at := gate.reserve()) is not None:
         wait = at - time.perf_counter()  # read the clock once: it moves between two reads
         if wait > 0:
-            scope.deadline = math.inf  # a wait is not part of any request's timeout
             await anyio.sleep(wait)
             if gate.paused_until > at:  # a 429 came in while this worker waited
                 continue
         return plan.take(at)
     return None
+
+
+class _Watchdog:
+    """Cancels a closed-loop worker's scope once its request in flight outlives its timeout.
+
+    One timer per worker, re-armed only when it fires before the request in
+    flight is due (the one it was set for was answered): moving a deadline
+    per request costs a timer scheduled and another cancelled, two heap
+    operations on the loop, per request. A wait between requests is not
+    timed.
+    """
+
+    __slots__ = ("_due", "_loop", "_scope", "_timeout_s", "_timer")
+
+    def __init__(self, scope: anyio.CancelScope, timeout_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._scope = scope
+        self._timeout_s = timeout_s
+        self._due = math.inf  # loop.time() by which the request in flight must be answered
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        """A request goes out now."""
+        self._due = self._loop.time() + self._timeout_s
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._due, self._expire)
+
+    def stop(self) -> None:
+        """The request in flight was answered."""
+        self._due = math.inf
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._due == math.inf:
+            return
+        if self._loop.time() < self._due:
+            self._timer = self._loop.call_at(self._due, self._expire)
+        else:
+            self._scope.cancel()
 
 
 async def _closed_worker(
@@ -431,22 +475,28 @@ async def _closed_worker(
 ) -> None:
     """Send requests back to back until the plan runs out.
 
-    One cancel scope serves many requests and its deadline moves before each:
-    a fresh ``fail_after`` per request costs ~10 µs, an eighth of a whole
-    request on loopback. When the deadline passes, the request in flight is
-    recorded as a timeout and a new scope takes over.
+    One cancel scope serves many requests and one :class:`_Watchdog` times
+    them (a fresh ``fail_after`` per request would cost a scope and two timer
+    operations each). When a request outlives its timeout, it is recorded as
+    a timeout and a new scope takes over.
     """
     plan, gate = shared
     while True:
         in_flight = (0, 0.0)
         with anyio.CancelScope() as scope:
-            while (seq := await _next_send(plan, gate, scope)) is not None:
-                in_flight = (seq, time.perf_counter())
-                scope.deadline = anyio.current_time() + timeout_s
-                result = await _classified(fire, seq % n_queries, gate)
-                start = in_flight[1]
-                recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), result)
-            return
+            watchdog = _Watchdog(scope, timeout_s)
+            try:
+                while (seq := await _next_send(plan, gate)) is not None:
+                    in_flight = (seq, time.perf_counter())
+                    watchdog.start()
+                    result = await _classified(fire, seq % n_queries, gate)
+                    watchdog.stop()
+                    start = in_flight[1]
+                    end = time.perf_counter()
+                    recorder.record(seq, seq % n_queries, (start, start, end), result)
+                return
+            finally:
+                watchdog.close()
         seq, start = in_flight
         gate.answered(_TIMEOUT, None)
         recorder.record(seq, seq % n_queries, (start, start, time.perf_counter()), (_TIMEOUT, ()))

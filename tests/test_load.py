@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 import httpx
@@ -154,6 +155,45 @@ async def test_closed_loop_workers_keep_going_after_a_timeout(target: LoopbackTa
     assert {run.query[i] for i, c in enumerate(run.outcome) if OUTCOMES[c] == "timeout"} == {1}
 
 
+async def test_closed_loop_workers_time_their_requests_with_a_timer_each_not_one_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Moving a deadline per request schedules one timer and cancels another, per request."""
+    loop = asyncio.get_running_loop()
+    armed: list[object] = []
+    schedule = loop.call_at
+
+    def counting(when: float, callback: Callable[..., object], *args: object) -> object:
+        armed.append(callback)
+        return schedule(when, callback, *args)
+
+    monkeypatch.setattr(loop, "call_at", counting)
+
+    async def instant(query: int) -> tuple[str, ...]:
+        await anyio.sleep(0)
+        return (f"doc-{query}",)
+
+    profile = LoadProfile(mode="closed", concurrency=4, requests=400, request_timeout_s=30)
+    run = await run_load(instant, 3, profile)
+    assert run.counts() == {"ok": 400}
+    assert len(armed) <= 4
+
+
+async def test_a_paced_wait_longer_than_the_timeout_times_out_no_request() -> None:
+    """Waiting for a turn (max_rate) is not part of any request's timeout."""
+
+    async def instant(query: int) -> tuple[str, ...]:
+        await anyio.sleep(0)
+        return (f"doc-{query}",)
+
+    profile = LoadProfile(
+        mode="closed", concurrency=1, requests=3, max_rate=5.0, request_timeout_s=0.05
+    )
+    run = await run_load(instant, 3, profile)
+    assert run.counts() == {"ok": 3}
+    assert run.start[2] - run.start[0] > 2 * profile.request_timeout_s  # it did wait (0.2 s each)
+
+
 async def test_an_unreachable_target_is_counted_as_connect_errors() -> None:
     async with serve_target(LoopbackTarget()) as gone:
         port = gone.port
@@ -274,6 +314,5 @@ async def test_a_turn_due_between_two_clock_reads_is_sent_not_an_error(
             return turn
 
     plan = load._ClosedPlan(origin=0.0, stop_at=math.inf, budget=None)
-    with anyio.CancelScope() as scope:
-        seq = await load._next_send(plan, OneTurn(), scope)  # type: ignore[arg-type]
+    seq = await load._next_send(plan, OneTurn())  # type: ignore[arg-type]
     assert seq == 0

@@ -6,11 +6,9 @@ Adapters stay sans-I/O: they describe a search as an :class:`httpx.Request`
 per query index, then written on a pooled keep-alive HTTP/1.1 connection
 whose answer is parsed by httptools (llhttp, the C parser uvicorn uses).
 
-Why not a general client here: on loopback against nginx, httpx's shared pool
-reached 0.5–0.9k req/s and a client per worker ~2.1k, and aiohttp through the
-engine 0.73x Locust FastHttpUser's req/s; this sender reaches 1.9–2.3x. With
-JSON parsing it costs ~45 µs of CPU per request where aiohttp costs ~100
-(docs/load.md). It does one thing only — replay prepared GET/POST requests:
+Why not a general client here: httpx and aiohttp cost more CPU per request
+than this sender and reach a lower rate through the engine (figures:
+docs/load.md). It does one thing only — replay prepared GET/POST requests:
 no HEAD, redirects, cookies or proxies — and runs on asyncio, benchd's event
 loop. httpx stays the request-building API.
 
@@ -35,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import ssl
 import time
 from collections import deque
@@ -108,6 +107,7 @@ class HttpSearch(Protocol):
     ) -> tuple[str, ...]: ...
 
 # The sender asks for identity bodies; it still inflates gzip/deflate if sent (bounded).
+_READ_BYTES = 64 * 1024  # a pool's read buffer: one read takes at most this much
 _DROPPED_HEADERS = frozenset({b"accept-encoding", b"connection"})
 _CONNECTION_ONLY = frozenset({b"connection"})
 
@@ -150,24 +150,51 @@ class _BadHead(Exception):
     """A status line and headers past the bounds; the connection is dropped at once."""
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection carrying one request at a time."""
+def _joined(lines: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Header lines as a dict with lower-case names; a repeated name's values joined once."""
+    headers: dict[str, str] = {}
+    repeated: dict[str, list[str]] = {}
+    for name, value in lines:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        if key in headers:
+            repeated.setdefault(key, [headers[key]]).append(text)
+        else:
+            headers[key] = text
+    for key, values in repeated.items():
+        headers[key] = ", ".join(values)
+    return headers
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+
+class _Connection(asyncio.BufferedProtocol):
+    """One keep-alive connection carrying one request at a time.
+
+    Reads land in ``buffer``, which the connections of a pool share: a read
+    is parsed before the next one starts, and the parser copies what it
+    keeps. A plain ``asyncio.Protocol`` is handed a fresh ``bytes`` per read,
+    allocated at asyncio's read size (256 KiB, past malloc's mmap threshold)
+    and cut to what arrived: three more system calls per read.
+    """
+
+    def __init__(self, buffer: memoryview, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self._max_bytes = max_bytes
         self._size = 0
         self._parser = httptools.HttpResponseParser(self)
+        self._buffer = buffer
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Answer] | None = None
         self._headers: dict[str, str] = {}
-        self._lines: dict[str, list[str]] = {}  # repeated header lines, joined once at the end
-        self._head_bytes = self._header_count = 0
+        self._lines: list[tuple[bytes, bytes]] = []  # the head's lines, decoded once at its end
+        self._head_bytes = 0
         self._inflater: Inflater | None = None
         self._body = BodyBuffer()
         self._headers_done = False
         self.received = False  # any byte of the current answer arrived
         self.open = True
         self.idle_since = 0.0  # time.monotonic() when it last went back to the pool
+        self._loop = asyncio.get_running_loop()
+        self._deadline = math.inf  # loop.time() by which the current answer must have come
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -175,6 +202,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
+        self._disarm()
         if self._headers_done and self._delimited_by_close():
             self._complete()
         self._fail(ConnectionError("the store closed the connection before answering"))
@@ -184,7 +212,13 @@ class _Connection(asyncio.Protocol):
         chunked = "chunked" in self._headers.get("transfer-encoding", "").lower()
         return "content-length" not in self._headers and not chunked
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._received(self._buffer[:nbytes])
+
+    def _received(self, data: memoryview) -> None:
         self.received = True
         if not self._headers_done:
             self._head_bytes += len(data)
@@ -194,7 +228,7 @@ class _Connection(asyncio.Protocol):
             self._refuse(exc)
             return
         # httptools holds a header's partial value itself: bound what the head has cost,
-        # at most one read (256 KiB) past the cap
+        # at most one read (_READ_BYTES) past the cap
         if self.open and not self._headers_done and self._head_bytes > MAX_HEAD_BYTES:
             self._refuse(_BadHead(f"its head runs past {MAX_HEAD_BYTES} bytes"))
 
@@ -205,23 +239,23 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if not self.open:
             return
-        key = name.decode("latin-1").lower()
-        lines = self._lines.setdefault(key, [])
-        lines.append(value.decode("latin-1"))
-        self._header_count += 1
-        if self._header_count > MAX_HEADERS:
+        lines = self._lines
+        lines.append((name, value))
+        if len(lines) > MAX_HEADERS:
             self._refuse(_BadHead(f"more than {MAX_HEADERS} header lines"))
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
         if not self.open:
             return
-        self._headers = {k: ", ".join(v) for k, v in self._lines.items()}
-        try:
-            self._inflater = Inflater(self._headers.get("content-encoding"), self._max_bytes)
-        except DecodeError as exc:
-            self._refuse(exc)
-            return
+        self._headers = _joined(self._lines)
+        coding = self._headers.get("content-encoding")
+        if coding is not None:  # identity bodies (most) need no inflater
+            try:
+                self._inflater = Inflater(coding, self._max_bytes)
+            except DecodeError as exc:
+                self._refuse(exc)
+                return
         declared = self._headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > self._max_bytes:  # refused before reading
             self._fail(_TooLarge(f"{declared} bytes (declared)"))
@@ -254,8 +288,8 @@ class _Connection(asyncio.Protocol):
         self._complete()
 
     def _reset(self) -> None:
-        self._headers, self._lines, self._body, self._headers_done = {}, {}, BodyBuffer(), False
-        self._head_bytes = self._header_count = self._size = 0
+        self._headers, self._lines, self._body, self._headers_done = {}, [], BodyBuffer(), False
+        self._head_bytes = self._size = 0
         self._inflater = None
 
     def _complete(self) -> None:
@@ -283,24 +317,54 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.open = False
+        self._disarm()
         if self._transport is not None:
             self._transport.close()
 
     async def exchange(self, wire: bytes, timeout_s: float) -> Answer:
-        """Write one request and wait for its whole answer."""
+        """Write one request and wait for its whole answer, at most ``timeout_s``."""
         assert self._transport is not None and self._waiter is None
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
         self._body.discard()
         self._reset()
         self.received = False
-        timer = loop.call_later(timeout_s, self._fail, TimeoutError())
+        self._arm(loop.time() + timeout_s)
         self._transport.write(wire)
         try:
             return await waiter
         finally:
+            self._deadline = math.inf
+
+    def _arm(self, deadline: float) -> None:
+        """Make sure the timer fires by ``deadline``.
+
+        One timer per connection, re-armed when it fires early (the request it
+        was set for was answered and another one went out): scheduling and
+        cancelling a timer per request costs two heap operations on the loop.
+        """
+        self._deadline = deadline
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= deadline:
+                return
             timer.cancel()
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._waiter is None or self._deadline == math.inf:
+            return  # idle: nothing to time out
+        if self._loop.time() < self._deadline:
+            self._timer = self._loop.call_at(self._deadline, self._expire)
+            return
+        self._fail(TimeoutError())
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 class _Pool:
@@ -327,12 +391,16 @@ class _Pool:
         self.limit = limit
         self.idle_s = idle_s
         self.idle: deque[_Connection] = deque()
+        self._buffer = memoryview(bytearray(_READ_BYTES))  # every connection's reads
 
     async def _connect(self, timeout_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
             _, conn = await loop.create_connection(
-                lambda: _Connection(self.max_bytes), self.host, self.port, ssl=self.ssl
+                lambda: _Connection(self._buffer, self.max_bytes),
+                self.host,
+                self.port,
+                ssl=self.ssl,
             )
         return conn
 
@@ -407,6 +475,8 @@ async def _interpret(
         raise error
     try:
         ranked = parse(query, status, headers, body)
+        if isinstance(ranked, tuple):
+            return ranked
         return await ranked if inspect.isawaitable(ranked) else ranked
     except TargetError:
         raise
@@ -463,10 +533,9 @@ class PoolSender:
 
     :class:`~benchd.http.client.RetryingClient` sends each attempt through
     it (retries, deadlines and the error map stay the client's), so a serial
-    search costs what a load-pass request costs: ``bench/serial_cpu.py``
-    measured 1.5 ms of CPU per serial search through httpx's client and pool
-    (URL merging, httpcore's pool and events, anyio's socket wrapper,
-    cookies), 0.22 ms through this, 0.16-0.23 ms in the load pass. Every bound
+    search costs what a load-pass request costs, not what httpx's client and
+    pool add (URL merging, httpcore's pool and events, anyio's socket wrapper,
+    cookies; ``bench/serial_cpu.py``, docs/load.md). Every bound
     of the load pass holds (head, size, decoded size, timeout); the request's
     ``Accept-Encoding`` is kept. HTTPS uses the certificates httpx would
     (:func:`httpx.create_ssl_context`). Idle keep-alive connections are kept

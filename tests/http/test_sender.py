@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import gzip
 import json
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+import tracemalloc
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import anyio
 import httpx
@@ -21,8 +25,8 @@ from benchd.errors import (
     TargetUnreachable,
 )
 from benchd.http.client import ErrorContext, retry_after_s
-from benchd.http.sender import RequestSpec, make_http_fire
-from benchd.load import LoadProfile, run_load
+from benchd.http.sender import PoolSender, RequestSpec, make_http_fire
+from benchd.load import LoadProfile, LoadRun, run_load
 
 pytestmark = pytest.mark.anyio
 
@@ -145,6 +149,19 @@ async def test_run_load_over_the_http_fire_classifies_every_outcome(
     assert {ids for _, ids in run.answers()} == {("doc-0",), ("doc-3",)}
 
 
+async def test_concurrent_answers_read_through_one_buffer_stay_apart(
+    target: LoopbackTarget,
+) -> None:
+    """The pool's connections share a read buffer: every answer is still its own query's."""
+    target.delay_s = 0.001  # answers interleave across the connections
+    build = _Builder(target.base_url)
+    async with make_http_fire(build, _parse, concurrency=8, timeout_s=30) as fire:
+        run = await run_load(fire, 8, LoadProfile(mode="closed", concurrency=8, requests=400))
+    assert run.counts() == {"ok": 400}
+    assert all(ids == (f"doc-{query}",) for query, ids in run.answers())
+    assert _max_in_flight(run) > 1
+
+
 def test_request_spec_serializes_the_request_once_without_accept_encoding() -> None:
     client = httpx.Client(base_url="http://store.test:8080")
     request = client.build_request(
@@ -214,3 +231,100 @@ def test_retry_after_accepts_seconds_and_http_dates_and_ignores_garbage() -> Non
     assert retry_after_s(future) == pytest.approx(30, abs=2)
     assert retry_after_s("soon") is None
     assert retry_after_s(None) is None
+
+
+def _max_in_flight(run: LoadRun) -> int:
+    events = sorted([(s, 1) for s in run.start] + [(e, -1) for e in run.end])
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def _count_benchd_timers(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every timer benchd's own code schedules on the running loop from now on."""
+    loop = asyncio.get_running_loop()
+    armed: list[object] = []
+    schedule = loop.call_at
+
+    def counting(when: float, callback: Callable[..., object], *args: object) -> object:
+        if getattr(callback, "__module__", "").startswith("benchd."):
+            armed.append(callback)
+        return schedule(when, callback, *args)
+
+    monkeypatch.setattr(loop, "call_at", counting)
+    return armed
+
+
+async def test_a_connection_times_many_answers_with_one_timer(
+    target: LoopbackTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A timer per request costs two heap operations on the loop; one per connection holds."""
+    armed = _count_benchd_timers(monkeypatch)
+    build = _Builder(target.base_url)
+    async with make_http_fire(build, _parse, concurrency=1, timeout_s=30) as fire:
+        answers = [await fire(0) for _ in range(40)]
+    assert answers == [("doc-0",)] * 40
+    assert len(armed) == 1
+
+
+async def test_a_shorter_timeout_on_a_reused_connection_still_holds(
+    target: LoopbackTarget,
+) -> None:
+    """The connection's timer, armed for a long timeout, is brought forward for a short one."""
+    target.hang = {1}
+    sender = PoolSender(max_response_bytes=1 << 20)
+    build = _Builder(target.base_url)
+    try:
+        answered = await sender.send(sender.prepare(build(0)), "GET /q/0", timeout_s=600)
+        assert answered.status == 200
+        # only the 0.2 s timeout can end this; the 60 s guard catches one that is not enforced
+        with anyio.fail_after(60), pytest.raises(TargetTimeout):
+            await sender.send(sender.prepare(build(1)), "GET /q/1", timeout_s=0.2)
+    finally:
+        await sender.aclose()
+
+
+def _serve_canned(sock: socket.socket, answer: bytes, stop: threading.Event) -> None:
+    """A keep-alive HTTP server for one connection at a time, reading in small pieces."""
+    while not stop.is_set():
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        with conn:
+            head = b""
+            while chunk := conn.recv(4096):
+                head += chunk
+                while b"\r\n\r\n" in head:
+                    _, _, head = head.partition(b"\r\n\r\n")
+                    conn.sendall(answer)
+
+
+async def test_reading_a_small_answer_allocates_no_large_buffer() -> None:
+    """Reads land in the connection's own buffer, not in a fresh read-sized bytes each."""
+    body = json.dumps({"results": [{"id": "a"}, {"id": "b"}]}).encode()
+    answer = _HEAD + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+        server = threading.Thread(target=_serve_canned, args=(sock, answer, stop), daemon=True)
+        server.start()
+        build = _Builder(f"http://127.0.0.1:{port}")
+        try:
+            async with make_http_fire(build, _parse, concurrency=1, timeout_s=30) as fire:
+                assert await fire(0) == ("a", "b")  # the connection and its buffer exist now
+                tracemalloc.start()
+                try:
+                    before = tracemalloc.get_traced_memory()[0]
+                    answers = [await fire(0) for _ in range(20)]
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+        finally:
+            stop.set()
+            sock.close()
+            server.join(timeout=10)
+    assert answers == [("a", "b")] * 20
+    assert peak - before < 64 * 1024
