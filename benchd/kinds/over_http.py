@@ -26,7 +26,7 @@ from benchd.http.client import (
     RetryingClient,
     open_clients,
 )
-from benchd.http.sender import search_fire
+from benchd.http.sender import Connect, search_fire
 from benchd.store.flow import NamespaceFlow
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
 from benchd.store.target import SearchQuery
@@ -48,12 +48,12 @@ class HttpStore(StoreDefaults):
         self,
         settings: ClientSettings,
         auth: dict[str, str],
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
         *,
         context: ErrorContext = NO_CONTEXT,
     ) -> None:
         self._base, self._client, self._http = open_clients(
-            settings, auth, transport, context=context
+            settings, auth, connect, context=context
         )
 
     @property
