@@ -18,12 +18,11 @@ An answer passes these bounds before an adapter sees it:
 - **depth** — JSON nested deeper than :data:`MAX_DEPTH` is a ``decode``
   error (CPython's parser raises ``RecursionError`` near 1,000 levels, and
   any recursive walk of a deep value would too);
-- **time** — ``json.loads`` holds the interpreter for its whole run: about
-  1 ms per 100 KiB of a listing page on an idle core, several times that on
-  a busy 2-core box, and a thread does not help. So an answer over
-  :data:`INLINE_DECODE_BYTES` (512 KiB: ~5 ms idle; a 500-record listing
-  page of short records is ~200 KiB, a 100-result search answer ~28 KiB;
-  ``bench/decode_line.py``) is decoded in benchd's decode worker process
+- **time** — ``json.loads`` holds the interpreter for its whole run, in
+  proportion to the answer's size, and a thread does not help. So an answer
+  over :data:`INLINE_DECODE_BYTES` (well above a listing page or a search
+  answer; ``bench/decode_line.py``, figures in docs/load.md) is decoded in
+  benchd's decode worker process
   (:mod:`benchd.http.decoder`), which hands back only what the adapter
   needs (``reduce``: ids cut to the limit, counts, listed records). Another
   probe's scheduled sends then never wait behind a large decode. The worker
@@ -140,7 +139,7 @@ def _too_deep(what: str) -> TargetProtocolError:
 def _shallow(value: Any) -> bool:
     """Whether no container in ``value`` is nested deeper than :data:`MAX_DEPTH`.
 
-    Level by level, never recursive: ~0.1 s per million containers.
+    Level by level, never recursive (its cost: docs/load.md).
     """
     level: list[Any] = [value] if isinstance(value, dict | list) else []
     for _ in range(MAX_DEPTH):
@@ -159,10 +158,10 @@ def _shallow(value: Any) -> bool:
 class Spill:
     """A large answer's body in a temporary file, written chunk by chunk as it arrives.
 
-    A 10 MB body held as one buffer is copied whole at least three times on
+    A large body held as one buffer is copied whole at least three times on
     its way to the decode worker (joined, pickled, buffered for the pipe),
-    10-50 ms of the event loop each on a busy box. Written as it arrives it
-    costs the loop only small writes, and the worker reads the file itself.
+    each copy holding the event loop. Written as it arrives it costs the
+    loop only small writes, and the worker reads the file itself.
     The file is removed when the decode is done or the object is dropped.
     """
 
@@ -204,7 +203,7 @@ class BodyBuffer:
 
     def __init__(self, spill: bool = True) -> None:
         self._chunks: list[bytes] = []
-        self._small = bytearray()  # tiny reads, coalesced (one object per read costs ~7x)
+        self._small = bytearray()  # tiny reads, coalesced (an object per read costs more)
         self._spill: Spill | None = None
         self._may_spill = spill  # False: keep it in memory (a body still to be inflated)
         self.size = 0

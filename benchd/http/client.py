@@ -1,19 +1,11 @@
-"""benchd's one HTTP client module: the error map, ``Retry-After``, bounded reads, retries.
+"""benchd's HTTP client for the kinds and the embedder: bounded reads and retries.
 
-Every HTTP answer any target kind gets — through :class:`RetryingClient`
-(adapters) or :mod:`benchd.http.sender` (the load pass's sender) — is
-judged here, by :func:`status_error`, with one ``Retry-After`` parser::
-
-    2xx                                -> an answer (read under the size cap)
-    3xx, never followed                -> TargetRedirect      (kind "redirect")
-    401 / 403, never retried           -> TargetAuthError     (kind "auth")
-    429 (.retry_after_s)               -> TargetRateLimited   (kind "rate_limited")
-    any other status >= 400            -> TargetHTTPError     (kind "http_4xx" | "http_5xx")
-    declared or read body past the cap -> TargetProtocolError (kind "decode")
-    past the cap once decoded, corrupt -> TargetProtocolError (kind "decode")
-    head past its bounds, bad HTTP     -> TargetProtocolError (kind "decode")
-    refused / reset / DNS / TLS        -> TargetUnreachable   (kind "connect")
-    no complete answer by the deadline -> TargetTimeout       (kind "timeout")
+Every answer is judged by the one error map (:mod:`benchd.http.error_map`:
+``status_error`` for statuses, ``exchange_error`` for failed exchanges; the
+names the kinds use are re-exported here), whichever path carried it:
+benchd's own pool (:class:`~benchd.http.sender.PoolSender`, what
+:func:`open_clients` sends through) or httpx (a proxy named by the
+environment, an MCP session).
 
 Redirects are never followed, so the API key never reaches the address a
 store redirects to. Retries are bounded and counted, with the seconds spent
@@ -27,15 +19,13 @@ so a latency never includes benchd's own waits.
 
 from __future__ import annotations
 
-import email.utils
 import math
 import random
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -46,22 +36,33 @@ from benchd.errors import (
     TargetAuthError,
     TargetError,
     TargetHTTPError,
-    TargetProtocolError,
     TargetRateLimited,
     TargetRedirect,
     TargetTimeout,
     TargetUnreachable,
 )
-from benchd.http.answers import MAX_HEADERS, Body, BodyBuffer, DecodeError, Inflater
-from benchd.http.messages import store_message
+from benchd.http.answers import MAX_HEADERS, Body, BodyBuffer, Inflater
+from benchd.http.error_map import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    NO_CONTEXT,
+    RETRY_AFTER_CEILING_S,
+    Answer,
+    BadHead,
+    ErrorContext,
+    TooLarge,
+    declared_too_large,
+    exchange_error,
+    retry_after_s,
+    status_error,
+    too_large,
+)
+from benchd.http.sender import Connect, PoolSender, RequestSpec, open_connection
 from benchd.progress import WaitClock, report_wait, waited_window
 from benchd.store.target import note_service_time
 
-if TYPE_CHECKING:  # transport imports this module
-    from benchd.http.sender import PoolSender, RequestSpec
-
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "NO_CONTEXT",
     "RETRY_AFTER_CEILING_S",
     "Answer",
     "ClientSettings",
@@ -78,160 +79,6 @@ __all__ = [
     "too_large",
 ]
 
-T = TypeVar("T")
-
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
-"""Largest answer read (declared or received, once inflated); see docs/failure-modes.md."""
-
-RETRY_AFTER_CEILING_S = 3600.0
-"""A ``Retry-After`` beyond an hour (or NaN, or infinite) is read as an hour."""
-
-
-
-class Answer(NamedTuple):
-    """A store's answer: status, headers (lower-case names) and the (inflated) body.
-
-    A body past :data:`~benchd.http.answers.INLINE_DECODE_BYTES` is a
-    :class:`~benchd.http.answers.Spill`; hand it to ``answers.decode``.
-    """
-
-    status: int
-    headers: Mapping[str, str]
-    body: Body
-
-
-# -- the error map -----------------------------------------------------------------
-
-
-def retry_after_s(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delay seconds (decimals too) or an HTTP date.
-
-    Negative delays and past dates are 0; NaN, infinite and huge delays are
-    :data:`RETRY_AFTER_CEILING_S` (a store that says "wait" is never retried
-    at once). A value that is neither a number nor a date is None, as if absent.
-    """
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        until = _seconds_until(text, time.time() if now is None else now)
-        if until is None:
-            return None
-        seconds = until
-    if math.isnan(seconds) or seconds > RETRY_AFTER_CEILING_S:
-        return RETRY_AFTER_CEILING_S
-    return max(0.0, seconds)
-
-
-def _seconds_until(text: str, now: float) -> float | None:
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are UTC
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp() - now
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorContext:
-    """What a store error names besides the store's own words.
-
-    ``api`` names what the kind expects to talk to (``"a Zengram API"``,
-    ``"an MCP server"``): a 404 or 405 asks whether the URL serves it.
-    ``key_source`` says where the API key came from, as the config names it
-    (``api_key_env BRAIN_API_KEY``; see :class:`benchd.config.secrets.Secret`):
-    a refused key names it.
-    """
-
-    api: str = ""
-    key_source: str = ""
-
-
-NO_CONTEXT = ErrorContext()
-
-
-def status_error(
-    status: int,
-    headers: Mapping[str, str],
-    body: Body,
-    where: str,
-    context: ErrorContext = NO_CONTEXT,
-) -> TargetError | None:
-    """The error a non-2xx answer is (None for 2xx); ``headers`` have lower-case names.
-
-    ``where`` is ``"METHOD url-without-query"``. The store's own message
-    (:func:`store_message`) follows the status, masked before it is cut; in a
-    refused key's message anything shaped like a credential is hidden (a
-    store may echo a key benchd does not know as a secret).
-    """
-    if 200 <= status < 300:
-        return None
-    if 300 <= status < 400:
-        return TargetRedirect(
-            f"{where}: HTTP {status} redirect{_location(headers.get('location'))}; benchd never "
-            "follows redirects (the API key would go with it): set url to the address "
-            "that answers",
-            status,
-        )
-    if status in (401, 403):
-        said = _said(store_message(body, credentials=False))
-        source = context.key_source or "the configured api_key_env or api_key_file"
-        return TargetAuthError(
-            f"{where}: HTTP {status}{said}; the store refused the API key from {source}"
-        )
-    said = _said(store_message(body))
-    if status == 429:
-        retry = retry_after_s(headers.get("retry-after"))
-        hint = f", Retry-After {retry:g} s" if retry is not None else ", no Retry-After"
-        return TargetRateLimited(f"{where}: HTTP 429 rate limited{hint}{said}", retry)
-    hint = _api_hint(status, where, context)
-    return TargetHTTPError(f"{where}: HTTP {status}{said}{hint}", status)
-
-
-def _said(message: str) -> str:
-    return f": {message}" if message else ""
-
-
-def _api_hint(status: int, where: str, context: ErrorContext) -> str:
-    """``; is this a Zengram API? GET /health answered 404`` for a route the store lacks."""
-    if status not in (404, 405) or not context.api:
-        return ""
-    method, _, url = where.partition(" ")
-    path = urlsplit(url).path or "/"
-    return f"; is this {context.api}? {method} {path} answered {status}"
-
-
-def _location(raw: str | None) -> str:
-    """Where a redirect points, as scheme://host:port only (no path, query or userinfo)."""
-    if not raw:
-        return ""
-    try:
-        parts = urlsplit(raw.strip())
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return " to an unreadable Location"
-    if not host:
-        return " to another path on the same server"
-    return f" to {parts.scheme or 'http'}://{host}" + (f":{port}" if port else "")
-
-
-def too_large(where: str, size: str, limit: int) -> TargetProtocolError:
-    return TargetProtocolError(
-        f"{where}: answer of {size} exceeds max_response_bytes = {limit}; "
-        "raise max_response_bytes in [probe.target] if the store really answers this much"
-    )
-
-
-def declared_too_large(headers: Mapping[str, str], limit: int, where: str) -> None:
-    """Refuse, before reading, an answer whose ``Content-Length`` is over ``limit``."""
-    declared = headers.get("content-length", "").strip()
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large(where, f"{declared} bytes (declared)", limit)
-
-
 # -- the retrying client adapters use ----------------------------------------------
 
 
@@ -247,12 +94,12 @@ class RetryingClient:
     """Sends requests built by an httpx.AsyncClient; translates errors, retries within bounds.
 
     Each attempt goes through ``sender`` where one is given (the adapters':
-    :func:`open_clients`), else through the httpx client itself (an injected
-    transport, an MCP session). With a sender, a request without a body
-    (a search, a listing page, a lease read) is built and serialized once and
-    replayed while it is among the last :data:`PREPARED_KEPT` asked, as the
-    load pass replays its searches: httpx's request building (URL parsing
-    and merging) cost ~0.1 ms of CPU per request, as much as the exchange.
+    :func:`open_clients`), else through the httpx client itself (a proxy, an
+    MCP session). With a sender, a request without a body (a search, a
+    listing page, a lease read) is built and serialized once and replayed
+    while it is among the last :data:`PREPARED_KEPT` asked, as the load pass
+    replays its searches: httpx's request building (URL parsing and merging)
+    costs as much CPU as the exchange.
     """
 
     def __init__(
@@ -276,11 +123,6 @@ class RetryingClient:
         self._deadline_s = deadline_s  # whole attempt, body included (httpx's is per read)
         self.retries = 0  # counted, never hidden
         self.retry_wait_s = 0.0  # seconds slept before retries (backoff and Retry-After)
-
-    @property
-    def sends_over_own_pool(self) -> bool:
-        """True where requests go through benchd's pool (:class:`PoolSender`), not httpx."""
-        return self._sender is not None
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Answer:
         return await self.request_allowing(method, path, allow=(), **kwargs)
@@ -353,33 +195,33 @@ class RetryingClient:
         if deadline_s is not None:
             kwargs["timeout"] = deadline_s
         deadline = deadline_s if deadline_s is not None else self._deadline_s
-        if self._sender is not None:
-            spec = self._prepare(self._sender, method, path, kwargs)
-            try:
-                with anyio.fail_after(deadline):
-                    return await self._sender.send(spec, where, deadline or math.inf)
-            except TimeoutError:
-                raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
-        request = self._client.build_request(method, path, **kwargs)
         try:
             with anyio.fail_after(deadline):
-                response = await self._client.send(request, stream=True, follow_redirects=False)
-                try:
-                    headers = _headers(response, where)
-                    body = await _read_bounded(response, headers, self.max_bytes, where)
-                finally:
-                    await response.aclose()
-        except (httpx.TimeoutException, TimeoutError):
+                if self._sender is not None:
+                    spec = self._prepare(self._sender, method, path, kwargs)
+                    return await self._sender.send(spec, where, deadline or math.inf)
+                return await self._send_over_httpx(method, path, where, deadline, kwargs)
+        except TimeoutError:
             raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
-        except httpx.DecodingError:
-            raise TargetProtocolError(f"{where}: the body's content-encoding is corrupt") from None
-        except httpx.RemoteProtocolError as exc:  # h11: a head past 100 KiB, malformed HTTP
-            raise TargetProtocolError(f"{where}: malformed HTTP answer ({exc})") from None
-        except httpx.TransportError as exc:
-            raise TargetUnreachable(
-                f"{where}: cannot connect ({type(exc).__name__}); is the store running "
-                "and is the url right?"
-            ) from None
+
+    async def _send_over_httpx(
+        self, method: str, path: str, where: str, deadline: float | None, kwargs: dict[str, Any]
+    ) -> Answer:
+        """One attempt through the httpx client (a proxy, an MCP session): the same error map."""
+        request = self._client.build_request(method, path, **kwargs)
+        try:
+            response = await self._client.send(request, stream=True, follow_redirects=False)
+            try:
+                headers = _headers(response)
+                body = await _read_bounded(response, headers, self.max_bytes, where)
+            finally:
+                await response.aclose()
+        except Exception as exc:
+            timeout_s = deadline or math.inf
+            error = exchange_error(exc, where, timeout_s=timeout_s, max_bytes=self.max_bytes)
+            if error is None:
+                raise
+            raise error from None
         return Answer(response.status_code, headers, body)
 
     def _prepare(
@@ -449,11 +291,11 @@ def _replay_key(method: str, path: str, kwargs: Mapping[str, Any]) -> tuple[Any,
     return (method, path, items, kwargs.get("timeout"))
 
 
-def _headers(response: httpx.Response, where: str) -> dict[str, str]:
+def _headers(response: httpx.Response) -> dict[str, str]:
     """The answer's headers with lower-case names (repeated ones joined), at most MAX_HEADERS."""
     raw = response.headers.raw  # h11 already bounds the head's bytes (100 KiB)
     if len(raw) > MAX_HEADERS:
-        raise TargetProtocolError(f"{where}: refused an answer of over {MAX_HEADERS} headers")
+        raise BadHead(f"more than {MAX_HEADERS} header lines")
     lines: dict[str, list[str]] = {}
     for name, value in raw:
         lines.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
@@ -461,7 +303,7 @@ def _headers(response: httpx.Response, where: str) -> dict[str, str]:
 
 
 async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body's bytes as sent (still encoded); also for a response built whole (MockTransport)."""
+    """The body's bytes as sent (still encoded); also for a response built whole."""
     if response.is_stream_consumed and isinstance(response.stream, httpx.AsyncByteStream):
         async for chunk in response.stream:  # httpx.ByteStream: the bytes it was given
             yield chunk
@@ -477,6 +319,8 @@ async def _read_bounded(
 
     The raw bytes are read and decoded here, by :class:`Inflater` (httpx's own
     decoders inflate a chunk whole, unbounded), so the cap holds while decoding.
+    Past the cap or corrupt, it raises :class:`TooLarge` or
+    :class:`~benchd.http.answers.DecodeError` for :func:`exchange_error`.
     """
     declared_too_large(headers, limit, where)  # (an encoded body only grows when inflated)
     buffer = BodyBuffer()
@@ -486,16 +330,11 @@ async def _read_bounded(
         async for chunk in _raw(response):
             wire += len(chunk)
             if wire > limit:
-                raise too_large(where, f"more than {limit} bytes", limit)
+                raise TooLarge(f"more than {limit} bytes")
             for piece in inflater.feed(chunk):
                 buffer.add(piece)
         inflater.finish()
-    except DecodeError as exc:
-        buffer.discard()
-        if exc.too_large:
-            raise too_large(where, str(exc), limit) from None
-        raise TargetProtocolError(f"{where}: {exc}") from None
-    except BaseException:
+    except BaseException:  # DecodeError and TooLarge are mapped by the caller
         buffer.discard()
         raise
     if not inflater.identity:
@@ -536,28 +375,27 @@ class Clients(NamedTuple):
 def open_clients(
     settings: ClientSettings,
     auth: dict[str, str],
-    transport: httpx.AsyncBaseTransport | None = None,
+    connect: Connect | None = None,
     *,
     context: ErrorContext = NO_CONTEXT,
 ) -> Clients:
     """Connect as a target config says; ``auth`` headers go last (they win).
 
-    ``transport`` replaces the network (tests shape one precise answer with
-    :class:`httpx.MockTransport`); ``context`` is what the store's errors
-    name besides its words (:class:`ErrorContext`).
-
-    Without one, requests go through benchd's own pool
-    (:class:`~benchd.http.sender.PoolSender`) and the httpx client
-    only builds them (it then holds no connections and no TLS context: 0.9
-    MiB and 25 ms of CPU each). Where the environment names a proxy for the
-    store (``HTTPS_PROXY``, ``ALL_PROXY``, ... not bypassed by ``NO_PROXY``),
-    httpx sends them, through the proxy, as before.
+    Requests go through benchd's own pool (:class:`~benchd.http.sender.PoolSender`),
+    which opens its connections with ``connect`` (the network; tests pass a
+    fake store's), and the httpx client only builds them (it then holds no
+    connections and no TLS context). ``context`` is what the store's errors
+    name besides its words (:class:`ErrorContext`). Where the environment
+    names a proxy for the store (``HTTPS_PROXY``, ``ALL_PROXY``, ... not
+    bypassed by ``NO_PROXY``) and no ``connect`` is given, httpx sends them
+    through the proxy, their failures judged by the same error map.
     """
-    from benchd.http.sender import PoolSender  # (transport imports this module)
-
     sender = None
-    if transport is None and not _proxied(settings.url):
-        sender = PoolSender(max_response_bytes=settings.max_response_bytes)
+    transport: httpx.AsyncBaseTransport | None = None
+    if connect is not None or not _proxied(settings.url):
+        sender = PoolSender(
+            max_response_bytes=settings.max_response_bytes, connect=connect or open_connection
+        )
         transport = _BUILD_ONLY
     headers = {
         "accept": "application/json",

@@ -6,22 +6,17 @@ Adapters stay sans-I/O: they describe a search as an :class:`httpx.Request`
 per query index, then written on a pooled keep-alive HTTP/1.1 connection
 whose answer is parsed by httptools (llhttp, the C parser uvicorn uses).
 
-Why not a general client here: httpx and aiohttp cost more CPU per request
-than this sender and reach a lower rate through the engine (figures:
-docs/load.md). It does one thing only — replay prepared GET/POST requests:
-no HEAD, redirects, cookies or proxies — and runs on asyncio, benchd's event
-loop. httpx stays the request-building API.
+Why not a general client here: it costs a fraction of the CPU per request of
+httpx's pool or aiohttp's (docs/load.md has the figures). It does one thing
+only — replay prepared GET/POST requests: no HEAD, redirects, cookies or
+proxies — and runs on asyncio, benchd's event loop. httpx stays the
+request-building API. Connections are opened through a :class:`Connect`
+(the network, or a test's fake store), so tests send through this path too.
 
-Failures are translated with the adapters' error map
-(:func:`benchd.http.client.status_error`: one map, one ``Retry-After``
-parser); what only a raw sender meets is mapped here::
-
-    connection refused / reset / DNS / TLS   -> TargetUnreachable   (kind "connect")
-    no answer within timeout_s               -> TargetTimeout       (kind "timeout")
-    malformed HTTP, or parse() rejects body  -> TargetProtocolError (kind "decode")
-    declared or read body past the cap       -> TargetProtocolError (kind "decode")
-    body past the cap once decoded, corrupt  -> TargetProtocolError (kind "decode")
-    head past MAX_HEAD_BYTES / MAX_HEADERS   -> TargetProtocolError (kind "decode")
+Statuses and failures are translated by the one error map
+(:mod:`benchd.http.error_map`: :func:`~benchd.http.error_map.status_error`
+and :func:`~benchd.http.error_map.exchange_error`), which httpx's path uses
+too; a body ``parse()`` rejects is a TargetProtocolError (kind "decode").
 
 Every bound holds while the answer is read: the head is counted as its bytes
 arrive, the body is inflated piece by piece as it arrives
@@ -40,12 +35,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import httptools
 import httpx
 
-from benchd.errors import TargetError, TargetProtocolError, TargetTimeout, TargetUnreachable
+from benchd.errors import TargetError, TargetProtocolError, TargetUnreachable
 from benchd.http.answers import (
     MAX_HEAD_BYTES,
     MAX_HEADERS,
@@ -54,24 +49,28 @@ from benchd.http.answers import (
     DecodeError,
     Inflater,
 )
-from benchd.http.client import (
+from benchd.http.error_map import (
     DEFAULT_MAX_RESPONSE_BYTES,
     NO_CONTEXT,
     Answer,
+    BadHead,
     ErrorContext,
+    TooLarge,
+    exchange_error,
     status_error,
-    too_large,
 )
 from benchd.store.target import Fire, SearchQuery
 
 __all__ = [
     "Answer",
     "Build",
+    "Connect",
     "HttpSearch",
     "Parse",
     "PoolSender",
     "RequestSpec",
     "make_http_fire",
+    "open_connection",
     "search_fire",
 ]
 
@@ -142,12 +141,29 @@ class RequestSpec:
         return cls((url.scheme, url.host, port), request.method, wire, where)
 
 
-class _TooLarge(Exception):
-    """An answer bigger than the cap; the connection is dropped at once."""
+_P = TypeVar("_P", bound=asyncio.BaseProtocol)
 
 
-class _BadHead(Exception):
-    """A status line and headers past the bounds; the connection is dropped at once."""
+class Connect(Protocol):
+    """Opens a connection to ``host:port`` (TLS with ``tls``) for the protocol ``factory`` makes.
+
+    :meth:`asyncio.loop.create_connection`'s shape: the pool sender's one
+    door to the network. Tests pass a fake that plays a store's bytes.
+    """
+
+    async def __call__(
+        self, factory: Callable[[], _P], host: str, port: int, tls: ssl.SSLContext | None
+    ) -> _P: ...
+
+
+async def open_connection(
+    factory: Callable[[], _P], host: str, port: int, tls: ssl.SSLContext | None
+) -> _P:
+    """A TCP (or TLS) connection from the running asyncio loop: the network itself."""
+    _, protocol = await asyncio.get_running_loop().create_connection(
+        factory, host, port, ssl=tls
+    )
+    return protocol
 
 
 def _joined(lines: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -230,7 +246,7 @@ class _Connection(asyncio.BufferedProtocol):
         # httptools holds a header's partial value itself: bound what the head has cost,
         # at most one read (_READ_BYTES) past the cap
         if self.open and not self._headers_done and self._head_bytes > MAX_HEAD_BYTES:
-            self._refuse(_BadHead(f"its head runs past {MAX_HEAD_BYTES} bytes"))
+            self._refuse(BadHead(f"its head runs past {MAX_HEAD_BYTES} bytes"))
 
     def _refuse(self, exc: Exception) -> None:
         self._fail(exc)
@@ -242,7 +258,7 @@ class _Connection(asyncio.BufferedProtocol):
         lines = self._lines
         lines.append((name, value))
         if len(lines) > MAX_HEADERS:
-            self._refuse(_BadHead(f"more than {MAX_HEADERS} header lines"))
+            self._refuse(BadHead(f"more than {MAX_HEADERS} header lines"))
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
@@ -258,7 +274,7 @@ class _Connection(asyncio.BufferedProtocol):
                 return
         declared = self._headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > self._max_bytes:  # refused before reading
-            self._fail(_TooLarge(f"{declared} bytes (declared)"))
+            self._fail(TooLarge(f"{declared} bytes (declared)"))
             self.close()
 
     def on_body(self, body: bytes) -> None:
@@ -266,7 +282,7 @@ class _Connection(asyncio.BufferedProtocol):
             return
         self._size += len(body)
         if self._size > self._max_bytes:
-            self._refuse(_TooLarge(f"more than {self._max_bytes} bytes"))
+            self._refuse(TooLarge(f"more than {self._max_bytes} bytes"))
             return
         inflater = self._inflater
         if inflater is None or inflater.identity:
@@ -383,10 +399,12 @@ class _Pool:
         context: ssl.SSLContext | None,
         max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         idle_s: float | None = None,
+        connect: Connect = open_connection,
     ) -> None:
         scheme, self.host, self.port = origin
+        self._connect_to = connect
         self.max_bytes = max_bytes
-        # Only https needs a context; building one costs ~0.15 s of CPU on the loop.
+        # Only https needs a context; building one costs the loop much CPU (docs/load.md).
         self.ssl = (context or ssl.create_default_context()) if scheme == "https" else None
         self.limit = limit
         self.idle_s = idle_s
@@ -394,15 +412,10 @@ class _Pool:
         self._buffer = memoryview(bytearray(_READ_BYTES))  # every connection's reads
 
     async def _connect(self, timeout_s: float) -> _Connection:
-        loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
-            _, conn = await loop.create_connection(
-                lambda: _Connection(self._buffer, self.max_bytes),
-                self.host,
-                self.port,
-                ssl=self.ssl,
+            return await self._connect_to(
+                lambda: _Connection(self._buffer, self.max_bytes), self.host, self.port, self.ssl
             )
-        return conn
 
     async def send(self, spec: RequestSpec, timeout_s: float) -> Answer:
         """Send on an idle connection (or a new one); retry a stale idle one once."""
@@ -442,28 +455,15 @@ class _Pool:
 
 async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float, where: str = "") -> Answer:
     """Send one request; return its answer or raise a benchd error naming ``where``."""
-    where = where or spec.where
     try:
         return await pool.send(spec, timeout_s)
-    except TimeoutError:
-        raise TargetTimeout(f"{where}: no answer within {timeout_s:g} s") from None
-    except httptools.HttpParserError as exc:
-        raise TargetProtocolError(f"{where}: malformed HTTP response ({exc})") from None
-    except _TooLarge as exc:
-        raise too_large(where, str(exc), pool.max_bytes) from None
-    except DecodeError as exc:
-        if exc.too_large:
-            raise too_large(where, str(exc), pool.max_bytes) from None
-        raise TargetProtocolError(f"{where}: {exc}") from None
-    except _BadHead as exc:
-        raise TargetProtocolError(f"{where}: refused an answer: {exc}") from None
-    except ssl.SSLError as exc:
-        raise TargetUnreachable(f"{where}: TLS failed ({exc.reason})") from None
-    except OSError as exc:  # ConnectionError, refused, DNS (socket.gaierror)
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise TargetUnreachable(
-            f"{where}: cannot connect ({reason}); is the store running and is the url right?"
-        ) from None
+    except Exception as exc:
+        error = exchange_error(
+            exc, where or spec.where, timeout_s=timeout_s, max_bytes=pool.max_bytes
+        )
+        if error is None:
+            raise
+        raise error from None
 
 
 async def _interpret(
@@ -534,20 +534,27 @@ class PoolSender:
     :class:`~benchd.http.client.RetryingClient` sends each attempt through
     it (retries, deadlines and the error map stay the client's), so a serial
     search costs what a load-pass request costs, not what httpx's client and
-    pool add (URL merging, httpcore's pool and events, anyio's socket wrapper,
-    cookies; ``bench/serial_cpu.py``, docs/load.md). Every bound
-    of the load pass holds (head, size, decoded size, timeout); the request's
-    ``Accept-Encoding`` is kept. HTTPS uses the certificates httpx would
-    (:func:`httpx.create_ssl_context`). Idle keep-alive connections are kept
-    per origin, at most ``keep``, and reused while idle for at most
-    ``idle_s`` (httpx's defaults: 20, 5 s); none is shared by two requests
-    at once.
+    pool cost (docs/load.md). Every bound of the load pass holds (head, size,
+    decoded size, timeout); the request's ``Accept-Encoding`` is kept. HTTPS
+    uses the certificates httpx would (:func:`httpx.create_ssl_context`).
+    Idle keep-alive connections are kept per origin, at most ``keep``, and
+    reused while idle for at most ``idle_s`` (httpx's defaults: 20, 5 s);
+    none is shared by two requests at once. ``connect`` opens connections
+    (the network; a test passes a fake store's).
     """
 
-    def __init__(self, *, max_response_bytes: int, keep: int = 20, idle_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_response_bytes: int,
+        keep: int = 20,
+        idle_s: float = 5.0,
+        connect: Connect = open_connection,
+    ) -> None:
         self._max_bytes = max_response_bytes
         self._keep = keep
         self._idle_s = idle_s
+        self._connect = connect
         self._pools: dict[tuple[str, str, int], _Pool] = {}
 
     @staticmethod
@@ -564,7 +571,9 @@ class PoolSender:
         pool = self._pools.get(spec.origin)
         if pool is None:
             tls = httpx.create_ssl_context() if spec.origin[0] == "https" else None
-            pool = _Pool(spec.origin, self._keep, tls, self._max_bytes, self._idle_s)
+            pool = _Pool(
+                spec.origin, self._keep, tls, self._max_bytes, self._idle_s, self._connect
+            )
             self._pools[spec.origin] = pool
         return await _send(pool, spec, timeout_s, where)
 

@@ -46,8 +46,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote
 
-import httpx
-
 from benchd import redact
 from benchd.config.kinds import Starter, UrlKeyCommon, key
 from benchd.config.schema import check, concurrency_problem
@@ -63,6 +61,7 @@ from benchd.http.client import (
     open_clients,
     positive_problem,
 )
+from benchd.http.sender import Connect
 from benchd.kinds.vectors import (
     BULK_DELETE,
     EMBED_STARTER,
@@ -229,12 +228,12 @@ class ChromaIO:
         config: ChromaConfig,
         auth: dict[str, str],
         embed: EmbedStage,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.config = config
         self.embed = embed
         self.base, self.client, self.http = open_clients(
-            config, auth, transport, context=ErrorContext(api="a Chroma server")
+            config, auth, connect, context=ErrorContext(api="a Chroma server")
         )
         self.name = collection_name(config)
         t, d = quote(config.tenant, safe=""), quote(config.database, safe="")
@@ -525,11 +524,11 @@ class ChromaStore(VectorStore):
         config: ChromaConfig,
         api_key: str | None,
         embed: EmbedStage | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         stage = embed or embed_stage(config.embed, config)
         auth = {config.auth_header: config.auth_prefix + api_key} if api_key else {}
-        io = ChromaIO(config, auth, stage, transport)
+        io = ChromaIO(config, auth, stage, connect)
         super().__init__(io, stage, f"{redact.public_url(io.base)} collection {io.name}")
         self.config = config
         self.chroma = io

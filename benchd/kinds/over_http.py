@@ -25,7 +25,7 @@ from benchd.http.client import (
     RetryingClient,
     open_clients,
 )
-from benchd.http.sender import search_fire
+from benchd.http.sender import Connect, search_fire
 from benchd.store.flow import NamespaceFlow
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
 from benchd.store.target import Fire, SearchQuery
@@ -47,12 +47,12 @@ class StoreOverHttp(StoreDefaults):
         self,
         settings: ClientSettings,
         auth: dict[str, str],
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
         *,
         context: ErrorContext = NO_CONTEXT,
     ) -> None:
         self._base, self._client, self._http = open_clients(
-            settings, auth, transport, context=context
+            settings, auth, connect, context=context
         )
 
     @property

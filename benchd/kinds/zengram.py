@@ -52,6 +52,7 @@ from benchd.http.client import (
     non_negative_problem,
     positive_problem,
 )
+from benchd.http.sender import Connect
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.over_http import FlowOverHttp, StoreOverHttp, delete_rechecked
 from benchd.result import TargetInfo
@@ -202,12 +203,12 @@ class ZengramStore(StoreOverHttp):
         config: ZengramConfig,
         secret: Secret | None,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.config = config
         auth = {} if secret is None else {"x-api-key": secret.reveal()}
         context = ErrorContext(api="a Zengram API", key_source=secret.source if secret else "")
-        super().__init__(config, auth, transport, context=context)
+        super().__init__(config, auth, connect, context=context)
         self._last_fill_ms = 0
         self._sent = 0  # records sent this process: bounds a read-back listing
         self._most = 0  # ... and so does the largest namespace the flow listed
@@ -696,7 +697,7 @@ class ZengramTarget(FlowOverHttp):
         config: ZengramConfig,
         secret: Secret | None,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.config = config
-        super().__init__(ZengramStore(config, secret, transport=transport))
+        super().__init__(ZengramStore(config, secret, connect=connect))

@@ -30,6 +30,7 @@ import pytest
 import tomli_w
 from answer_support import parse_answer
 from drill_support import write_tiny_fixture
+from fake_store import FakeStore
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from listing_support import listed_in
@@ -435,7 +436,7 @@ answers = st.builds(
 MEMORIES = [{"id": "m1", "content": "alpha"}, {"id": "m2", "content": "beta"}]
 
 
-CURRENT: list[Answers] = []  # what the injected transport answers right now
+CURRENT: list[Answers] = []  # what the fake store answers right now
 
 
 def _respond(request: httpx.Request) -> httpx.Response:
@@ -445,7 +446,7 @@ def _respond(request: httpx.Request) -> httpx.Response:
 def targets() -> dict[str, ZengramTarget]:
     """One adapter per cleanup mode, built once: an httpx client costs an SSL context.
 
-    Each takes the fuzzer's answers through an injected transport.
+    Each takes the fuzzer's answers from a fake store, over benchd's own pool.
     """
     return {
         mode: ZengramTarget(
@@ -456,7 +457,7 @@ def targets() -> dict[str, ZengramTarget]:
                 searchable_timeout_s=0.01,
             ),
             None,
-            transport=httpx.MockTransport(_respond),
+            connect=FakeStore(_respond),
         )
         for mode in ("before", "after", "never")
     }

@@ -172,7 +172,6 @@ class _Connection:
 async def via_adapter(url: str) -> bytes:
     """As the adapters send: open_clients' retrying client over benchd's own pool."""
     clients = open_clients(_Connection(url), {})
-    assert clients.http.sends_over_own_pool
     try:
         answer = await clients.http.request("GET", "/memory/search")
         assert "content-encoding" not in answer.headers

@@ -20,6 +20,7 @@ import anyio
 import httpx
 import pytest
 from drill_support import ENV, KEY, TINY_MEMORIES, TINY_QUERIES, probe_toml, write_config
+from fake_store import FakeStore
 from support import BenchdProcess
 from tenants_support import export
 
@@ -193,33 +194,30 @@ def test_two_namespaces_sentinels_never_collide(store: RefStoreThread, tmp_path:
     ]
 
 
-class _Interleave(httpx.AsyncBaseTransport):
+class _Interleave(FakeStore):
     """Lets two writers' lease steps interleave the worst way: both list an empty namespace,
     both write their sentinel, then both read the lease back."""
 
     def __init__(self, steps: dict[str, anyio.Event], me: str, other: str) -> None:
-        self._real = httpx.AsyncHTTPTransport()
+        super().__init__()
         self._steps, self._me, self._other = steps, me, other
         self._lists = 0
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def answer(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/export/import" and not self._steps[f"{self._me}-wrote"].is_set():
             await self._steps[f"{self._other}-listed"].wait()
-            reply = await self._real.handle_async_request(request)
+            reply = await self.forward(request)
             self._steps[f"{self._me}-wrote"].set()
             return reply
         if request.url.path == "/export":
             self._lists += 1
             if self._lists == 2:  # the read-back: only once the other one wrote too
                 await self._steps[f"{self._other}-wrote"].wait()
-            reply = await self._real.handle_async_request(request)
+            reply = await self.forward(request)
             if self._lists == 1:
                 self._steps[f"{self._me}-listed"].set()
             return reply
-        return await self._real.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
+        return await self.forward(request)
 
 
 async def _race(url: str) -> dict[str, str]:
@@ -231,7 +229,7 @@ async def _race(url: str) -> dict[str, str]:
         target = ZengramTarget(
             ZengramConfig(url=url, namespace="drill-race", searchable_timeout_s=1.0),
             Secret(KEY, "test"),
-            transport=_Interleave(steps, me, other),
+            connect=_Interleave(steps, me, other),
         )
         target.lease = LeaseHolder(instance=f"pod-{me}", ttl_s=600.0)
         try:

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fake_store import FakeStore
 
 from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
@@ -40,24 +41,24 @@ async def real() -> AsyncIterator[RunningRefStore]:
         yield running
 
 
-class _TakenMidway(httpx.AsyncBaseTransport):
+class _TakenMidway(FakeStore):
     """Before benchd's first DELETE reaches the store, another tenant imports a record under
     another of benchd's ids into its own namespace (the store's upsert moves it there)."""
 
     def __init__(self, candidates: list[str]) -> None:
-        self._real = httpx.AsyncHTTPTransport()
+        super().__init__()
         self._candidates = candidates
         self.victim = ""
         self.deleted: list[str] = []
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def answer(self, request: httpx.Request) -> httpx.Response:
         if request.method == "DELETE":
             now = request.url.path.rsplit("/", 1)[-1]
             if not self.deleted:
                 self.victim = next(c for c in reversed(self._candidates) if c != now)
                 await self._take(request, self.victim)
             self.deleted.append(now)
-        return await self._real.handle_async_request(request)
+        return await self.forward(request)
 
     async def _take(self, request: httpx.Request, record_id: str) -> None:
         record = {"id": record_id, "content": "tenant x's own", "client_id": "tenant-x"}
@@ -66,9 +67,6 @@ class _TakenMidway(httpx.AsyncBaseTransport):
             body = {"data": [record], "operator_approved": True}
             reply = await other.post("/export/import", json=body)
             assert reply.json()["imported"] == 1
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
 
 
 async def _tenant_record(url: str, record_id: str) -> dict[str, Any]:
@@ -89,7 +87,7 @@ async def test_a_record_moved_out_of_the_namespace_after_a_stale_listing_is_not_
         await first.aclose()
     transport = _TakenMidway([owned_id(NS, str(m["id"])) for m in MEMORIES])
     monkeypatch.setattr(flow, "RELIST_AFTER_S", 0.0)  # every delete re-checks the listing
-    purger = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
+    purger = ZengramTarget(settings, Secret(KEY, "test"), connect=transport)
     try:
         purged = await purger.purge(MEMORIES, force=False)
         windows = list(purger.delete_windows)
@@ -102,25 +100,22 @@ async def test_a_record_moved_out_of_the_namespace_after_a_stale_listing_is_not_
     assert len(windows) == len(MEMORIES)  # one window per delete sent (the sentinel's too)
 
 
-class _CancelAtSentinelDelete(httpx.AsyncBaseTransport):
+class _CancelAtSentinelDelete(FakeStore):
     """Once armed, cancels the seeding task the moment the heartbeat's DELETE of the sentinel
     goes out, as a SIGTERM landing between the heartbeat's delete and its import would."""
 
     def __init__(self) -> None:
-        self._real = httpx.AsyncHTTPTransport()
+        super().__init__()
         self.scope: anyio.CancelScope | None = None
         self.cancelled = False
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        reply = await self._real.handle_async_request(request)  # the store deleted it
+    async def answer(self, request: httpx.Request) -> httpx.Response:
+        reply = await self.forward(request)  # the store deleted it
         armed = self.scope is not None and request.method == "DELETE"
         if armed and "benchd-sentinel" in request.url.path and self.scope is not None:
             self.scope.cancel()
             self.cancelled = True
         return reply
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
 
 
 async def test_the_heartbeat_is_never_cut_between_its_delete_and_its_import(
@@ -128,7 +123,7 @@ async def test_the_heartbeat_is_never_cut_between_its_delete_and_its_import(
 ) -> None:
     transport = _CancelAtSentinelDelete()
     settings = ZengramConfig(url=real.url, namespace=NS, cleanup="never")
-    target = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
+    target = ZengramTarget(settings, Secret(KEY, "test"), connect=transport)
     target.lease = LeaseHolder(instance="pod-0", ttl_s=600.0)
     try:
         await target.seed(MEMORIES)

@@ -7,6 +7,7 @@ import json
 
 import httpx
 import pytest
+from fake_store import FakeStore
 
 from benchd import redact
 from benchd.errors import (
@@ -242,13 +243,14 @@ def test_the_service_timer_keeps_the_answering_attempt_only() -> None:
 
 async def test_a_corrupt_gzip_body_is_a_decode_error_never_a_crash() -> None:
     def corrupt(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"\x1f\x8bnot")
+        headers = {"content-encoding": "gzip", "content-length": "6"}
+        return httpx.Response(200, headers=headers, stream=httpx.ByteStream(b"\x1f\x8bnot"))
 
     settings: ClientSettings = ZengramConfig(url="http://store.test", max_retries=2)
-    clients = open_clients(settings, {}, httpx.MockTransport(corrupt))
+    clients = open_clients(settings, {}, FakeStore(corrupt))
     try:
-        with pytest.raises(TargetProtocolError, match="content-encoding is corrupt"):
+        with pytest.raises(TargetProtocolError, match=r"(corrupt|truncated) gzip body"):
             await clients.http.request("GET", "/health")
     finally:
-        await clients.client.aclose()
+        await clients.http.aclose()
     assert clients.http.retries == 0 and clients.http.retry_wait_s == 0.0

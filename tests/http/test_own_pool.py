@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from fake_store import FakeStore
 from hostile_store import RawAnswers, response
 from support import self_signed_cert
 
-from benchd.errors import TargetUnreachable
+from benchd.errors import TargetError, TargetUnreachable
+from benchd.http import client as client_module
+from benchd.http.answers import MAX_HEADERS
 from benchd.http.client import PREPARED_KEPT, Clients, open_clients
-from benchd.http.sender import PoolSender
+from benchd.http.sender import PoolSender, open_connection
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,6 @@ def test_each_request_sent_is_the_one_asked_when_requests_are_replayed(
 ) -> None:
     raw, got = server
     clients = open_clients(_Connection(raw.url), {"x-api-key": "k"})
-    assert clients.http.sends_over_own_pool
     a = {"q": "harbor ferry", "limit": 11, "client_id": "ns"}
     b = {"q": "harbor ferry", "limit": 11, "client_id": "ns", "reference_date": "2026-05-01"}
     asked = [
@@ -124,31 +126,144 @@ def test_a_cleanups_deletes_do_not_push_a_repeated_search_out_of_the_replay(
     assert len(clients.http._prepared) == 1  # no delete kept
 
 
-def test_a_proxy_named_for_the_store_sends_through_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    store = _Connection("http://store.example:8080")
-    assert open_clients(store, {}).http.sends_over_own_pool
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    assert open_clients(store, {}).http.sends_over_own_pool  # for https only
-    monkeypatch.setenv("ALL_PROXY", "http://proxy.example:3128")
-    assert not open_clients(store, {}).http.sends_over_own_pool
-    monkeypatch.setenv("NO_PROXY", "store.example")
-    assert open_clients(store, {}).http.sends_over_own_pool
 
 
-def test_an_injected_transport_is_used_as_given() -> None:
-    seen: list[str] = []
+def test_a_proxy_named_for_the_store_carries_its_requests(
+    server: tuple[RawAnswers, list[tuple[str, str]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw, got = server
+    opened: list[str] = []
+
+    async def counted(factory: Any, host: str, port: int, tls: Any) -> Any:
+        opened.append(host)
+        return await open_connection(factory, host, port, tls)
+
+    monkeypatch.setattr(client_module, "open_connection", counted)
+    _no_proxies(monkeypatch)
+    relayed: list[tuple[str, str]] = []
+    store, health = _Connection(raw.url), [("GET", "/health", {})]
+    with RawAnswers() as proxy:
+        proxy.route = lambda m, target: relayed.append((m, target)) or response(200, b"{}")
+        _send_all(open_clients(store, {}), health)  # straight to the store, over the pool
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        _send_all(open_clients(store, {}), health)  # (for https stores only)
+        monkeypatch.setenv("ALL_PROXY", proxy.url)
+        _send_all(open_clients(store, {}), health)  # through the proxy, over httpx
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        _send_all(open_clients(store, {}), health)  # bypassed
+    assert got == [("GET", "/health")] * 3
+    assert opened == ["127.0.0.1"] * 3
+    assert relayed == [("GET", f"{raw.url}/health")]
+
+
+def _header_flood() -> bytes:
+    head = "".join(f"X-H{i}: v\r\n" for i in range(MAX_HEADERS + 1))
+    return f"HTTP/1.1 200 OK\r\n{head}Content-Length: 2\r\n\r\n{{}}".encode()
+
+
+HOSTILE = {
+    "header-flood": _header_flood(),
+    "past-the-cap": b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * (2 << 20),  # ends when it closes
+    "corrupt-gzip": b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 6\r\n\r\n"
+    + b"\x1f\x8bnot",
+}
+
+
+def _failure(url: str) -> tuple[str, str]:
+    async def main() -> tuple[str, str]:
+        clients = open_clients(_Connection(url), {})
+        try:
+            await clients.http.request("GET", "/health")
+        except TargetError as exc:
+            return exc.kind, str(exc)
+        finally:
+            await clients.http.aclose()
+        raise AssertionError("the hostile answer was taken")
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("answer", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_proxied_answer_fails_as_it_fails_over_the_pool(
+    answer: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one error map judges both paths: the same answer, the same error, word for word."""
+    _no_proxies(monkeypatch)
+    with RawAnswers() as store, RawAnswers() as proxy:
+        store.answer = proxy.answer = lambda: [answer]
+        direct = _failure(store.url)
+        monkeypatch.setenv("ALL_PROXY", proxy.url)
+        proxied = _failure(store.url)
+    assert proxy.requests == 1
+    assert direct[0] == "decode"
+    assert proxied == direct
+
+
+def test_a_fake_store_is_sent_to_over_benchds_own_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's fake store stands for the network: never proxied, one keep-alive connection."""
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    seen: list[tuple[str, str, str]] = []
+    connections: list[str] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(str(request.url))
+        seen.append((request.method, request.url.path, request.headers["x-api-key"]))
         return httpx.Response(200, json={})
 
-    clients = open_clients(_Connection("http://store.example"), {}, httpx.MockTransport(answer))
-    assert not clients.http.sends_over_own_pool
-    _send_all(clients, [("GET", "/health", {})])
-    assert seen == ["http://store.example/health"]
+    class Counted(FakeStore):
+        async def __call__(self, factory: Any, host: str, port: int, tls: Any) -> Any:
+            connections.append(f"{host}:{port}")
+            return await super().__call__(factory, host, port, tls)
+
+    clients = open_clients(_Connection("http://store.example"), {"x-api-key": "k"}, Counted(answer))
+    _send_all(clients, [("GET", "/health", {}), ("GET", "/health", {})])
+    assert seen == [("GET", "/health", "k")] * 2
+    assert connections == ["store.example:80"]
+
+
+def _never(request: httpx.Request) -> Awaitable[httpx.Response]:
+    return asyncio.get_running_loop().create_future()  # never done
+
+
+def _reset(request: httpx.Request) -> httpx.Response:
+    raise ConnectionResetError("reset by the fake store")
+
+
+PLAYED: dict[str, tuple[Any, str, str, int]] = {
+    "reset": (_reset, "connect", "cannot connect", 2),
+    "silence": (_never, "timeout", "no complete answer within the timeout", 2),
+    "garbage": (lambda request: b"HTTP/1.1 2OO OK\r\n\r\n", "decode", "malformed HTTP", 1),
+}
+
+
+@pytest.mark.parametrize(("played", "kind", "words", "sent"), PLAYED.values(), ids=PLAYED.keys())
+def test_failures_a_fake_store_plays_are_judged_as_the_networks(
+    played: Any, kind: str, words: str, sent: int
+) -> None:
+    """What a connection meets, played: the pool's error map, the client's retries."""
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> Any:
+        calls.append(request.method)
+        return played(request)
+
+    settings = _Connection("http://store.example", timeout_s=0.5, max_retries=1)
+    clients = open_clients(settings, {}, FakeStore(answer))
+
+    async def main() -> TargetError:
+        try:
+            with pytest.raises(TargetError) as failed:
+                await clients.http.request("GET", "/health")
+        finally:
+            await clients.http.aclose()
+        return failed.value
+
+    error = anyio.run(main)
+    assert (error.kind, words in str(error)) == (kind, True), error
+    assert calls == ["GET"] * sent and clients.http.retries == sent - 1  # max_retries = 1
 
 
 async def _https_answer(cert: Path, key: Path) -> int:
@@ -170,7 +285,6 @@ async def _https_answer(cert: Path, key: Path) -> int:
     port = server.sockets[0].getsockname()[1]
     async with server:
         clients = open_clients(_Connection(f"https://127.0.0.1:{port}"), {})
-        assert clients.http.sends_over_own_pool
         try:
             return (await clients.http.request("GET", "/health")).status
         finally:

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_store import FakeStore
 from listing_support import listed_in
 
 from benchd.config.secrets import Secret
@@ -52,28 +53,25 @@ async def real() -> AsyncIterator[RunningRefStore]:
         yield running
 
 
-class _Exports(httpx.AsyncBaseTransport):
+class _Exports(FakeStore):
     """Passes every request to the store and notes the filters of each ``GET /export``:
     ``""`` (the whole namespace), ``"fact"``, ``"fact since"``."""
 
     def __init__(self) -> None:
-        self._real = httpx.AsyncHTTPTransport()
+        super().__init__()
         self.exports: list[str] = []
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def answer(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET" and request.url.path == "/export":
             params = request.url.params
             since = " since" if "since" in params else ""
             self.exports.append(params.get("type", "") + since)
-        return await self._real.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
+        return await self.forward(request)
 
 
-def _target(url: str, lease: LeaseHolder, transport: httpx.AsyncBaseTransport) -> ZengramTarget:
+def _target(url: str, lease: LeaseHolder, transport: FakeStore | None) -> ZengramTarget:
     settings = ZengramConfig(url=url, namespace=NS, cleanup="never", searchable_timeout_s=0.0)
-    target = ZengramTarget(settings, Secret(KEY, "test"), transport=transport)
+    target = ZengramTarget(settings, Secret(KEY, "test"), connect=transport)
     target.lease = lease
     return target
 
@@ -120,7 +118,7 @@ async def test_a_lease_taken_over_meanwhile_is_seen_and_left_to_its_holder(
     exports = _Exports()
     first = _target(real.url, LeaseHolder(instance="ci", ttl_s=600.0, role="once"), exports)
     taker = LeaseHolder(instance="pod-0", ttl_s=600.0, role="run", force=True)
-    second = _target(real.url, taker, httpx.AsyncHTTPTransport())
+    second = _target(real.url, taker, None)
     try:
         await first.seed(MEMORIES)
         await second.seed(MEMORIES)  # a deliberate takeover (--force) while ``first`` runs

@@ -18,6 +18,7 @@ import time
 
 import httpx
 import pytest
+from fake_store import FakeStore
 from listing_support import listed_in
 
 from benchd.config.secrets import Secret
@@ -33,19 +34,16 @@ RATE = 4.0  # deletes a second: 240 writes a minute, this probe's share
 WINDOW_S = 1.0  # ... counted in 1 s windows: 4 deletes at once, the other 9 spaced
 
 
-class _Sent(httpx.AsyncBaseTransport):
+class _Sent(FakeStore):
     """Passes every request to the store and notes when each left, by method."""
 
     def __init__(self) -> None:
-        self._real = httpx.AsyncHTTPTransport()
+        super().__init__()
         self.sent: list[tuple[str, float]] = []
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def answer(self, request: httpx.Request) -> httpx.Response:
         self.sent.append((request.method, time.monotonic()))
-        return await self._real.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
+        return await self.forward(request)
 
 
 async def _cleanup_sends(rate: float | None) -> list[tuple[str, float]]:
@@ -55,7 +53,7 @@ async def _cleanup_sends(rate: float | None) -> list[tuple[str, float]]:
         settings = ZengramConfig(
             url=store.url, namespace=NS, cleanup="after", searchable_timeout_s=0.0
         )
-        target = ZengramTarget(settings, Secret(store.api_key, "test"), transport=sent)
+        target = ZengramTarget(settings, Secret(store.api_key, "test"), connect=sent)
         target.lease = LeaseHolder(instance="ci", ttl_s=600.0)
         target.write_rate = rate
         try:

@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_store import FakeStore
 from kinds import (
     benchd,
     benchd_rows,
@@ -167,17 +168,17 @@ unlimited = true
 # -- answers that lie, from a proxy of Chroma's own API -----------------------------------
 
 
-class ChromaLies(httpx.AsyncBaseTransport):
+class ChromaLies(FakeStore):
     """Forwards to the real Chroma server; ``repeat`` sends every listing to offset 0 (a
     server ignoring its offset), ``counts`` answers every delete ``{"deleted": -1000000}``
     after carrying it out."""
 
     def __init__(self, lie: str) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+        super().__init__()
         self.lie = lie
         self.listings = 0
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def answer(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if self.lie == "repeat" and path.endswith("/get"):
             body = json.loads(request.content)
@@ -188,15 +189,10 @@ class ChromaLies(httpx.AsyncBaseTransport):
                 body["offset"] = 0
                 headers = [(k, v) for k, v in request.headers.items() if k != "content-length"]
                 request = httpx.Request(request.method, request.url, headers=headers, json=body)
-        answer = await self.inner.handle_async_request(request)
+        answer = await self.forward(request)
         if self.lie == "counts" and path.endswith("/delete"):
-            await answer.aread()
-            await answer.aclose()
             return httpx.Response(200, json={"deleted": -1_000_000})
         return answer
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def lying_chroma(url: str, ns: str, tmp: Path, lie: str) -> tuple[NamespaceFlow, ChromaLies]:
@@ -205,7 +201,7 @@ def lying_chroma(url: str, ns: str, tmp: Path, lie: str) -> tuple[NamespaceFlow,
     proxy = ChromaLies(lie)
     embed = EmbedConfig(model="hash:64", cache_dir=str(tmp))
     config = ChromaConfig(url=url, namespace=ns, embed=embed)
-    store = ChromaStore(config, None, transport=proxy)
+    store = ChromaStore(config, None, connect=proxy)
     store.page_size = 10  # the 36-record corpus over four pages
     return NamespaceFlow(store), proxy
 

@@ -326,13 +326,14 @@ async def test_lancedb_hostile_rows_in_benchds_namespace_end_bounded(
     assert TENANT in {r[1] for r in tenant.snapshot()}
 
 
-# -- answers no real server here gives: shaped with httpx.MockTransport (chroma) ------------
+# -- answers no real server here gives: played by a fake store (chroma) ---------------------
 
 
 def _chroma_answering(query: dict[str, Any], tmp: Path) -> VectorStore:
     import json
 
     import httpx
+    from fake_store import FakeStore
 
     from benchd.embed.config import EmbedConfig
     from benchd.kinds.chroma import ChromaConfig, ChromaStore
@@ -347,7 +348,7 @@ def _chroma_answering(query: dict[str, Any], tmp: Path) -> VectorStore:
         url="http://chroma.invalid:8000", namespace="benchd-x",
         embed=EmbedConfig(model=f"hash:{DIMS}", cache_dir=str(tmp)),
     )  # fmt: skip
-    return ChromaStore(config, None, transport=httpx.MockTransport(answer))
+    return ChromaStore(config, None, connect=FakeStore(answer))
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetProtocolError
 from benchd.http.answers import decode
 from benchd.http.client import Answer, ErrorContext
+from benchd.http.sender import Connect
 from benchd.kinds.http.config import Endpoint, HttpConfig
 from benchd.kinds.http.lease import LeaseRecords, is_lease_name
 from benchd.kinds.http.records import (
@@ -101,7 +102,7 @@ class TemplatedStore(StoreOverHttp):
         config: HttpConfig,
         secret: Secret | None,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.config = config
         auth = {} if secret is None else {config.auth_header: config.auth_prefix + secret.reveal()}
@@ -109,7 +110,7 @@ class TemplatedStore(StoreOverHttp):
             api="the API this probe's templates describe",
             key_source=secret.source if secret else "",
         )
-        super().__init__(config, auth, transport, context=context)
+        super().__init__(config, auth, connect, context=context)
         self._search_what = f"{config.search.method} {self._base}{config.search.path}"
         # {embedding} / {q_embedding}: vectors from benchd's embed stage (docs/targets.md)
         self._embed = embed_stage(config.embed, config) if config.embed is not None else None
@@ -407,7 +408,7 @@ class TemplatedTarget(FlowOverHttp):
         config: HttpConfig,
         secret: Secret | None,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        connect: Connect | None = None,
     ) -> None:
         self.config = config
-        super().__init__(TemplatedStore(config, secret, transport=transport))
+        super().__init__(TemplatedStore(config, secret, connect=connect))
