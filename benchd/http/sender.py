@@ -337,6 +337,10 @@ class _Connection(asyncio.BufferedProtocol):
         if self._transport is not None:
             self._transport.close()
 
+    def on_running_loop(self) -> bool:
+        """Whether this connection was opened on the event loop running now."""
+        return self._loop is asyncio.get_running_loop()
+
     async def exchange(self, wire: bytes, timeout_s: float) -> Answer:
         """Write one request and wait for its whole answer, at most ``timeout_s``."""
         assert self._transport is not None and self._waiter is None
@@ -424,6 +428,10 @@ class _Pool:
             if self.idle_s is not None and time.monotonic() - conn.idle_since > self.idle_s:
                 conn.close()
                 self.close()  # the others went idle before it
+                break
+            if not conn.on_running_loop():  # a connection serves the loop that opened it
+                conn.close()
+                self.close()
                 break
             if conn.open:
                 try:

@@ -11,10 +11,12 @@ import threading
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import anyio
 import httpx
 import pytest
+from fake_store import FakeStore
 from loopback_target import LoopbackTarget, serve_target
 
 from benchd.errors import (
@@ -328,3 +330,28 @@ async def test_reading_a_small_answer_allocates_no_large_buffer() -> None:
             server.join(timeout=10)
     assert answers == [("a", "b")] * 20
     assert peak - before < 64 * 1024
+
+
+def test_an_idle_connection_is_not_reused_on_another_event_loop() -> None:
+    """A pool kept across ``anyio.run`` calls opens a new connection on the new loop."""
+    opened: list[object] = []
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"results": []})
+
+    store = FakeStore(answer)
+
+    async def connect(factory: Any, host: str, port: int, tls: Any) -> Any:
+        protocol = await store(factory, host, port, tls)
+        opened.append(protocol)
+        return protocol
+
+    sender = PoolSender(max_response_bytes=1 << 20, connect=connect)
+    spec = sender.prepare(httpx.Request("GET", "http://store.test/health"))
+
+    async def once() -> int:
+        return (await sender.send(spec, "GET /health", 5.0)).status
+
+    assert anyio.run(once) == 200
+    assert anyio.run(once) == 200
+    assert len(opened) == 2  # the first loop's idle connection was closed, not reused
