@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,7 +70,9 @@ class Pool:
         """Mean over queries of current minus reference."""
         refs = self.references()
         n = len(refs)
-        return math.fsum(c - r for c, r in zip(self.current, refs, strict=True)) / n if n else 0.0
+        if len(self.current) != n:
+            raise ValueError(f"{len(self.current)} current values for {n} queries")
+        return math.fsum(map(operator.sub, self.current, refs)) / n if n else 0.0
 
     def moved(self) -> bool:
         """Whether any query's reference samples disagree (the system showed noise)."""

@@ -336,7 +336,8 @@ def compare(
     ids = sorted(set(ref.samples) & set(after.metrics))
     rows = [after.metrics[q] for q in ids]
     samples = [ref.samples[q] for q in ids]
-    keys = [k for k in metric_keys(rows, settings.metrics) if all(k in s for s in samples)]
+    shared = set(samples[0]).intersection(*samples[1:]) if samples else set()
+    keys = [k for k in metric_keys(rows, settings.metrics) if k in shared]
     metrics, noise, columns = _metrics(ids, ref, after, keys, settings)
     return DriftOutcome(
         baseline=kind,
