@@ -50,12 +50,12 @@ __all__ = ["GZIP_LEVEL", "MetricsCache", "StatusCache", "Zipped", "wants_gzip"]
 
 GZIP_LEVEL = 4  # of a 0.3-0.5 MB body: a third of level 9's CPU, 15-20% more bytes
 _EOF = b"# EOF\n"  # OpenMetrics' last line: the fresh part ends the body, so it carries it
-_STATUS_BODIES = 8  # status bodies kept, one per (probes asked, queries) combination
+_STATUS_BODIES = 4  # status bodies kept (each ~0.5 MB, and its gzip state once asked)
 Encoder = Callable[[Any], bytes]
 
 
 def wants_gzip(accept_encoding: str) -> bool:
-    """Whether the client takes gzip (the test Starlette's GZip middleware applies too)."""
+    """Whether the client takes gzip (the same test as Starlette's GZip middleware's)."""
     return "gzip" in accept_encoding
 
 

@@ -140,7 +140,7 @@ def set_auth(app: Starlette, authenticator: Authenticator | None) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Endpoints:
-    """The route handlers, closed over the book, the registry and the daemon's controls."""
+    """The route handlers, closed over the book, its rendered bodies and the daemon's controls."""
 
     book: ResultBook
     metrics_cache: MetricsCache
