@@ -48,6 +48,7 @@ __all__ = [
     "TEXT_CHARS",
     "clear_secrets",
     "encodable",
+    "generation",
     "label",
     "mask",
     "mask_value",
@@ -102,6 +103,7 @@ _NOTHING = re.compile(r"(?!)")
 _probe: re.Pattern[str] = _NOTHING  # any secret's first or last MIN_FRAGMENT characters
 # text()'s answers for the secrets registered now; a new dict whenever they change
 _memo: dict[tuple[str, int, bool], str] = {}
+_generation = 0  # see generation()
 MEMO_KEPT = 16384
 """Most texts :func:`text` remembers (ids, labels, queries: the same every scrape)."""
 
@@ -166,8 +168,15 @@ def clear_secrets() -> None:
 def _forget() -> None:
     """Drop what text() remembered: set after the secrets, so a reader that finds the new
     (empty) memo reads the new secrets too; an answer made meanwhile lands in the old one."""
-    global _memo
+    global _memo, _generation
     _memo = {}
+    _generation += 1
+
+
+def generation() -> int:
+    """A number that changes whenever the registered secrets do (a cache of masked text
+    keyed on it is never served after a new secret)."""
+    return _generation
 
 
 def text(value: object, limit: int = TEXT_CHARS, *, one_line: bool = False) -> str:

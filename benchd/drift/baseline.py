@@ -141,10 +141,6 @@ class Baseline:
     key_scheme: str = ""
     canary: PinnedCanary | None = None  # on a probe that embeds on the client
 
-    def per_query_metrics(self) -> dict[str, Mapping[str, float]]:
-        """Query id -> metric values, the shape :func:`benchd.drift.tracker.compare_runs` takes."""
-        return {qid: q.metrics for qid, q in self.queries.items()}
-
 
 def expected_ranks(expected_ids: Sequence[str], ranked_ids: Sequence[str]) -> dict[str, int | None]:
     """1-based rank of each expected id in ``ranked_ids`` (first occurrence), else None."""

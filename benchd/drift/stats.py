@@ -24,8 +24,11 @@ change" signal.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,10 +38,10 @@ __all__ = ["RBO_PERSISTENCE", "NoiseTest", "Pool", "noise_tests", "rbo"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
 RBO_PERSISTENCE = 0.9  # weight of rank d+1 relative to rank d; the top 10 carry ~86 %
 _TOLERANCE = 1e-9  # float rounding of means of ratios
 _CELLS_PER_CHUNK = 1 << 20  # draws x queries per chunk: bounds memory at ~8 MiB a matrix
-_MATMUL_KEYS = 4  # from this many keys a 0/1 matrix product beats gathering (_picked_sums)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +59,20 @@ class Pool:
     current: Sequence[float]
     pinned_first: bool = False
 
+    def references(self) -> list[float]:
+        """Each query's reference: its first sample when pinned, else its samples' mean."""
+        if self.pinned_first:
+            return [v[0] for v in self.values]
+        sums, counts = map(math.fsum, self.values), map(len, self.values)
+        return [t / c for t, c in zip(sums, counts, strict=True)]
+
     def delta(self) -> float:
         """Mean over queries of current minus reference."""
-        refs = [v[0] if self.pinned_first else math.fsum(v) / len(v) for v in self.values]
+        refs = self.references()
         n = len(refs)
-        return math.fsum(c - r for c, r in zip(self.current, refs, strict=True)) / n if n else 0.0
+        if len(self.current) != n:
+            raise ValueError(f"{len(self.current)} current values for {n} queries")
+        return math.fsum(map(operator.sub, self.current, refs)) / n if n else 0.0
 
     def moved(self) -> bool:
         """Whether any query's reference samples disagree (the system showed noise)."""
@@ -77,100 +89,201 @@ class NoiseTest:
     n: int
 
 
-def _matrix(pool: Pool, rows: IntArray) -> tuple[FloatArray, IntArray]:
-    """The chosen rows' values padded to one matrix, current value last; and each row's size."""
-    sizes = np.array([len(pool.values[i]) + 1 for i in rows], dtype=np.int64)
-    out = np.zeros((len(rows), int(sizes.max(initial=2))), dtype=np.float64)
-    for row, i in enumerate(rows):
-        samples = pool.values[i]
+def _lengths(pool: Pool) -> IntArray:
+    """Each query's number of reference samples."""
+    return np.fromiter(map(len, pool.values), dtype=np.int64, count=len(pool.values))
+
+
+def _matrix(pool: Pool, lengths: IntArray) -> FloatArray:
+    """Every query's samples padded to one matrix, current value after them."""
+    n = lengths.size
+    width = int(lengths.max(initial=1)) + 1
+    if n and bool(np.all(lengths == lengths[0])):  # the usual case: one numpy conversion
+        out = np.empty((n, width), dtype=np.float64)
+        flat = itertools.chain.from_iterable(pool.values)
+        out[:, :-1] = np.fromiter(flat, np.float64, n * (width - 1)).reshape(n, width - 1)
+        out[:, -1] = pool.current
+        return out
+    out = np.zeros((n, width), dtype=np.float64)
+    for row, samples in enumerate(pool.values):
         out[row, : len(samples)] = samples
-        out[row, len(samples)] = pool.current[i]
-    return out, sizes
+        out[row, len(samples)] = pool.current[row]
+    return out
 
 
-def _moving_rows(pools: Sequence[Pool]) -> IntArray:
-    """Queries whose values (samples and current) differ in some key; the rest add 0 always."""
-    n = len(pools[0].values)
-    moving = [
-        i
-        for i in range(n)
-        if any(
-            max(*p.values[i], p.current[i]) - min(*p.values[i], p.current[i]) > _TOLERANCE
-            for p in pools
-        )
-    ]
-    return np.array(moving, dtype=np.int64)
+def _spread(matrix: FloatArray, lengths: IntArray) -> npt.NDArray[np.bool_]:
+    """Per query, whether its values (samples and current) differ by more than rounding."""
+    drawn = np.arange(matrix.shape[1])[None, :] <= lengths[:, None]
+    high = np.where(drawn, matrix, -np.inf).max(axis=1)
+    low = np.where(drawn, matrix, np.inf).min(axis=1)
+    return np.asarray(high - low > _TOLERANCE)
 
 
-def _stacked(pools: Sequence[Pool], rows: IntArray) -> tuple[FloatArray, IntArray]:
-    """All keys' values as one (queries, samples + 1, keys) array, and each query's size."""
-    parts = [_matrix(p, rows) for p in pools]
-    sizes = parts[0][1]
-    width = max(m.shape[1] for m, _ in parts)
+def _stacked(pools: Sequence[Pool]) -> tuple[FloatArray, IntArray, IntArray] | None:
+    """The moving queries (whose values differ in some key; the rest add 0 always): every
+    key's values as one (queries, samples + 1, keys) array, each one's size, and which
+    queries they are; None when keys differ in samples per moving query."""
+    lengths = [_lengths(p) for p in pools]
+    matrices = [_matrix(p, n) for p, n in zip(pools, lengths, strict=True)]
+    moving = np.zeros(lengths[0].size, dtype=np.bool_)
+    for matrix, n in zip(matrices, lengths, strict=True):
+        moving |= _spread(matrix, n)
+    rows = np.flatnonzero(moving)
+    if any(not np.array_equal(n[rows], lengths[0][rows]) for n in lengths[1:]):
+        return None
+    width = max(m.shape[1] for m in matrices)
     stacked = np.zeros((rows.size, width, len(pools)), dtype=np.float64)
-    for k, (matrix, _) in enumerate(parts):
-        stacked[:, : matrix.shape[1], k] = matrix
-    return stacked, sizes
+    for k, matrix in enumerate(matrices):
+        stacked[:, : matrix.shape[1], k] = matrix[rows]
+    return stacked, lengths[0][rows] + 1, rows
 
 
 def _null(pools: Sequence[Pool], n: int, n_resamples: int, seed: int) -> list[FloatArray]:
     """Each pool's statistic under ``n_resamples`` relabelings shared by all pools.
 
     Per query, the values of every key sit side by side, so one draw of
-    "which sample is current" gathers all keys at once; with ``pinned_first``
+    "which sample is current" picks all keys at once; with ``pinned_first``
     the reference is one other sample, drawn among the rest.
     """
-    rows = _moving_rows(pools)
-    if rows.size == 0:
-        return [np.zeros(n_resamples) for _ in pools]
-    shapes = {tuple(len(p.values[i]) for i in rows) for p in pools}
-    if len(shapes) > 1 or len({p.pinned_first for p in pools}) > 1:
+    stacked = _stacked(pools) if len({p.pinned_first for p in pools}) == 1 else None
+    if stacked is None:
         # keys with different samples per query cannot share a draw: test them apart
         return [_null([p], n, n_resamples, seed)[0] for p in pools]
-    values, sizes = _stacked(pools, rows)
-    width, keys = values.shape[1], values.shape[2]
+    values, sizes, rows = stacked
+    if rows.size == 0:
+        return [np.zeros(n_resamples) for _ in pools]
+    keys = values.shape[2]
     pinned = pools[0].pinned_first
     if not pinned:  # current minus the mean of the others, for each choice of current
         totals = values.sum(axis=1, keepdims=True)
         others = np.maximum(sizes - 1, 1)[:, None, None]
         values = values - (totals - values) / others
-    flat = values.reshape(rows.size * width, keys)
-    base = (np.arange(rows.size) * width)[None, :]
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _CELLS_PER_CHUNK // (rows.size * keys))
-    out: list[FloatArray] = []
-    for start in range(0, n_resamples, chunk):
-        size = min(chunk, n_resamples - start)
-        u, v = rng.random((size, rows.size)), rng.random((size, rows.size))
-        cur = np.minimum((u * sizes).astype(np.int64), sizes - 1)
-        stat = _picked_sums(flat, base + cur)
-        if pinned:
-            other = np.minimum((v * (sizes - 1)).astype(np.int64), sizes - 2)
-            stat = stat - _picked_sums(flat, base + other + (other >= cur))
-        out.append(stat / n)
-    table = np.concatenate(out)  # (n_resamples, keys)
+    classes = _Classes.of(values, sizes)
+    table = np.empty((n_resamples, keys), dtype=np.float64)
+    for start, cur, other in _draws(sizes, n_resamples, keys, seed, pinned=pinned):
+        stat = classes.sums(cur)
+        if other is not None:
+            stat -= classes.sums(other)
+        table[start : start + cur.shape[0]] = stat / n
     return [np.ascontiguousarray(table[:, k]) for k in range(keys)]
 
 
-def _picked_sums(flat: FloatArray, picks: IntArray) -> FloatArray:
-    """``flat[picks].sum(axis=1)``: per draw, the sum over queries of the picked rows.
+_BLOCK_CELLS = 1 << 18  # draws x queries summed at once: arrays of 1-2 MiB, near the CPU
 
-    With several keys the gather copies draws x queries x keys values; as a
-    product of a 0/1 matrix (one 1 per query in each draw's row) with
-    ``flat`` it is one BLAS call, far faster, in pieces of bounded size.
+
+def _draws(
+    sizes: IntArray, n_resamples: int, keys: int, seed: int, *, pinned: bool
+) -> Iterator[tuple[int, Int32Array, Int32Array | None]]:
+    """Blocks of draws: the first draw's number, each query's current sample, and with
+    ``pinned`` its reference sample (another one).
+
+    The random stream is read exactly as it always was (per chunk of
+    ``_CELLS_PER_CHUNK // (queries x keys)`` draws, the current samples' numbers, then
+    the references'), so the same seed draws the same relabelings; without ``pinned``
+    the references' numbers are skipped over, not drawn.
     """
-    keys = flat.shape[1]
-    if keys < _MATMUL_KEYS:
-        return np.asarray(flat[picks].sum(axis=1), dtype=np.float64)
-    draws = picks.shape[0]
-    out = np.empty((draws, keys), dtype=np.float64)
-    step = max(1, _CELLS_PER_CHUNK // flat.shape[0])
-    for start in range(0, draws, step):
-        part = picks[start : start + step]
-        chosen = np.zeros((part.shape[0], flat.shape[0]), dtype=np.float64)
-        np.put_along_axis(chosen, part, 1.0, axis=1)
-        out[start : start + part.shape[0]] = chosen @ flat
-    return out
+    rows = sizes.size
+    top = (sizes - 1).astype(np.int32)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CELLS_PER_CHUNK // (rows * keys))
+    block = max(chunk, _BLOCK_CELLS // rows // chunk * chunk)
+    for first in range(0, n_resamples, block):
+        count = min(block, n_resamples - first)
+        u = np.empty((count, rows), dtype=np.float64)
+        v = np.empty((count, rows), dtype=np.float64) if pinned else None
+        for at in range(0, count, chunk):
+            size = min(chunk, count - at)
+            rng.random(out=u[at : at + size])
+            if v is not None:
+                rng.random(out=v[at : at + size])
+            else:
+                rng.bit_generator.advance(size * rows)  # type: ignore[attr-defined]
+        np.multiply(u, sizes, out=u)
+        cur = u.astype(np.int32)
+        np.minimum(cur, top, out=cur)
+        if v is None:
+            yield first, cur, None
+            continue
+        np.multiply(v, sizes - 1, out=v)
+        other = v.astype(np.int32)
+        np.minimum(other, top - 1, out=other)
+        other += other >= cur
+        yield first, cur, other
+
+
+@dataclass(frozen=True, slots=True)
+class _Classes:
+    """Each query's samples grouped into classes of equal values (all keys equal).
+
+    A store's noise moves a query between few distinct readings (a pair of
+    results swapped or not), so summing the picked values over queries is the
+    sum of class 0's values plus, per other class ``c``, a 0/1 matrix (the
+    draws that picked it) times the class's difference from class 0.
+    """
+
+    base: FloatArray  # (keys,): every query's class-0 values summed
+    index: npt.NDArray[np.int16]  # (queries x samples,): the class of each sample
+    offsets: npt.NDArray[np.int32]  # (queries,): where each query's samples start in ``index``
+    steps: tuple[FloatArray, ...]  # per class c >= 1: (queries, keys) its values - class 0's
+    flags: FloatArray  # ``index`` as floats (with two classes, the 0/1 matrix's entries)
+
+    @classmethod
+    def of(cls, values: FloatArray, sizes: IntArray) -> _Classes:
+        rows, width, keys = values.shape
+        reps = np.zeros((width, rows, keys), dtype=np.float64)
+        reps[0] = values[:, 0, :]
+        count = np.ones(rows, dtype=np.int64)
+        index = np.zeros((rows, width), dtype=np.int16)
+        every = np.arange(rows)
+        for j in range(1, width):
+            drawn = j < sizes
+            sample = values[:, j, :]
+            found = np.full(rows, -1, dtype=np.int64)
+            for c in range(int(count.max())):
+                same = drawn & (found < 0) & (c < count) & np.all(sample == reps[c], axis=1)
+                found[same] = c
+            new = drawn & (found < 0)
+            found[new] = count[new]
+            reps[count[new], every[new]] = sample[new]
+            count[new] += 1
+            index[:, j] = np.where(drawn, found, 0)
+        steps = []
+        for c in range(1, int(count.max())):
+            step = reps[c] - reps[0]
+            step[count <= c] = 0.0
+            steps.append(step)
+        offsets = (every * width).astype(np.int32)
+        flat = index.ravel()
+        return cls(reps[0].sum(axis=0), flat, offsets, tuple(steps), flat.astype(np.float64))
+
+    def sums(self, picks: Int32Array) -> FloatArray:
+        """Per draw (row of ``picks``: each query's sample), the picked values summed."""
+        out = np.broadcast_to(self.base, (picks.shape[0], self.base.size)).copy()
+        if not self.steps:
+            return out
+        at = self.offsets + picks
+        if len(self.steps) == 1:  # classes 0 and 1: the class is the 0/1 flag
+            out += self.flags[at] @ self.steps[0]
+            return out
+        picked = self.index[at]
+        for c, step in enumerate(self.steps, start=1):
+            out += _picked_sums(step, picked == c)
+        return out
+
+
+def _picked_sums(flat: FloatArray, picks: IntArray | npt.NDArray[np.bool_]) -> FloatArray:
+    """Per draw, the sum over queries of the picked rows of ``flat``.
+
+    ``picks`` holds either each query's row of ``flat`` (one per query) or
+    0/1 flags over the rows (a draw's queries that picked a class); the
+    former is turned into the latter. Their product with ``flat`` is one BLAS
+    call, 5-20x faster than gathering draws x queries x keys values.
+    """
+    chosen = picks
+    if picks.dtype != np.bool_:
+        chosen = np.zeros((picks.shape[0], flat.shape[0]), dtype=np.bool_)
+        np.put_along_axis(chosen, picks.astype(np.int64), True, axis=1)
+    return np.asarray(chosen.astype(np.float64) @ flat, dtype=np.float64)
 
 
 def _tail(null: FloatArray, edge: float, two_sided: bool) -> tuple[float, FloatArray]:
@@ -211,15 +324,16 @@ def noise_tests(
     nulls = _null([pools[k] for k in keys], n, n_resamples, seed)
     raw: dict[str, float] = {}
     min_p = np.ones(n_resamples)
+    deltas = {key: pools[key].delta() for key in keys}
     for key, null in zip(keys, nulls, strict=True):
-        raw[key], each = _tail(null, pools[key].delta(), two_sided)
+        raw[key], each = _tail(null, deltas[key], two_sided)
         np.minimum(min_p, each, out=min_p)
     sorted_min = np.sort(min_p)
     out: dict[str, NoiseTest] = {}
     for key in keys:
         below = np.searchsorted(sorted_min, raw[key] + _TOLERANCE, side="right")
         adjusted = max(raw[key], (1.0 + float(below)) / (n_resamples + 1.0))
-        out[key] = NoiseTest(pools[key].delta(), min(adjusted, 1.0), raw[key], n)
+        out[key] = NoiseTest(deltas[key], min(adjusted, 1.0), raw[key], n)
     return out
 
 
@@ -239,6 +353,18 @@ def rbo(
         return 1.0
     if not a or not b:
         return 0.0
+    if a == b:  # the usual case between two cycles: what the loop gives any k equal ids
+        return _rbo_equal(k, p)
+    return _rbo(a, b, k, p)
+
+
+@functools.lru_cache(maxsize=64)
+def _rbo_equal(k: int, p: float) -> float:
+    same = [str(i) for i in range(k)]
+    return _rbo(same, same, k, p)
+
+
+def _rbo(a: list[str], b: list[str], k: int, p: float) -> float:
     seen_a: set[str] = set()
     seen_b: set[str] = set()
     overlap = 0

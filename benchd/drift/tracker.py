@@ -72,6 +72,7 @@ __all__ = [
 _TOLERANCE = 1e-9  # a delta of exactly -min_delta counts, despite float rounding
 
 PerQuery = Mapping[str, Mapping[str, float]]
+_Columns = dict[str, list[float]]  # key -> a value per query
 Ranks = Mapping[str, int | None]
 
 
@@ -146,29 +147,30 @@ def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def _reference_value(ref: Reference, qid: str, key: str) -> float:
-    values = ref.samples[qid][key]
-    return values[0] if ref.pinned_first else _mean(values)
-
-
 def _regressions(
-    ids: Sequence[str], ref: Reference, after: Snapshot, keys: Sequence[str]
+    ids: Sequence[str],
+    ref: Reference,
+    after: Snapshot,
+    columns: tuple[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]],
 ) -> tuple[RegressedQuery, ...]:
+    """Queries whose score dropped in some key, worst drop first; ``columns`` holds each
+    key's reference and current values, in the order of ``ids``."""
+    before_cols, after_cols = columns
     found: list[tuple[float, RegressedQuery]] = []
-    for qid in ids:
-        worst: tuple[float, str, float] | None = None
-        for key in keys:
-            before = _reference_value(ref, qid, key)
-            drop = before - after.metrics[qid][key]
+    for i, qid in enumerate(ids):
+        worst: tuple[float, str, float, float] | None = None
+        for key, befores in before_cols.items():
+            before, now = befores[i], after_cols[key][i]
+            drop = before - now
             if drop > _TOLERANCE and (worst is None or drop > worst[0]):
-                worst = (drop, key, before)
+                worst = (drop, key, before, now)
         if worst is not None:
-            drop, key, before = worst
+            drop, key, before, now = worst
             query = RegressedQuery(
                 qid,
                 key,
                 before,
-                after.metrics[qid][key],
+                now,
                 dict(ref.ranks.get(qid, {})),
                 dict(after.ranks.get(qid, {})),
             )
@@ -197,19 +199,18 @@ def _metrics(
     after: Snapshot,
     keys: Sequence[str],
     settings: DriftSettings,
-) -> tuple[dict[str, MetricDrift], NoiseKind]:
+) -> tuple[dict[str, MetricDrift], NoiseKind, tuple[_Columns, _Columns]]:
+    """Each key's drift, the noise it was judged against, and each key's reference and
+    current values (in the order of ``ids``)."""
+    samples = [ref.samples[q] for q in ids]
+    now = [after.metrics[q] for q in ids]
     pools = {
-        k: Pool(
-            [ref.samples[q][k] for q in ids],
-            [after.metrics[q][k] for q in ids],
-            ref.pinned_first,
-        )
-        for k in keys
+        k: Pool([s[k] for s in samples], [m[k] for m in now], ref.pinned_first) for k in keys
     }
     noise = _noise_kind(pools, ref)
     gate = _gate(pools, noise, settings)
-    cols_b = {k: [_reference_value(ref, q, k) for q in ids] for k in keys}
-    cols_a = {k: [after.metrics[q][k] for q in ids] for k in keys}
+    cols_b = {k: pool.references() for k, pool in pools.items()}
+    cols_a = {k: list(pool.current) for k, pool in pools.items()}
     p_queries = paired_tests(
         cols_b, cols_a, n_resamples=settings.n_permutations, seed=settings.seed
     )
@@ -225,7 +226,7 @@ def _metrics(
             delta, gate[key], p_queries[key], detected, cis[key][0], cis[key][1], len(ids),
             before=_mean(cols_b[key]), after=_mean(cols_a[key]),
         )  # fmt: skip
-    return out, noise
+    return out, noise, (cols_b, cols_a)
 
 
 def _change(
@@ -334,14 +335,16 @@ def compare(
         return DriftOutcome(stale=True, stale_reason=reason, model=after.model)
     ids = sorted(set(ref.samples) & set(after.metrics))
     rows = [after.metrics[q] for q in ids]
-    keys = [k for k in metric_keys(rows, settings.metrics) if all(k in ref.samples[q] for q in ids)]
-    metrics, noise = _metrics(ids, ref, after, keys, settings)
+    samples = [ref.samples[q] for q in ids]
+    shared = set(samples[0]).intersection(*samples[1:]) if samples else set()
+    keys = [k for k in metric_keys(rows, settings.metrics) if k in shared]
+    metrics, noise, columns = _metrics(ids, ref, after, keys, settings)
     return DriftOutcome(
         baseline=kind,
         noise=noise,
         samples=ref.count,
         metrics=metrics,
-        regressed=_regressions(ids, ref, after, keys),
+        regressed=_regressions(ids, ref, after, columns),
         change=_change(ids, ref, after, noise, depth, settings),
         model=after.model,
     )
@@ -413,12 +416,7 @@ def pinned_reference(baseline: Baseline, quiet: Sequence[Snapshot], depth: int) 
 
 def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
     """The window's cycles; rankings are compared with its oldest cycle's."""
-    samples: dict[str, dict[str, list[float]]] = {}
-    for snap in window:
-        for qid, values in snap.metrics.items():
-            per_key = samples.setdefault(qid, {})
-            for key, value in values.items():
-                per_key.setdefault(key, []).append(value)
+    samples = _window_samples(window)
     first = window[0]
     overlap = {
         q: [rbo(s.rankings.get(q, ()), ranked, depth) for s in window[1:] if q in s.rankings]
@@ -440,6 +438,23 @@ def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
         count=len(window),
         scores=scores,
     )
+
+
+def _window_samples(window: Sequence[Snapshot]) -> dict[str, dict[str, list[float]]]:
+    """Query id -> key -> its values over the window's cycles (those that answered it)."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    for qid in dict.fromkeys(q for snap in window for q in snap.metrics):
+        rows = [snap.metrics[qid] for snap in window if qid in snap.metrics]
+        keys = rows[0].keys()
+        if all(row.keys() == keys for row in rows):  # the usual case: the same keys each cycle
+            samples[qid] = {key: [row[key] for row in rows] for key in keys}
+            continue
+        per_key: dict[str, list[float]] = {}
+        for row in rows:
+            for key, value in row.items():
+                per_key.setdefault(key, []).append(value)
+        samples[qid] = per_key
+    return samples
 
 
 def _transition(was: bool, now: bool) -> Transition | None:

@@ -1,9 +1,11 @@
 """The Prometheus surfacer: a custom collector over the result book.
 
-Every scrape builds the metric families afresh from one :class:`BookSnapshot`
+The collector builds the metric families afresh from one :class:`BookSnapshot`
 (client_python "custom collectors"), so a probe removed by a reload vanishes
 from ``/metrics`` instead of going stale, and nothing here ever computes a
 metric: it only renames what the cycle result and the book already hold.
+``/metrics`` renders them through :mod:`benchd.surfacers.rendered`, which
+renders a probe's families again only when its state changed.
 The names, labels and meanings are catalogued in ``docs/metrics.md``.
 """
 
@@ -32,7 +34,16 @@ from benchd import __version__, redact
 from benchd.result import CYCLE_OUTCOMES, DEGRADED_REASONS, CycleResult, LatencySummary
 from benchd.surfacers.result_book import BookSnapshot, ProbeState, ResultBook
 
-__all__ = ["UNCUT_K", "BookCollector", "build_registry", "split_metric_key"]
+__all__ = [
+    "UNCUT_K",
+    "BookCollector",
+    "book_families",
+    "build_registry",
+    "completed",
+    "probe_families",
+    "process_registry",
+    "split_metric_key",
+]
 
 _PERCENTILES = (("50", "p50"), ("90", "p90"), ("95", "p95"), ("99", "p99"), ("100", "max"))
 _QUALITY = ["probe", "target", "corpus"]
@@ -106,21 +117,48 @@ class BookCollector(Collector):
         return ()
 
     def collect(self) -> Iterator[Metric]:
-        for family in self._collect():
-            yield _masked(family)
-
-    def _collect(self) -> Iterator[Metric]:
         snap = self._book.snapshot()
-        states = [snap.states[p] for p in snap.probes if p in snap.states]
-        yield from _self_health(snap, states)
-        yield from _seeding(states)
-        yield from _quality(states)
-        yield from _latency(states)
-        yield from _requests(states)
-        yield from _short_answers(states)
-        yield from _drift(states)
-        yield from _embed_canary(states)
-        yield _thresholds(states)
+        yield from book_families(snap)
+        yield from probe_families(completed(snap))
+
+
+def completed(snap: BookSnapshot) -> list[ProbeState]:
+    """The configured probes that have completed a cycle, in config order."""
+    return [snap.states[p] for p in snap.probes if p in snap.states]
+
+
+def book_families(snap: BookSnapshot) -> Iterator[Metric]:
+    """The families read from the book as a whole (build, config, cycles, intervals), masked."""
+    for family in _book_families(snap):
+        yield _masked(family)
+
+
+def probe_families(states: list[ProbeState]) -> Iterator[Metric]:
+    """The families read from the probes' states, masked: always the same families in the
+    same order, and each family's samples probe by probe in the order of ``states``."""
+    for family in _probe_families(states):
+        yield _masked(family)
+
+
+def _book_families(snap: BookSnapshot) -> Iterator[Metric]:
+    build = InfoMetricFamily("benchd_build", "benchd build information.", labels=[])
+    build.add_metric([], {"version": __version__, "python": platform.python_version()})
+    yield build
+    yield from _config(snap)
+    yield _cycles_total(snap)
+    yield _intervals(snap)
+
+
+def _probe_families(states: list[ProbeState]) -> Iterator[Metric]:
+    yield from _self_health(states)
+    yield from _seeding(states)
+    yield from _quality(states)
+    yield from _latency(states)
+    yield from _requests(states)
+    yield from _short_answers(states)
+    yield from _drift(states)
+    yield from _embed_canary(states)
+    yield _thresholds(states)
 
 
 def _short_answers(states: list[ProbeState]) -> Iterator[Metric]:
@@ -156,12 +194,24 @@ def _masked(family: Metric) -> Metric:
 
 
 def build_registry(book: ResultBook, *, extra: Iterable[Collector] = ()) -> CollectorRegistry:
-    """benchd's own registry: the book collector, ``extra`` ones and process/platform/GC."""
+    """benchd's own registry: the book collector, then process/platform/GC and ``extra`` ones
+    (the order ``/metrics`` serves them in: :func:`process_registry` is the part after the book)."""
     registry = CollectorRegistry()
-    standard: tuple[Collector, ...] = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
-    for collector in (*standard, BookCollector(book), *extra):
+    for collector in (BookCollector(book), *_standard(), *extra):
         registry.register(collector)
     return registry
+
+
+def process_registry(extra: Iterable[Collector] = ()) -> CollectorRegistry:
+    """The collectors read afresh at every scrape: process/platform/GC, then ``extra`` ones."""
+    registry = CollectorRegistry()
+    for collector in (*_standard(), *extra):
+        registry.register(collector)
+    return registry
+
+
+def _standard() -> tuple[Collector, ...]:
+    return (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -172,12 +222,7 @@ def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, labels=labels)
 
 
-def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metric]:
-    build = InfoMetricFamily("benchd_build", "benchd build information.", labels=[])
-    build.add_metric([], {"version": __version__, "python": platform.python_version()})
-    yield build
-    yield from _config(snap)
-    yield _cycles_total(snap)
+def _self_health(states: list[ProbeState]) -> Iterator[Metric]:
     up = _gauge(
         "benchd_up",
         "1 if the probe's last cycle was a success (not degraded, failed or timed out), else 0.",
@@ -203,7 +248,7 @@ def _self_health(snap: BookSnapshot, states: list[ProbeState]) -> Iterator[Metri
         )
         for kind, count in sorted(s.cycle_errors.items()):
             errors.add_metric([s.name, kind], count)
-    yield from (up, info, errors, _intervals(snap))
+    yield from (up, info, errors)
     yield from _degraded(states)
     yield from _cycle_times(states)
 

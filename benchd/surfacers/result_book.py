@@ -192,6 +192,7 @@ class BookSnapshot:
     reload_error: str | None = None  # why the last reload failed (None after a success)
     cleanups: Mapping[str, CleanupOutcome] = field(default_factory=dict)  # shutdown cleanups
     reload_times: tuple[float, ...] = ()  # successful reloads, oldest first (the last few)
+    version: int = 0  # the book's generation: any change to what it holds changes it
 
     @property
     def pending(self) -> tuple[str, ...]:
@@ -223,6 +224,7 @@ class ResultBook:
         self._reload_error: str | None = None
         self._cleanups: dict[str, CleanupOutcome] = {}
         self._reload_times: deque[float] = deque(maxlen=_RELOAD_TIMES)
+        self._version = 0  # bumped under the lock by every change; see BookSnapshot.version
 
     @property
     def buckets(self) -> tuple[float, ...]:
@@ -238,6 +240,7 @@ class ResultBook:
             self._intervals = {p: float(v) for p, v in (intervals or {}).items() if p in probes}
             for name in [n for n in self._states if n not in probes]:
                 del self._states[name]
+            self._version += 1
 
     def record(self, result: CycleResult) -> None:
         """Fold one finished cycle (with the threshold verdicts it carries) into the book.
@@ -255,6 +258,7 @@ class ResultBook:
             if result.thresholds:
                 state = self._states[result.probe]
                 self._states[result.probe] = replace(state, thresholds=result.thresholds)
+            self._version += 1
 
     def config_loaded(self, at: float) -> None:
         """Note the start-up load: successful, timestamped, but not counted as a reload."""
@@ -262,6 +266,7 @@ class ResultBook:
             self._reload_ok = True
             self._reload_error = None
             self._reload_at = at
+            self._version += 1
 
     def config_reload(self, success: bool, at: float, error: str | None = None) -> None:
         """Note the outcome of a config reload (SIGHUP or POST /-/reload), and count it."""
@@ -272,6 +277,7 @@ class ResultBook:
             if success:
                 self._reload_at = at
                 self._reload_times.append(at)
+            self._version += 1
 
     def cleanup(self, probe: str, report: _CleanupLike, at: float) -> None:
         """Record a probe's shutdown cleanup (kept after the probe is removed)."""
@@ -279,6 +285,7 @@ class ResultBook:
             self._cleanups[probe] = CleanupOutcome(
                 report.namespace, report.deleted, report.leftover, at
             )
+            self._version += 1
 
     def snapshot(self) -> BookSnapshot:
         """A consistent, immutable view for one scrape or one status request."""
@@ -295,6 +302,7 @@ class ResultBook:
                 reload_error=self._reload_error,
                 cleanups=dict(self._cleanups),
                 reload_times=tuple(self._reload_times),
+                version=self._version,
             )
 
     def latest(self, probe: str) -> CycleResult | None:

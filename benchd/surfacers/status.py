@@ -37,11 +37,16 @@ if TYPE_CHECKING:  # a type only: surfacers read the scheduler's view, never dri
 __all__ = [
     "HEALTH_WORDS",
     "SCHEMA_VERSION",
+    "clean",
     "iso_time",
+    "probe_common",
+    "probe_detail",
     "probe_health",
     "probe_state",
     "result_to_json",
     "status_document",
+    "status_head",
+    "status_tail",
 ]
 
 SCHEMA_VERSION = 1
@@ -150,32 +155,46 @@ def status_document(
     names = [n for n in snap.probes if probes is None or n in probes]
     return _clean(
         {
-            "schema": SCHEMA_VERSION,
-            "version": __version__,
-            "python": platform.python_version(),
-            "ready": book.configured() and not snap.pending,
-            "pending": list(snap.pending),
-            "config": {
-                "last_reload_successful": snap.reload_successful,
-                "last_reload_success_at": snap.reload_success_at,
-                "last_reload_success_at_iso": iso_time(snap.reload_success_at),
-                "last_reload_error": snap.reload_error,
-                "reload_times": list(snap.reload_times),
-            },
+            **status_head(snap, configured=book.configured()),
             "probes": {
                 name: _probe(snap, name, schedules.get(name), queries=queries) for name in names
             },
-            "cleanup": {
-                name: {
-                    "namespace": c.namespace,
-                    "deleted": c.deleted,
-                    "leftover_records": c.leftover,
-                    "at": iso_time(c.at),
-                }
-                for name, c in sorted(snap.cleanups.items())
-            },
+            **status_tail(snap),
         }
     )
+
+
+def status_head(snap: BookSnapshot, *, configured: bool) -> dict[str, Any]:
+    """The status document's keys before ``probes`` (raw: :func:`clean` makes it JSON-safe)."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "version": __version__,
+        "python": platform.python_version(),
+        "ready": configured and not snap.pending,
+        "pending": list(snap.pending),
+        "config": {
+            "last_reload_successful": snap.reload_successful,
+            "last_reload_success_at": snap.reload_success_at,
+            "last_reload_success_at_iso": iso_time(snap.reload_success_at),
+            "last_reload_error": snap.reload_error,
+            "reload_times": list(snap.reload_times),
+        },
+    }
+
+
+def status_tail(snap: BookSnapshot) -> dict[str, Any]:
+    """The status document's keys after ``probes``: shutdown cleanups (raw)."""
+    return {
+        "cleanup": {
+            name: {
+                "namespace": c.namespace,
+                "deleted": c.deleted,
+                "leftover_records": c.leftover,
+                "at": iso_time(c.at),
+            }
+            for name, c in sorted(snap.cleanups.items())
+        },
+    }
 
 
 def probe_state(state: ProbeState | None, schedule: Schedule | None = None) -> tuple[str, str]:
@@ -252,10 +271,16 @@ def _failure_streak(state: ProbeState) -> int:
 def _probe(
     snap: BookSnapshot, name: str, schedule: Schedule | None, *, queries: bool
 ) -> dict[str, Any]:
+    detail = probe_detail(snap.states.get(name), queries=queries)
+    return {**probe_common(snap, name, schedule), **detail}
+
+
+def probe_common(snap: BookSnapshot, name: str, schedule: Schedule | None) -> dict[str, Any]:
+    """A probe's entry up to its last result: its state, schedule and interval (raw)."""
     state: ProbeState | None = snap.states.get(name)
     label, reason = probe_state(state, schedule)
     due = schedule.next_due_at if schedule is not None else None
-    common = {
+    return {
         "state": label,
         "health": probe_health(state),
         "reason": reason,
@@ -264,10 +289,13 @@ def _probe(
         "next_cycle_at_iso": iso_time(due),
         "interval_s": snap.intervals.get(name),
     }
+
+
+def probe_detail(state: ProbeState | None, *, queries: bool) -> dict[str, Any]:
+    """A probe's entry after :func:`probe_common`: read from ``state`` alone (raw)."""
     if state is None:
-        return {**common, "last": None, "history": [], "cycles": {}, "cycles_total": 0}
+        return {"last": None, "history": [], "cycles": {}, "cycles_total": 0}
     return {
-        **common,
         **_changes(state),
         "model": state.model,
         "last_success_at": state.last_success_at,
@@ -439,6 +467,11 @@ def _error(result: CycleResult) -> dict[str, Any] | None:
     if result.error_kind is None and result.error_message is None:
         return None
     return {"kind": result.error_kind, "message": result.error_message}
+
+
+def clean(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` JSON-safe and secret-free (what every status document goes through)."""
+    return _clean(document)
 
 
 def _clean(document: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ scrape never delays the event loop that times the probes' requests.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Protocol
 
 import anyio
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -33,7 +32,8 @@ from benchd.errors import BenchdError
 from benchd.logging import get_logger
 from benchd.redact import text
 from benchd.schedule import Busy, OverBudget, Schedule, Started, TriggerOutcome
-from benchd.surfacers.prometheus import build_registry
+from benchd.surfacers.prometheus import process_registry
+from benchd.surfacers.rendered import MetricsCache, StatusCache, wants_gzip
 from benchd.surfacers.result_book import ResultBook
 from benchd.surfacers.status import status_document
 from benchd.web.auth import Authenticator, Verdict
@@ -140,10 +140,11 @@ def set_auth(app: Starlette, authenticator: Authenticator | None) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Endpoints:
-    """The route handlers, closed over the book, the registry and the daemon's controls."""
+    """The route handlers, closed over the book, its rendered bodies and the daemon's controls."""
 
     book: ResultBook
-    registry: CollectorRegistry
+    metrics_cache: MetricsCache
+    status_cache: StatusCache
     reload_callback: ReloadCallback | None
     control: Control | None
 
@@ -165,8 +166,11 @@ class _Endpoints:
 
     async def metrics(self, request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        body = await anyio.to_thread.run_sync(encoder, self.registry)
-        return Response(body, headers={"Content-Type": content_type})
+        gzip = wants_gzip(request.headers.get("accept-encoding", ""))
+        body = await anyio.to_thread.run_sync(
+            lambda: self.metrics_cache.render(encoder, content_type, gzip=gzip)
+        )
+        return _body(body, content_type, gzip=gzip)
 
     async def healthz(self, request: Request) -> Response:
         return PlainTextResponse("OK\n")
@@ -190,10 +194,14 @@ class _Endpoints:
             if unknown:
                 return _message(404, "error", _no_probe(unknown[0], known))
         schedules = self._schedules()
-        body = await anyio.to_thread.run_sync(
-            lambda: _status_body(self.book, schedules, names, queries)
-        )
-        return Response(body, media_type="application/json")
+        gzip = wants_gzip(request.headers.get("accept-encoding", ""))
+
+        def render() -> bytes:
+            zipped = self.status_cache.render(schedules, names, queries=queries)
+            return zipped.gzip() if gzip else zipped.body
+
+        body = await anyio.to_thread.run_sync(render)
+        return _body(body, "application/json", gzip=gzip)
 
     async def run_probe(self, request: Request) -> Response:
         if self.control is None:
@@ -256,14 +264,13 @@ def _probe_page_body(book: ResultBook, schedules: Mapping[str, Schedule], name: 
     return render_probe_page(status_document(book, schedules, probes=[name]), name)
 
 
-def _status_body(
-    book: ResultBook,
-    schedules: Mapping[str, Schedule],
-    names: list[str] | None,
-    queries: bool,
-) -> bytes:
-    document = status_document(book, schedules, probes=names, queries=queries)
-    return json.dumps(document, allow_nan=False, separators=(",", ":")).encode()
+def _body(body: bytes, content_type: str, *, gzip: bool) -> Response:
+    """A rendered body, gzipped already when ``gzip`` (the middleware then passes it on; it
+    adds ``Vary`` to a plain one)."""
+    headers = {"Content-Type": content_type}
+    if gzip:
+        headers |= {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"}
+    return Response(body, headers=headers)
 
 
 def _message(status_code: int, status: str, message: str) -> JSONResponse:
@@ -286,7 +293,8 @@ def build_app(
     """
     guard = GuardHolder(policy or GuardPolicy())
     extra = (*extra_collectors, RefusedCollector(guard))
-    endpoints = _Endpoints(book, build_registry(book, extra=extra), reload, control)
+    metrics = MetricsCache(book, process_registry(extra))
+    endpoints = _Endpoints(book, metrics, StatusCache(book), reload, control)
     routes = [
         Route("/", endpoints.landing, methods=["GET"]),
         Route("/probe/{name}", endpoints.probe_page, methods=["GET"]),

@@ -61,7 +61,6 @@ class _Frame:
     y0: float
     y1: float
     plot_bottom: float
-    legend_rows: int = 1
     ticks: tuple[float, ...] = field(default=())
 
     def x(self, t: float) -> float:
@@ -278,7 +277,7 @@ def line_chart(
         else (floor if floor is not None else 0.0, ceil if ceil is not None else 1.0)
     )
     t0, t1 = _time_range(times)
-    frame = _Frame(t0, t1, y0, y1, plot_bottom, rows)
+    frame = _Frame(t0, t1, y0, y1, plot_bottom)
     body = [_value_axis(frame, unit), _time_axis(frame)]
     if not values:
         body.append(f'<text x="{_L + 10}" y="{_T + 30}">no readings in the kept history</text>')

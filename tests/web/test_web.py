@@ -96,6 +96,31 @@ async def test_metrics_are_gzipped_when_the_scraper_accepts_it() -> None:
         assert "benchd_quality" in response.text
 
 
+async def test_cached_bodies_are_served_alike_gzipped_or_not_and_follow_new_cycles() -> None:
+    book = ResultBook()
+    book.record(make_result())
+    async with running(book) as client:
+        for path in ("/metrics", "/api/status"):
+            zipped = await client.get(path, headers={"Accept-Encoding": "gzip"})
+            plain = await client.get(path, headers={"Accept-Encoding": "identity"})
+            assert zipped.headers["content-encoding"] == "gzip"
+            assert "content-encoding" not in plain.headers
+            assert zipped.headers["vary"] == plain.headers["vary"] == "Accept-Encoding", path
+            if path == "/api/status":
+                assert zipped.json() == plain.json() and plain.json()["probes"]["alpha"]
+                continue
+            lines = [[ln for ln in r.text.splitlines() if "benchd_" in ln] for r in (zipped, plain)]
+            assert lines[0] == lines[1] and lines[0]
+        metrics = (await client.get("/metrics")).text
+        assert "process_cpu_seconds_total" in metrics
+        assert 'benchd_cycles_total{outcome="success",probe="alpha"} 1.0' in metrics
+        book.record(make_result(cycle=2))
+        metrics = (await client.get("/metrics")).text
+        assert 'benchd_cycles_total{outcome="success",probe="alpha"} 2.0' in metrics
+        status = (await client.get("/api/status")).json()
+        assert status["probes"]["alpha"]["cycles_total"] == 2
+
+
 @pytest.mark.promtool
 async def test_promtool_accepts_the_served_metrics() -> None:
     tool = promtool_path()
