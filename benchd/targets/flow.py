@@ -45,7 +45,7 @@ import anyio
 import anyio.lowlevel
 
 from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.fixtures.stream import memory_ids
+from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
 from benchd.hooks import Fire, enter_phase, report_poll
 from benchd.logging import get_logger
 from benchd.result import RankedIds, SeedReport, TargetInfo
@@ -93,6 +93,10 @@ READ_BACK_LIMIT = 100
 
 CHECKPOINT_EVERY = 1000
 """A pass over the corpus that sends nothing yields to the event loop this often (records)."""
+
+HELD_WRITES = 2000
+"""A pass that finds at most this many records to write holds them for the writes; more
+are made again from the corpus by a second pass (a changed corpus of 10^6 is not held)."""
 
 
 def content_of(record: Mapping[str, Any]) -> str:
@@ -278,11 +282,10 @@ class NamespaceFlow(NamespaceOwnership):
             # that listing is the read-back, and a second one would be the same pages.
             unchanged_since = existing if self._changes == changes else None
             verified, missing = await self._verify(ids, progress, unchanged_since)
-        last: list[Mapping[str, Any]] = []  # the corpus's last memory, noted on the way
-        self.store.seeded(self._records(_noting_last(memories, last), self._fresh))
+        self.store.seeded(CorpusRecords(self, memories, self._fresh))
         enter_phase(progress, "searchable")
         self._progress = progress
-        searchable = await self._searchable_after(memories, ids, missing, last)
+        searchable = await self._searchable_after(memories, ids, missing)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -329,24 +332,39 @@ class NamespaceFlow(NamespaceOwnership):
         What the store would skip is not sent at all: against a per-key write
         budget a steady-state cycle then costs no writes.
         """
+        if self.store.plan.cleanup == "before" or not existing.claimed:
+            # nothing listed to keep: the one pass is the writes'
+            return await self._write_batches(self._records(memories), len(memories), progress), 0
         keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
-        if self.store.plan.cleanup != "before" and existing.claimed:
-            for n, record in enumerate(self._records(memories)):
-                if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
-                    await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
-                listed = existing.records.get(record.store_id)
-                if listed is None:
-                    continue
-                if self.store.unchanged(listed, record):
-                    keep[n] = 1
-                elif record.store_id in existing.claimed and self.store.stale(listed, record):
-                    stale.append(record.store_id)  # only what the listing shows as benchd's
+        held: list[Record] | None = []  # what to write, while few: no second pass for it
+        for n, record in enumerate(self._records(memories)):
+            if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
+                await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
+            listed = existing.records.get(record.store_id)
+            if listed is not None and self.store.unchanged(listed, record):
+                keep[n] = 1
+                continue
+            if (
+                listed is not None
+                and record.store_id in existing.claimed
+                and self.store.stale(listed, record)
+            ):
+                stale.append(record.store_id)  # only what the listing shows as benchd's
+            if held is not None:
+                held.append(record)
+                held = held if len(held) <= HELD_WRITES else None
         if stale and self._can_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
             await self._delete_ids(stale)
         kept = len(keep) - keep.count(0)
-        to_write = (r for n, r in enumerate(self._records(memories)) if not keep[n])
+        if kept == len(memories):
+            return (0, 0, 0), kept  # nothing to write: no second pass
+        to_write: Iterable[Record] = (
+            held
+            if held is not None
+            else (r for n, r in enumerate(self._records(memories)) if not keep[n])
+        )
         counts = await self._write_batches(to_write, len(memories) - kept, progress)
         return counts, kept
 
@@ -440,18 +458,12 @@ class NamespaceFlow(NamespaceOwnership):
         return found
 
     async def _searchable_after(
-        self,
-        memories: Sequence[Mapping[str, Any]],
-        ids: Sequence[str],
-        missing: tuple[str, ...],
-        noted: Sequence[Mapping[str, Any]] = (),
+        self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
     ) -> float | None:
         """Seconds until the last memory kept is found by its own text; None if never.
 
         A memory the store did not keep never shows: polling for it would
-        spend the whole timeout to learn nothing. ``noted`` holds the corpus's
-        last memory where a pass already read it (a streamed corpus is not read
-        again for it).
+        spend the whole timeout to learn nothing.
         """
         plan = self.store.plan
         if not ids:
@@ -460,7 +472,7 @@ class NamespaceFlow(NamespaceOwnership):
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] not in gone), None)
         if last is None or plan.searchable_timeout_s <= 0:
             return None
-        probe = noted[-1] if noted and last == len(ids) - 1 else memories[last]
+        probe = memories[last]  # a streamed corpus reads it from a line start noted at load
         query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
         started = time.monotonic()
         delay = 0.02
@@ -661,6 +673,41 @@ class NamespaceFlow(NamespaceOwnership):
         return deleted
 
 
+class CorpusRecords:
+    """The corpus as a store is told it once seeded (:meth:`Store.seeded`): its size and
+    dates known without reading it, its records (each with its copy in ``listing``) made
+    as they are read."""
+
+    __slots__ = ("_dates", "_flow", "_listing", "_memories")
+
+    def __init__(
+        self,
+        flow: NamespaceFlow,
+        memories: Sequence[Mapping[str, Any]],
+        listing: Listing | None,
+    ) -> None:
+        self._flow = flow
+        self._memories = memories
+        self._listing = listing
+        self._dates = corpus_dates(memories)
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._flow._records(self._memories, self._listing)
+
+    @property
+    def latest_created_s(self) -> float | None:
+        """The latest ``created_at`` the corpus gives (epoch seconds); None: none gives one."""
+        return self._dates.latest_s
+
+    def undated(self) -> Iterator[Record]:
+        """The records of the memories that give no ``created_at`` (read only for them)."""
+        memories = memories_at(self._memories, self._dates.undated)
+        return self._flow._records(memories, self._listing)
+
+
 def _clamped(counts: Counts, sent: int) -> Counts:
     """A store's (written, skipped, errors) for a batch of ``sent``, each at least 0 and
     together at most ``sent``: what a store reports is never counted beyond what was sent."""
@@ -670,13 +717,6 @@ def _clamped(counts: Counts, sent: int) -> Counts:
         out.append(kept)
         left -= kept
     return out[0], out[1], out[2]
-
-
-def _noting_last(items: Iterable[T], last: list[T]) -> Iterator[T]:
-    """``items``, the latest one kept in ``last`` (one element) as they are read."""
-    for item in items:
-        last[:] = (item,)
-        yield item
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:

@@ -31,7 +31,7 @@ week.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -75,6 +75,7 @@ from benchd.targets.store import (
     Page,
     Recheck,
     Record,
+    SeededCorpus,
     SeedPlan,
 )
 
@@ -440,9 +441,9 @@ class ZengramStore(HttpStore):
             wire.same_field(listed.kept, name, value) for name, value in wanted.items()
         )
 
-    def seeded(self, records: Iterable[Record]) -> None:
+    def seeded(self, corpus: SeededCorpus) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
-        self._anchor = self._corpus_time(records)
+        self._anchor = self._corpus_time(corpus)
 
     # -- the wire format ----------------------------------------------------------------
 
@@ -483,24 +484,21 @@ class ZengramStore(HttpStore):
         self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
         return wire.iso_ms(self._last_fill_ms)
 
-    def _corpus_time(self, records: Iterable[Record]) -> str | None:
+    def _corpus_time(self, corpus: SeededCorpus) -> str | None:
         """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
 
         Sent as ``reference_date`` to a query that has none, it makes date
         words resolve against the corpus rather than the calendar. With
         ``cleanup = "never"`` the records benchd dated keep the time of the
         seed that wrote them, so "recently" or "this week" keep meaning the
-        same records however long ago that seed was.
+        same records however long ago that seed was. Only the memories that
+        give no date are read for it (the corpus's latest date is known).
         """
-        latest: float | None = None
-        for record in records:
-            stamp = record.memory.get("created_at")
-            if stamp is not None:
-                moment = wire.epoch_s(stamp)
-            else:
-                moment = None if record.listed is None else record.listed.created_s
-                if moment is None and self._filled_ms is not None:
-                    moment = self._filled_ms / 1000  # the latest benchd filled (none later)
+        latest = corpus.latest_created_s
+        for record in corpus.undated():
+            moment = None if record.listed is None else record.listed.created_s
+            if moment is None and self._filled_ms is not None:
+                moment = self._filled_ms / 1000  # the latest benchd filled (none later)
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
         self._filled_ms = None
