@@ -32,11 +32,11 @@ import pytrec_eval
 from benchd.cli import main as benchd_main
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import Fixture, load_fixture
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore import RefStoreConfig, running_refstore
 from benchd.refstore.retrievers import RETRIEVERS
 from benchd.scoring.ranking import query_metrics
-from benchd.targets.base import SearchQuery
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CRANFIELD = REPO.parent / "shared" / "data" / "cranfield"

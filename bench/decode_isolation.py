@@ -34,10 +34,10 @@ from typing import Any
 
 import anyio
 
+from benchd.http import answers
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.load import LoadProfile, LoadRun, run_load
-from benchd.targets import answers
-from benchd.targets.base import SearchQuery
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 BIG_IDS = 580_000  # about 10 MB
 QUERY = SearchQuery(q="anything", limit=10)

@@ -3,7 +3,7 @@
 For listing pages of growing size (records shaped like ``benchd synth``'s, as
 the reference store lists them) it prints the median time to decode and
 reduce the page on the event loop, and the median round trip through the
-decode worker (:mod:`benchd.targets.decoder`, body spilled to a file as the
+decode worker (:mod:`benchd.http.decoder`, body spilled to a file as the
 HTTP layer does) with the loop time that round trip still costs. The inline
 time is what every other probe's scheduled send waits; the worker's is what
 the call waits. ``INLINE_DECODE_BYTES`` belongs where the inline time reaches
@@ -22,8 +22,8 @@ from functools import partial
 
 import anyio
 
-from benchd.targets import answers, decoder
-from benchd.targets.zengram_wire import export_page as _export_page
+from benchd.http import answers, decoder
+from benchd.kinds.zengram_wire import export_page as _export_page
 
 
 def page(records: int) -> bytes:

@@ -9,7 +9,7 @@ record. This measures that window for every delete of a ``cleanup =
 budget (60 a minute), three ways:
 
 - ``paced``: as benchd runs now: the deletes are kept within the probe's
-  share of the key's write budget (``write_rate``, :mod:`benchd.targets.pacing`:
+  share of the key's write budget (``write_rate``, :mod:`benchd.store.pacing`:
   one minute's share at once, then spaced), use the latest listing (the
   lease's read-back), and the namespace is listed again before a delete once
   the listing is older than ``RELIST_AFTER_S`` (15 s);
@@ -33,11 +33,11 @@ from typing import Any
 import anyio
 
 from benchd.config.secrets import Secret
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.targets import flow
-from benchd.targets.lease import LeaseHolder
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store import flow
+from benchd.store.lease import LeaseHolder
 
 KEY = "bench-key-delete-window-0123"
 

@@ -29,12 +29,12 @@ from benchd.config.load import ProbeConfig, TargetConfig, load_config
 from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.fixtures.model import Fixture, load_fixture, packaged_fixture
+from benchd.kinds import build_target
+from benchd.kinds.zengram import ZengramConfig
 from benchd.load import LoadProfile
 from benchd.refstore.server import running_refstore
 from benchd.refstore.testing import make_config
 from benchd.result import CycleResult
-from benchd.targets import build_target
-from benchd.targets.zengram import ZengramConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

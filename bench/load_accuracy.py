@@ -33,10 +33,10 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 
+from benchd.http.sender import make_http_fire
 from benchd.load import LoadProfile, LoadRun, run_load
 from benchd.result import LatencySummary
 from benchd.scoring.latency import summarize
-from benchd.targets.transport import make_http_fire
 
 PATH = "/memory/search?q=timing&limit=10"
 

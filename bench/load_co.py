@@ -27,9 +27,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_common import delay_server, describe_machine, run_wrk, wrk_binary
 
+from benchd.http.sender import make_http_fire
 from benchd.load import LoadProfile, run_load
 from benchd.result import LatencySummary, LoadResult
-from benchd.targets.transport import make_http_fire
 
 PATH = "/memory/search?q=stall&limit=10"
 RATE = 100.0

@@ -33,9 +33,9 @@ from load_common import (
     run_locust,
 )
 
+from benchd.http.sender import Build, make_http_fire
 from benchd.load import LoadProfile, run_load
 from benchd.scoring.ranking import query_metrics
-from benchd.targets.transport import Build, make_http_fire
 
 QUERIES = [f"what did alice say about deploy number {i}" for i in range(12)]
 RELEVANCE = [{f"mem-{i % 10}": 1, f"mem-{(i + 3) % 10}": 2, "mem-missing": 1} for i in range(12)]

@@ -6,7 +6,7 @@ One command::
 
 Starts the reference store (``benchd refstore``, a subprocess) and, for each
 case, the hand-written MCP server of the tests
-(``tests/targets/mcp/hostile_server.py``, a subprocess). On one event loop,
+(``tests/kinds/mcp/hostile_server.py``, a subprocess). On one event loop,
 as in the daemon, a zengram probe searches the reference store back to back
 while the MCP probe reads, ``--repeats`` times, through the same tool store
 a probe uses:
@@ -46,11 +46,11 @@ import anyio
 import anyio.lowlevel
 
 from benchd.config.secrets import Secret
-from benchd.targets.base import SearchQuery
-from benchd.targets.mcp.config import McpConfig, SearchTool, ToolMap
-from benchd.targets.mcp.connect import open_session
-from benchd.targets.mcp.tools import ToolStore
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.kinds.mcp.config import McpConfig, SearchTool, ToolMap
+from benchd.kinds.mcp.connect import open_session
+from benchd.kinds.mcp.tools import ToolStore
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = REPO / "tests" / "targets" / "mcp" / "hostile_server.py"

@@ -8,7 +8,7 @@ paths of the same zengram target:
 - **serial**: ``target.search(query)`` — what the serial pass sends (the
   adapter's retrying httpx client, error map, decode, mapping to fixture ids);
 - **load**: the target's ``load_sender`` at concurrency 1 — the load engine's
-  own transport (``benchd.targets.transport``), same parsing and mapping.
+  own transport (``benchd.http.sender``), same parsing and mapping.
 
 Each path runs ``--rounds`` times over the queries, alternating, and the CPU
 of this process (user + system, ``resource.getrusage``; the store is another
@@ -86,8 +86,8 @@ async def measure(config_path: Path, rounds: int) -> tuple[list[float], list[flo
     from benchd.config.load import load_config
     from benchd.cycle import _search_query, run_cycle
     from benchd.fixtures.model import load_fixture
+    from benchd.kinds import register_kinds
     from benchd.parts import load_parts
-    from benchd.targets import register_kinds
 
     register_kinds()
     probe = load_config(config_path).probes[0]

@@ -33,7 +33,7 @@ import httpx
 
 from benchd.config.secrets import Secret
 from benchd.errors import TargetError
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 
 
 def _records(n: int) -> list[dict[str, Any]]:

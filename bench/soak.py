@@ -41,11 +41,11 @@ from prometheus_client import generate_latest
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.errors import ERROR_KINDS
+from benchd.kinds.zengram import ZengramConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
-from benchd.targets.zengram import ZengramConfig
 
 KEY = "soak-key-" + os.urandom(6).hex()
 KEY_ENV = "BENCHD_SOAK_KEY"

@@ -10,7 +10,7 @@ polls, the serial pass and the load pass — and warns, with the numbers, when
 a key's probes cannot fit its budget on their schedule. It also gives each
 probe its share of the key's read budget, which the load pass is paced to,
 and of its write budget, which the flow's deletes are spaced to
-(:mod:`benchd.targets.pacing`).
+(:mod:`benchd.store.pacing`).
 
 ``benchd validate --config`` and daemon start-up print the warnings; a
 probe's ``[probe.budget]`` declares its key's budget (every probe on one key

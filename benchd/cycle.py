@@ -44,7 +44,7 @@ from benchd.scoring.ranking import (
     set_metrics,
 )
 from benchd.scoring.stats import bootstrap_cis
-from benchd.targets.base import (
+from benchd.store.target import (
     ProbeTarget,
     Progress,
     SearchQuery,

@@ -32,7 +32,7 @@ Each :class:`TargetError` has a ``kind`` — one of ``timeout``, ``connect``,
 ``auth``, ``redirect``, ``http_4xx``, ``rate_limited``, ``http_5xx``, ``decode``,
 ``tool_error``, ``ownership`` — the bounded label value used for error counters. Which
 answer becomes which error is decided in one place,
-:func:`benchd.targets.client.status_error`.
+:func:`benchd.http.client.status_error`.
 """
 
 from __future__ import annotations

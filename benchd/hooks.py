@@ -1,6 +1,6 @@
 """What the cycle and the store adapters share: the load pass's call, and progress hooks.
 
-A base module (it imports nothing of benchd's), so that :mod:`benchd.targets`
+A base module (it imports nothing of benchd's), so that :mod:`benchd.kinds`
 never imports the cycle (:mod:`benchd.load`, :mod:`benchd.cycle`) for these
 few names; tests/test_layering.py holds the rule.
 

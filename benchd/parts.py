@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from benchd.config.load import ProbeConfig
 from benchd.drift.baseline import Baseline, load_baseline
 from benchd.errors import InputError
-from benchd.targets import ProbeTarget, build_target
-from benchd.targets.vectors import stage_of
+from benchd.kinds import ProbeTarget, build_target
+from benchd.kinds.vectors import stage_of
 
 __all__ = ["check_parts", "load_parts"]
 

@@ -31,9 +31,9 @@ from benchd.logging import get_logger
 from benchd.parts import check_parts, load_parts
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
-from benchd.targets.base import ProbeTarget, Progress
-from benchd.targets.lease import LeaseHolder, Role, default_instance, new_token
-from benchd.targets.lease_token import held_token, let_go, token_key
+from benchd.store.lease import LeaseHolder, Role, default_instance, new_token
+from benchd.store.lease_token import held_token, let_go, token_key
+from benchd.store.target import ProbeTarget, Progress
 
 __all__ = [
     "INTERNAL",

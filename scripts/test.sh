@@ -37,10 +37,10 @@ need promtool prometheus "promtool and prometheus for the rule and scrape tests"
 need prometheus-alertmanager prometheus-alertmanager "the alert-routing test"
 need chromium chromium "the status page test"
 # --- mcp kind (#24): the npm MCP servers its tests run (server-memory, the supergateway
-# stdio->HTTP bridge), pinned by tests/targets/mcp/npm/package-lock.json, installed into
+# stdio->HTTP bridge), pinned by tests/kinds/mcp/npm/package-lock.json, installed into
 # ./.ci-npm/ (git-ignored, never global); reinstalled only when the lockfile changes.
 if command -v npm >/dev/null 2>&1; then
-    NPM_PINS="$ROOT/tests/targets/mcp/npm"
+    NPM_PINS="$ROOT/tests/kinds/mcp/npm"
     if ! cmp -s "$NPM_PINS/package-lock.json" "$ROOT/.ci-npm/package-lock.json" \
         || [ ! -x "$ROOT/.ci-npm/node_modules/.bin/mcp-server-memory" ]; then
         rm -rf "$ROOT/.ci-npm" && mkdir -p "$ROOT/.ci-npm"

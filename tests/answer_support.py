@@ -1,6 +1,6 @@
 """Test plumbing: judge a (status, headers, body) answer the way benchd's HTTP layer does.
 
-The error map (:func:`~benchd.targets.client.status_error`) runs first,
+The error map (:func:`~benchd.http.client.status_error`) runs first,
 then the target's async search parser on a 2xx, as both passes do.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 
-from benchd.targets.base import SearchQuery
-from benchd.targets.client import Answer, status_error
+from benchd.http.client import Answer, status_error
+from benchd.store.target import SearchQuery
 
 
 def parse_answer(

@@ -10,7 +10,7 @@ import pytest
 import structlog
 from hypothesis import settings
 
-from benchd.targets import register_kinds
+from benchd.kinds import register_kinds
 
 # Lease holder tokens go to a folder of this test session, not the user's
 # ~/.local/state/benchd; subprocesses inherit it. Tests of the state folder's

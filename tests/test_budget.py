@@ -15,8 +15,8 @@ from benchd.config.load import Config, ProbeConfig, TargetConfig, parse_config
 from benchd.config.secrets import Secret
 from benchd.errors import ConfigError
 from benchd.fixtures.model import packaged_fixture
+from benchd.kinds.zengram import ZengramConfig
 from benchd.load import LoadProfile
-from benchd.targets.zengram import ZengramConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = (36, 16)  # memories, queries of the packaged smoke fixture

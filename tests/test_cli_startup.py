@@ -14,8 +14,8 @@ import pytest
 from benchd.cli import COMMANDS, build_parser
 
 # Heavy modules no command's parser may pull in before a command runs.
-HEAVY = {"numpy", "httpx", "anyio", "prometheus_client", "structlog", "benchd.targets",
-         "benchd.refstore", "starlette", "uvicorn", "rich"}  # fmt: skip
+HEAVY = {"numpy", "httpx", "anyio", "prometheus_client", "structlog", "benchd.kinds",
+         "benchd.store", "benchd.refstore", "starlette", "uvicorn", "rich"}  # fmt: skip
 # What `benchd --version` may load of benchd itself: the package, the CLI and what it catches.
 CLI_ONLY = {"benchd", "benchd.cli", "benchd.errors", "benchd.redact"}
 
@@ -104,7 +104,7 @@ def test_rich_is_not_imported_when_stderr_is_not_a_terminal(tmp_path: Path) -> N
         tmp_path, "validate", "-c", str(config), env={**fake_rich(tmp_path), "BRAIN_API_KEY": "k"}
     )
     assert code == 0
-    assert {"structlog", "httpx", "benchd.targets"} <= modules  # the importers did run
+    assert {"structlog", "httpx", "benchd.kinds"} <= modules  # the importers did run
     assert "rich" not in modules
 
 
@@ -126,5 +126,5 @@ def test_validate_imports_no_cycle_and_no_numpy(tmp_path: Path) -> None:
     assert loaded_modules(tmp_path, "init", str(config))[0] == 0
     code, modules = loaded_modules(tmp_path, "validate", "-c", str(config))
     assert code == 0
-    assert "benchd.targets" in modules and "benchd.parts" in modules
+    assert "benchd.kinds" in modules and "benchd.parts" in modules
     assert not {"numpy", "benchd.cycle", "benchd.load", "benchd.probe"} & modules

@@ -12,11 +12,11 @@ from benchd.config.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import load_fixture, packaged_fixture
+from benchd.kinds.zengram import ZengramConfig
 from benchd.load import LoadProfile
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio
 KEY = "cycle-test-key-42"

@@ -30,7 +30,7 @@ CYCLE = ("benchd.cycle", "benchd.load", "benchd.probe", "benchd.budget")
 """The probe cycle: running one, its load engine, its request budget."""
 RUNNERS = ("benchd.scheduler", "benchd.daemon", "benchd.commands", "benchd.cli", "benchd.web")
 """What drives cycles and serves their results: schedules, entry points, the web app."""
-TARGETS = ("benchd.targets",)
+TARGETS = ("benchd.kinds", "benchd.store", "benchd.http")
 SCORING = ("benchd.scoring",)
 RESULT = ("benchd.result",)
 SURFACERS = ("benchd.surfacers",)
@@ -57,7 +57,7 @@ RULES = (
     Rule(
         "embed (shared by the reference store and the targets) imports neither, nor the cycle",
         ("benchd.embed",),
-        forbidden=("benchd.refstore", *TARGETS, *CYCLE, *RUNNERS, *SURFACERS),
+        forbidden=("benchd.refstore", "benchd.kinds", "benchd.store", *CYCLE, *RUNNERS, *SURFACERS),
     ),
 )
 
@@ -218,8 +218,8 @@ def test_config_reads_no_kind_until_an_entry_point_hands_it_the_registry(tmp_pat
             parse_config(doc, file="t.toml", base=Path("."))
         except RuntimeError as exc:
             print("refused:", exc)
-        assert "benchd.targets" not in sys.modules, "config imported the targets"
-        from benchd.targets import register_kinds
+        assert "benchd.kinds" not in sys.modules, "config imported the targets"
+        from benchd.kinds import register_kinds
         register_kinds()
         print("kinds:", parse_config(doc, file="t.toml", base=Path(".")).probes[0].target.kind)
         """
@@ -230,5 +230,5 @@ def test_config_reads_no_kind_until_an_entry_point_hands_it_the_registry(tmp_pat
     assert proc.returncode == 0, proc.stderr
     refused, kinds = proc.stdout.splitlines()
     assert refused.startswith("refused: no store kinds are registered")
-    assert "benchd.targets.register_kinds()" in refused
+    assert "benchd.kinds.register_kinds()" in refused
     assert kinds == "kinds: python"

@@ -24,10 +24,10 @@ from benchd.config.thresholds import parse_threshold
 from benchd.drift.baseline import baseline_from_result, write_baseline
 from benchd.errors import ConfigError
 from benchd.fixtures.model import load_fixture, packaged_fixture
+from benchd.kinds.zengram import ZengramConfig, sentinel_id
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
-from benchd.targets.zengram import ZengramConfig, sentinel_id
 
 pytestmark = pytest.mark.anyio
 KEY = "probe-test-key-0042"

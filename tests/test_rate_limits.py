@@ -18,13 +18,13 @@ from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.cycle import load_pass
 from benchd.fixtures.model import load_fixture, packaged_fixture
+from benchd.kinds import build_target
+from benchd.kinds.zengram import ZengramConfig
 from benchd.load import OUTCOMES, LoadProfile
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.ratelimit import RateLimiter
 from benchd.refstore.server import RunningRefStore, running_refstore
-from benchd.targets import build_target
-from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio
 KEY = "rate-limit-test-key-7"

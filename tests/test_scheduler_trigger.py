@@ -13,11 +13,11 @@ from surfacers.cycles import make_result
 
 from benchd.config.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
+from benchd.kinds.python import PythonConfig
+from benchd.kinds.zengram import ZengramConfig
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.scheduler import Busy, OverBudget, ProbeLoop, Started, reads_of
-from benchd.targets.python import PythonConfig
-from benchd.targets.zengram import ZengramConfig
 
 pytestmark = pytest.mark.anyio
 

@@ -23,6 +23,7 @@ from benchd.config.secrets import Secret
 from benchd.errors import TargetError
 from benchd.fixtures.model import packaged_fixture
 from benchd.hooks import WaitClock, covered_s, waits_reported_to
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.load import LoadProfile, run_load
 from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
@@ -31,7 +32,6 @@ from benchd.result import CycleResult
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import result_to_json
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
 
 pytestmark = pytest.mark.anyio
 KEY = "test-key-waits-0123456789"

@@ -134,8 +134,8 @@ async def _pin_live(
     from benchd.commands.once import hand_back, say_read_only
     from benchd.config.load import load_config
     from benchd.errors import TargetError
+    from benchd.kinds import register_kinds
     from benchd.probe import ProbeRunner
-    from benchd.targets import register_kinds
 
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(config_path)
@@ -168,7 +168,7 @@ async def _pin_live(
 
 def _arm_canary(runner: ProbeRunner) -> None:
     """Each repeat reads the embedding canary: its texts, else the corpus's first queries."""
-    from benchd.targets.vectors import stage_of
+    from benchd.kinds.vectors import stage_of
 
     stage = stage_of(runner.target)
     if stage is not None and stage.config.canary_on:

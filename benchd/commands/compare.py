@@ -387,7 +387,7 @@ async def _pairs(args: argparse.Namespace) -> list[tuple[Side, Side]]:
 async def _pairs_of_config(path: str) -> list[tuple[Side, Side]]:
     from benchd.commands.once import run_probes
     from benchd.config.load import load_config
-    from benchd.targets import register_kinds
+    from benchd.kinds import register_kinds
 
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
     results = await run_probes(load_config(path))

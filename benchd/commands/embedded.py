@@ -15,9 +15,9 @@ from benchd.config.budget import BudgetSettings
 from benchd.config.load import DEFAULT_LISTEN, Config, ProbeConfig, ServerConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.fixtures.model import packaged_fixture
+from benchd.kinds.zengram import ZengramConfig
 from benchd.load import LoadProfile
 from benchd.refstore.server import RefStoreConfig, running_refstore
-from benchd.targets.zengram import ZengramConfig
 
 __all__ = ["embedded_config", "embedded_default"]
 

@@ -37,13 +37,13 @@ from benchd.errors import (
     UsageError,
 )
 from benchd.fixtures.model import load_fixture
+from benchd.kinds import register_kinds
 from benchd.logging import get_logger
 from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
+from benchd.store.target import Progress
 from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
-from benchd.targets import register_kinds
-from benchd.targets.base import Progress
 
 __all__ = ["cli_thresholds", "exit_code", "register"]
 

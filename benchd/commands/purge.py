@@ -21,10 +21,10 @@ from benchd.config.locate import locate_config
 from benchd.config.secrets import read_secret
 from benchd.errors import EXIT_OK, EXIT_TARGET, UsageError
 from benchd.fixtures.model import load_fixture
-from benchd.targets import build_target, capabilities_of, register_kinds
-from benchd.targets.base import ProbeTarget
-from benchd.targets.lease import LeaseHolder, default_instance
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.kinds import build_target, capabilities_of, register_kinds
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
+from benchd.store.lease import LeaseHolder, default_instance
+from benchd.store.target import ProbeTarget
 
 __all__ = ["register"]
 

@@ -117,7 +117,7 @@ async def _handle(args: argparse.Namespace) -> int:
 
     listen = resolve_listen(args.listen)
     json_logs = None if args.log_format == "auto" else args.log_format == "json"
-    from benchd.targets import register_kinds
+    from benchd.kinds import register_kinds
 
     source = locate_config(args.config)
     source.announce(as_json=not sys.stderr.isatty() if json_logs is None else json_logs)

@@ -159,7 +159,7 @@ def config_fixtures(path: str | Path, *, check_secrets: bool = False) -> tuple[l
     Raises :class:`~benchd.errors.ConfigError` (with every problem) if the config is bad.
     """
     from benchd.config.load import load_config  # the config stack only when asked for
-    from benchd.targets import register_kinds
+    from benchd.kinds import register_kinds
 
     register_kinds()  # config decodes [probe.target] with the kinds handed to it
     config = load_config(path, secrets=check_secrets)
@@ -187,7 +187,7 @@ def budget_warnings(
     from benchd.budget import plan_budgets
     from benchd.config.load import load_config
     from benchd.errors import ConfigError
-    from benchd.targets import register_kinds
+    from benchd.kinds import register_kinds
 
     register_kinds()
     try:  # with the keys when they are there: probes that share one share its budget
@@ -209,7 +209,7 @@ def guarantee_warnings(path: str | Path) -> list[str]:
     """One line per probe that lacks a guarantee benchd keeps for a namespace (its kind's
     declared capabilities), saying which."""
     from benchd.config.load import load_config
-    from benchd.targets import capabilities_of
+    from benchd.kinds import capabilities_of
 
     lines = []
     for probe in load_config(path, secrets=False).probes:
@@ -274,8 +274,8 @@ def store_problems(path: str | Path) -> list[str]:
 
     from benchd.config.load import load_config
     from benchd.errors import TargetError
+    from benchd.kinds import build_target
     from benchd.logging import configure_logging
-    from benchd.targets import build_target
 
     config = load_config(path)
     configure_logging("error")

@@ -4,14 +4,14 @@ Config decodes ``[probe.target]`` with the settings dataclass its ``kind``
 names, but it must not import the adapters (httpx, the HTTP templating, user
 factories): the dependency points the other way, and tests/test_layering.py
 holds it. The registry is handed to config by the entry points:
-:func:`benchd.targets.register_kinds` (also run when :mod:`benchd.targets`
+:func:`benchd.kinds.register_kinds` (also run when :mod:`benchd.kinds`
 is first imported) calls :func:`register_target_kind` for each built-in
 kind, and every command that reads a config calls it first. Config never
 loads an adapter package by name.
 
 What config and the budget planner read of a kind's settings is declared by
 the kind, never probed: :class:`KindSchema` (which a registry entry of
-:mod:`benchd.targets` satisfies) gives the settings every kind may share
+:mod:`benchd.kinds` satisfies) gives the settings every kind may share
 (:class:`CommonSettings`) and what a cycle costs the store besides its
 searches (:class:`StoreCosts`).
 """
@@ -138,6 +138,6 @@ def target_kinds() -> Mapping[str, KindSchema]:
     if not _KINDS:
         raise RuntimeError(
             "no store kinds are registered with benchd.config: call "
-            "benchd.targets.register_kinds() before reading a config (benchd's commands do)"
+            "benchd.kinds.register_kinds() before reading a config (benchd's commands do)"
         )
     return MappingProxyType(_KINDS)

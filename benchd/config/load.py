@@ -4,7 +4,7 @@
 from the environment in every string (``$$`` is a literal ``$``), decodes
 each table into frozen dataclasses (unknown keys are errors naming the file
 and key path), decodes ``[probe.target]`` with its kind's own config type
-from :data:`benchd.targets.TARGET_KINDS`, and reads API keys from the
+from :data:`benchd.kinds.TARGET_KINDS`, and reads API keys from the
 environment or a file. Fixture paths are relative to the config file.
 """
 

@@ -8,7 +8,7 @@ public form (no user info, no query) for every message.
 What travels is decided by a :class:`Poster`. The targets give the embedder
 the bounded client every store answer goes through (size cap, one deadline
 for the whole answer, large answers decoded off the loop, retries, the error
-map: ``benchd.targets.embedding``); without one (the reference store) a
+map: ``benchd.embed.client``); without one (the reference store) a
 plain bounded httpx exchange serves (:class:`HttpxPoster`). Either hands the
 decoded answer to :func:`matrix_of`, which accepts only the documented shape
 and raises ``ValueError`` for anything else: a bad reply is ``decode``.

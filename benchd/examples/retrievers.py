@@ -1,7 +1,7 @@
 """Two in-process retrievers for ``kind = "python"``: BM25 and a tag scorer.
 
 Pure Python, no dependencies; they implement the simple retriever protocol
-of :mod:`benchd.targets.python` (``index(memories)`` + ``search(q, k)``), so
+of :mod:`benchd.kinds.python` (``index(memories)`` + ``search(q, k)``), so
 a config can compare them side by side (``configs/python-bm25-vs-tags.toml``)::
 
     [probe.target]

@@ -1,7 +1,7 @@
 """config is a leaf: importing it loads no adapter, no load engine, no drift machinery.
 
 Target kinds register their settings schemas with :mod:`benchd.config.kinds`
-when an entry point hands them over (``benchd.targets.register_kinds``);
+when an entry point hands them over (``benchd.kinds.register_kinds``);
 config never imports the targets package itself. The check runs in a fresh
 interpreter, since this test process has imported everything already.
 """
@@ -19,7 +19,8 @@ PROBE = textwrap.dedent(
     import json, sys
     import benchd.config.load
     leaf = sorted(m for m in sys.modules if m.split(".")[0] in {"numpy", "httpx", "anyio"}
-                  or m.startswith(("benchd.targets", "benchd.drift.tracker", "benchd.cycle"))
+                  or m.startswith(("benchd.kinds", "benchd.store", "benchd.http",
+                                   "benchd.drift.tracker", "benchd.cycle"))
                   or m == "benchd.load")
     print(json.dumps(leaf))
     """
@@ -43,7 +44,7 @@ def test_load_config_decodes_with_the_kinds_an_entry_point_handed_it(tmp_path: P
     script = textwrap.dedent(
         f"""
         from benchd.config.load import load_config
-        from benchd.targets import register_kinds
+        from benchd.kinds import register_kinds
         register_kinds()
         target = load_config({str(config)!r}).probes[0].target
         print(target.kind, type(target.settings).__name__, target.url, target.namespace)

@@ -13,8 +13,8 @@ from benchd.drift.baseline import baseline_from_result, baseline_from_results
 from benchd.drift.tracker import DriftSettings, DriftTracker, compare_runs, metric_keys
 from benchd.errors import ConfigError
 from benchd.result import CycleResult, QueryResult
+from benchd.store.target import RankedIds
 from benchd.surfacers.log import drift_events, log_cycle
-from benchd.targets.base import RankedIds
 
 HASH = "a" * 64
 

@@ -15,7 +15,7 @@ from benchd.embed.cache import APPLICATION_ID, CACHE_FILE, CacheRefused, VectorC
 from benchd.embed.config import EmbedConfig
 from benchd.embed.models import HashEmbedder
 from benchd.embed.stage import EmbedStage
-from benchd.targets.vectors import embed_stage
+from benchd.kinds.vectors import embed_stage
 
 TEXTS = [f"memory {i} about the staging database on port {5000 + i}" for i in range(6)]
 

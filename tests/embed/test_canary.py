@@ -30,12 +30,12 @@ from benchd.embed.canary import CANARY_MARGIN, learned_threshold, min_cosine
 from benchd.embed.models import HashEmbedder
 from benchd.fixtures.model import load_fixture
 from benchd.inputs import packaged_fixture
+from benchd.kinds import register_kinds
 from benchd.probe import ProbeRunner
 from benchd.result import CycleResult
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector
 from benchd.surfacers.status import probe_state, status_document
-from benchd.targets import register_kinds
 from benchd.web.page import render_page
 
 pytestmark = pytest.mark.timeout(600)
@@ -343,8 +343,8 @@ def test_the_http_kind_with_an_embed_table_reads_the_canary_in_its_info(
     """Armed from a pinned baseline when built (benchd.parts), read by info() with no
     request to the store: a hash:64 canary against vectors pinned from hash:32."""
     from benchd.drift.baseline import Baseline, BaselineQuery, PinnedCanary, write_baseline
+    from benchd.kinds.vectors import stage_of
     from benchd.parts import load_parts
-    from benchd.targets.vectors import stage_of
 
     texts = tuple(first_queries(2))
     pinned = tuple(tuple(float(x) for x in v) for v in HashEmbedder(32).embed_sync(texts))

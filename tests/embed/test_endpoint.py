@@ -1,7 +1,7 @@
 """An ``openai:`` embedder through the targets' bounded client, against a hostile endpoint.
 
 Each case goes through the embed stage a vector kind builds
-(:func:`benchd.targets.vectors.embed_stage`) and ends as a counted error
+(:func:`benchd.kinds.vectors.embed_stage`) and ends as a counted error
 kind, never ``internal``; the URL's user info and query string reach the
 endpoint but no message.
 """
@@ -23,7 +23,7 @@ from benchd.embed.endpoint import EmbedderError, Limits, endpoint_url, matrix_of
 from benchd.embed.models import HashEmbedder, parse_embedder
 from benchd.embed.stage import EmbedStage
 from benchd.errors import TargetError
-from benchd.targets.vectors import embed_stage
+from benchd.kinds.vectors import embed_stage
 
 pytestmark = pytest.mark.anyio
 TEXTS = ["the staging database listens on port 5544", "we ship on fridays"]

@@ -38,13 +38,13 @@ from benchd.config.load import ServerConfig, _ProbeTable, load_config
 from benchd.drift.tracker import DriftSettings
 from benchd.errors import BenchdError
 from benchd.fixtures.model import load_fixture
+from benchd.http import answers as store_answers
+from benchd.kinds import TARGET_KINDS, zengram_wire
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.load import LoadProfile
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets import TARGET_KINDS, zengram_wire
-from benchd.targets import answers as store_answers
-from benchd.targets.base import SearchQuery
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 
 def fuzz(examples: int) -> settings:

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from benchd.drift.stats import Pool, noise_tests
 from benchd.errors import TargetError
-from benchd.targets.answers import (
+from benchd.http.answers import (
     INLINE_DECODE_BYTES,
     MAX_CODINGS,
     MAX_HEAD_BYTES,
@@ -45,8 +45,8 @@ from benchd.targets.answers import (
     Spill,
     finite_number,
 )
-from benchd.targets.client import RetryingClient, RetryPolicy, open_clients
-from benchd.targets.transport import make_http_fire
+from benchd.http.client import RetryingClient, RetryPolicy, open_clients
+from benchd.http.sender import make_http_fire
 
 LIMIT = 1 << 20  # max_response_bytes in these tests
 STACK = 1 << 20

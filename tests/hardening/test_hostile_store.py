@@ -39,10 +39,10 @@ from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.errors import TargetError, TargetRateLimited
 from benchd.fixtures.model import load_fixture
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.probe import ProbeRunner
 from benchd.refstore import RefStoreConfig, running_refstore
-from benchd.targets.base import SearchQuery
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
 

@@ -33,7 +33,7 @@ from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets.owned import owned_id, sentinel_id
+from benchd.store.owned import owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"  # probe_toml names the namespace drill-<probe name>
 FIXTURE_IDS = sorted(mid for mid, _ in TINY_MEMORIES)

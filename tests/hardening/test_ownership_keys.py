@@ -25,12 +25,12 @@ from tenants_support import export
 
 from benchd.config.secrets import Secret
 from benchd.errors import OwnershipError
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.records import content_hash
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets.lease import LeaseHolder
-from benchd.targets.owned import OWNER_KEY, owned_id, sentinel_id
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.lease import LeaseHolder
+from benchd.store.owned import OWNER_KEY, owned_id, sentinel_id
 
 TEXT = dict(TINY_MEMORIES)
 # What the fixture says about each memory besides its text: the fields the server keys.

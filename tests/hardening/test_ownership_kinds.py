@@ -26,7 +26,7 @@ from tenants_support import benchds, export, plant, snapshot
 
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets.owned import sentinel_id
+from benchd.store.owned import sentinel_id
 
 NAMESPACE = "drill-owned"
 HERE = Path(__file__).resolve().parent

@@ -23,8 +23,8 @@ from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets.lease import OBSERVED
-from benchd.targets.owned import OWNER_KEY, owned_id, sentinel_id
+from benchd.store.lease import OBSERVED
+from benchd.store.owned import OWNER_KEY, owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"
 

@@ -26,10 +26,10 @@ from benchd.errors import ConfigError
 from benchd.probe import CleanupReport, ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
+from benchd.store.owned import legacy_sentinel_id, owned_id, sentinel_id
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.prometheus import BookCollector
 from benchd.surfacers.status import status_document
-from benchd.targets.owned import legacy_sentinel_id, owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"
 

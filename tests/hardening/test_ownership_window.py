@@ -20,12 +20,12 @@ import httpx
 import pytest
 
 from benchd.config.secrets import Secret
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.server import RunningRefStore, running_refstore
 from benchd.refstore.testing import make_config
-from benchd.targets import flow
-from benchd.targets.lease import LeaseHolder
-from benchd.targets.owned import owned_id, sentinel_id
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store import flow
+from benchd.store.lease import LeaseHolder
+from benchd.store.owned import owned_id, sentinel_id
 
 pytestmark = pytest.mark.anyio
 KEY = "test-key-window-0123456789"

@@ -15,10 +15,10 @@ import anyio
 import pytest
 
 from benchd.errors import TargetProtocolError, TargetTimeout
+from benchd.http.sender import search_fire
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.server import serve_app
-from benchd.targets.base import SearchQuery
-from benchd.targets.transport import search_fire
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
+from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
 

@@ -29,13 +29,13 @@ from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
 from benchd.cycle import run_cycle
 from benchd.fixtures.model import load_fixture
+from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.surfacers.book import ResultBook
 from benchd.surfacers.junit import render_junit
 from benchd.surfacers.prometheus import build_registry
 from benchd.surfacers.status import status_document
 from benchd.surfacers.table import render_many
 from benchd.surfacers.trec_run import render_trec_run
-from benchd.targets.zengram import ZengramConfig, ZengramTarget
 from benchd.web.page import render_page, render_probe_page
 
 KEY = "sk-benchd-SURROGATE-0c5f2a9e71d4b3"

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchd.config.schema import MAX_LABEL_CHARS, headers_problem, label_problem
-from benchd.targets.transport import RequestSpec
+from benchd.http.sender import RequestSpec
 
 NAMES = st.one_of(
     st.from_regex(r"[A-Za-z][A-Za-z0-9-]{0,20}", fullmatch=True),

@@ -236,7 +236,7 @@ class QdrantTenant:
     ) -> None:
         from qdrant_client import models
 
-        from benchd.targets.qdrant import point_id  # benchd's point of a benchd id
+        from benchd.kinds.qdrant import point_id  # benchd's point of a benchd id
 
         client = self._client()
         try:

@@ -20,9 +20,9 @@ from store_servers import Chroma
 from benchd.embed.config import EmbedConfig
 from benchd.errors import OwnershipError
 from benchd.fixtures.model import load_fixture, packaged_fixture
-from benchd.targets.chroma import ChromaConfig, ChromaStore
-from benchd.targets.owned import OwnedIds
-from benchd.targets.store import Record
+from benchd.kinds.chroma import ChromaConfig, ChromaStore
+from benchd.store.owned import OwnedIds
+from benchd.store.protocol import Record
 
 pytestmark = pytest.mark.anyio
 COLLECTION = "held-ids"

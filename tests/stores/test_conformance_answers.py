@@ -2,7 +2,7 @@
 
 ``benchd once --format json`` against:
 
-- **mcp**: the SDK-built ranked server (tests/targets/mcp/memory_server.py)
+- **mcp**: the SDK-built ranked server (tests/kinds/mcp/memory_server.py)
   answering at most 3 results, ranking benchd's own records (sentinel, lease)
   above the corpus, or answering its list tool's first page for every offset;
 - **http**: configs/http-zengram.toml's target on a proxy in front of the
@@ -32,9 +32,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "mcp"))
+
 import httpx
 import pytest
-from targets.mcp.mcp_servers import sdk_server_argv
+from mcp_servers import sdk_server_argv
 
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config

@@ -37,9 +37,9 @@ from kinds import require_client, target_table
 from store_servers import missing
 from support import BenchdProcess
 
+from benchd.kinds.mcp.lease import lease_prefix
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
-from benchd.targets.mcp.lease import lease_prefix
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -50,7 +50,7 @@ UNLIMITED = "\n[probe.budget]\nunlimited = true\n"  # cycles triggered back to b
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIFTED = (
     "import runpy, sys, time, types\n"
-    "import benchd.targets.lease as lease\n"
+    "import benchd.store.lease as lease\n"
     "real = time.time\n"
     "lease.time = types.SimpleNamespace(time=lambda: real() + {s}, monotonic=time.monotonic)\n"
     "sys.argv[0] = 'benchd'\n"
@@ -170,7 +170,7 @@ def clock(kind: str, hours: int) -> tuple[str, ...]:
     the ``faketime`` wrapper, whose kill would leave the daemon running), its monotonic clock
     left alone. Under libfaketime pymilvus's gRPC client fails every call (``[Errno 22]
     Invalid argument``), and a shifted ``time.time`` fails its connection, so the milvus
-    daemon has the wall clock its lease reads (``benchd.targets.lease.time``) shifted."""
+    daemon has the wall clock its lease reads (``benchd.store.lease.time``) shifted."""
     if kind == "milvus":
         return ("shifted", str(hours * 3600))
     if not LIBFAKETIME.exists():

@@ -20,7 +20,7 @@ no read by id; an MCP server's tools take the namespace), so for them the
 derived ids are the guard. The lying answers run where the protocol can be
 proxied in the test process (Chroma's HTTP); pgvector, Milvus and Qdrant
 speak binary protocols or run in process, and the flow's own bounds are
-tested over a fake store in tests/targets/test_flow_guarantees.py.
+tested over a fake store in tests/store/test_flow_guarantees.py.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from benchd.embed.config import EmbedConfig
 from benchd.errors import TargetProtocolError
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.refstore.testing import started_refstore
-from benchd.targets.flow import NamespaceFlow
-from benchd.targets.owned import OwnedIds
+from benchd.store.flow import NamespaceFlow
+from benchd.store.owned import OwnedIds
 
 pytestmark = pytest.mark.timeout(900)
 KINDS = ("pgvector", "chroma", "milvus", "qdrant")
@@ -199,7 +199,7 @@ class ChromaLies(httpx.AsyncBaseTransport):
 
 
 def lying_chroma(url: str, ns: str, tmp: Path, lie: str) -> tuple[NamespaceFlow, ChromaLies]:
-    from benchd.targets.chroma import ChromaConfig, ChromaStore
+    from benchd.kinds.chroma import ChromaConfig, ChromaStore
 
     proxy = ChromaLies(lie)
     embed = EmbedConfig(model="hash:64", cache_dir=str(tmp))

@@ -36,16 +36,18 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "mcp"))
+
 import httpx
 import pytest
-from support import BenchdProcess
-from targets.mcp.mcp_servers import (
+from mcp_servers import (
     free_port,
     http_server,
     npm_bin,
     sdk_server_argv,
     server_memory_argv,
 )
+from support import BenchdProcess
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -23,9 +23,9 @@ from tenants import TENANT, vectors
 from test_vector_stores import DIMS, corpus, make_store, records, servers  # noqa: F401
 
 from benchd.errors import TargetError
-from benchd.targets.base import SearchQuery
-from benchd.targets.owned import MAX_ID_CHARS
-from benchd.targets.vectors import VectorStore
+from benchd.kinds.vectors import VectorStore
+from benchd.store.owned import MAX_ID_CHARS
+from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
 MB = 1 << 20
@@ -292,7 +292,7 @@ def _chroma_answering(query: dict[str, Any], tmp: Path) -> VectorStore:
     import httpx
 
     from benchd.embed.config import EmbedConfig
-    from benchd.targets.chroma import ChromaConfig, ChromaStore
+    from benchd.kinds.chroma import ChromaConfig, ChromaStore
 
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path.endswith("/query"):

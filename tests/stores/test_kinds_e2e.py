@@ -124,7 +124,7 @@ def exact_recall(fixture: str, k: int = 10) -> float:
     import numpy as np
 
     from benchd.embed.models import HashEmbedder
-    from benchd.targets.vectors import tie_ordered
+    from benchd.kinds.vectors import tie_ordered
 
     loaded = load_fixture(packaged_fixture("smoke") if fixture == "packaged:smoke" else fixture)
     ids = [str(m["id"]) for m in loaded.memories]
@@ -363,10 +363,10 @@ def test_qdrant_second_instance_is_refused_beside_a_daemon_and_by_a_live_lease(
     import anyio
 
     from benchd.embed.config import EmbedConfig
-    from benchd.targets.lease import LeaseHolder
-    from benchd.targets.owned import sentinel_id, sentinel_text
-    from benchd.targets.qdrant import QdrantConfig, QdrantStore
-    from benchd.targets.store import Record
+    from benchd.kinds.qdrant import QdrantConfig, QdrantStore
+    from benchd.store.lease import LeaseHolder
+    from benchd.store.owned import sentinel_id, sentinel_text
+    from benchd.store.protocol import Record
 
     ns = "e2e-lease"
 

@@ -26,12 +26,12 @@ from benchd import redact
 from benchd.embed.config import EmbedConfig
 from benchd.errors import OwnershipError, TargetAuthError
 from benchd.fixtures.model import load_fixture, packaged_fixture
-from benchd.targets.base import SearchQuery
-from benchd.targets.flow import NamespaceFlow
-from benchd.targets.lease import LeaseHolder
-from benchd.targets.owned import OwnedIds, sentinel_id, sentinel_text
-from benchd.targets.store import Record
-from benchd.targets.vectors import VectorStore
+from benchd.kinds.vectors import VectorStore
+from benchd.store.flow import NamespaceFlow
+from benchd.store.lease import LeaseHolder
+from benchd.store.owned import OwnedIds, sentinel_id, sentinel_text
+from benchd.store.protocol import Record
+from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
 DIMS = 256
@@ -77,24 +77,24 @@ def make_store(
     embed = EmbedConfig(model=model, cache_dir=str(tmp))
     if kind == "pgvector":
         _need("psycopg", "pgvector")
-        from benchd.targets.pgvector import PgvectorConfig, PgvectorStore
+        from benchd.kinds.pgvector import PgvectorConfig, PgvectorStore
 
         table = kw.pop("table", "benchd_" + namespace.replace("-", "_"))
         config = PgvectorConfig(embed=embed, dsn_env="X", table=table, namespace=namespace, **kw)
         return PgvectorStore(config, server.dsn)
     if kind == "chroma":
-        from benchd.targets.chroma import ChromaConfig, ChromaStore
+        from benchd.kinds.chroma import ChromaConfig, ChromaStore
 
         config = ChromaConfig(url=server.url, embed=embed, namespace=namespace, **kw)
         return ChromaStore(config, None)
     if kind == "qdrant":
         _need("qdrant_client", "qdrant")
-        from benchd.targets.qdrant import QdrantConfig, QdrantStore
+        from benchd.kinds.qdrant import QdrantConfig, QdrantStore
 
         settings = {"path": server.path, "embed": embed, "namespace": namespace, **kw}
         return QdrantStore(QdrantConfig(**settings), None)
     _need("pymilvus", "milvus")
-    from benchd.targets.milvus import MilvusConfig, MilvusStore
+    from benchd.kinds.milvus import MilvusConfig, MilvusStore
 
     return MilvusStore(MilvusConfig(uri=server.uri, embed=embed, namespace=namespace, **kw), None)
 
@@ -323,7 +323,7 @@ async def test_pgvector_refuses_a_bad_password_and_shows_no_secret(
     postgres: Postgres = servers("pgvector")
     bad = postgres.dsn.replace(postgres.password, "not-the-password")
     _need("psycopg", "pgvector")
-    from benchd.targets.pgvector import PgvectorConfig, PgvectorStore
+    from benchd.kinds.pgvector import PgvectorConfig, PgvectorStore
 
     config = PgvectorConfig(embed=EmbedConfig(model="hash:8", cache=False), dsn_env="X")
     redact.register_secret(bad)  # as config does with the DSN it reads
@@ -345,7 +345,7 @@ async def test_qdrant_never_overwrites_a_foreign_point_at_benchds_point_id(
 ) -> None:
     """Qdrant's upsert replaces a point by id whoever wrote it: benchd reads the ids first and
     refuses (ownership) when one is another tenant's, even at the UUID benchd derives."""
-    from benchd.targets.qdrant import point_id
+    from benchd.kinds.qdrant import point_id
 
     _need("qdrant_client", "qdrant")
     memories, _ = corpus()
@@ -454,7 +454,7 @@ async def test_chroma_hnsw_breadths_reach_benchds_own_collection_and_ef_search_f
 
 
 def test_chroma_hnsw_breadths_on_a_shared_collection_are_refused() -> None:
-    from benchd.targets.chroma import ChromaConfig
+    from benchd.kinds.chroma import ChromaConfig
 
     embed = EmbedConfig(model=f"hash:{DIMS}")
     with pytest.raises(ValueError, match="own collection only"):

@@ -1,0 +1,298 @@
+"""What a listing of 10^6 records keeps, by corpus position instead of by id string.
+
+A listing of benchd's namespace is mostly benchd's own copies of the corpus,
+each under the id benchd derives for its fixture memory
+(:meth:`~benchd.store.owned.OwnedIds.store_id`). Such a record needs no id
+string, dict entry or object of its own: its corpus position
+(:meth:`~benchd.store.owned.OwnedIds.index`) says which one it is, and what
+the listing keeps of it (:class:`~benchd.store.protocol.Listed`'s fingerprint
+and creation time) fits in fixed-width arrays. Any other record (a
+sentinel, a foreign one, a store-assigned id, an earlier corpus's) is kept as
+it came, by id. :class:`ListedTable` is such a listing, :class:`IdSet` a set
+of store ids kept the same way. Both read and iterate like the dict and set
+they replace; a record read from them is made anew (equal, not identical).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, MutableSet
+from typing import TYPE_CHECKING
+
+from benchd.store.owned import OwnedIds
+
+if TYPE_CHECKING:
+    import numpy as np
+from benchd.store.protocol import Listed
+
+__all__ = ["IdSet", "ListedTable", "SeenIds"]
+
+_LISTED = 1  # the position's record is listed
+_AS_ID = 2  # ... with ``written_as`` its own id (else None)
+_NO_KEPT = 4  # ... with no fingerprint (``kept`` None)
+
+
+def _positions(flags: bytes | bytearray) -> Iterator[int]:
+    """The positions whose flag byte is not zero, in order."""
+    return (at for at, flag in enumerate(flags) if flag)
+
+
+class ListedTable(Mapping[str, Listed]):
+    """A listing's records by store id: the corpus's copies by position, the rest by id.
+
+    ``add`` is ``dict.__setitem__`` keyed by the record's own id (a later
+    record under an id replaces the earlier one).
+    """
+
+    __slots__ = ("_count", "_created", "_flags", "_kept", "_width", "extras", "owned")
+
+    def __init__(self, owned: OwnedIds) -> None:
+        self.owned = owned
+        self._flags = bytearray(len(owned))  # per position: 0, or _LISTED and the others
+        self._width = -1  # bytes of ``kept`` in the array (set by the first record with one)
+        self._kept = bytearray()  # per position, ``_width`` bytes
+        self._created: array[float] | None = None  # per position, NaN for None
+        self._count = 0  # positions listed
+        self.extras: dict[str, Listed] = {}  # records not kept by position, by id
+
+    def add(self, record: Listed) -> None:
+        """Keep ``record`` under its id, replacing what that id held."""
+        at = self._slot(record)
+        if at is None:
+            self._drop(self.owned.index(record.id))
+            self.extras[record.id] = record
+            return
+        if self.extras:
+            self.extras.pop(record.id, None)
+        flags = _LISTED
+        if record.written_as is not None:
+            flags |= _AS_ID
+        if record.kept is None:
+            flags |= _NO_KEPT
+        elif self._width < 0:
+            self._width = len(record.kept)
+            self._kept = bytearray(self._width * len(self._flags))
+        if record.kept is not None:
+            start = at * self._width
+            self._kept[start : start + self._width] = record.kept
+        if record.created_s is not None or self._created is not None:
+            if self._created is None:
+                self._created = array("d", [math.nan]) * len(self._flags)
+            self._created[at] = math.nan if record.created_s is None else record.created_s
+        if not self._flags[at]:
+            self._count += 1
+        self._flags[at] = flags
+
+    def _slot(self, record: Listed) -> int | None:
+        """The position ``record`` is kept at; None where the arrays cannot say it exactly."""
+        if record.lease is not None or record.digest is not None:
+            return None
+        if record.written_as is not None and record.written_as != record.id:
+            return None
+        if record.kept is not None and 0 <= self._width != len(record.kept):
+            return None
+        if record.created_s is not None and math.isnan(record.created_s):
+            return None
+        return self.owned.index(record.id)
+
+    def _drop(self, at: int | None) -> None:
+        if at is not None and self._flags[at]:
+            self._flags[at] = 0
+            self._count -= 1
+
+    def _at(self, store_id: str, at: int) -> Listed:
+        flags = self._flags[at]
+        kept = None
+        if not flags & _NO_KEPT:
+            start = at * self._width
+            kept = bytes(self._kept[start : start + self._width])
+        created = None if self._created is None else self._created[at]
+        return Listed(
+            store_id,
+            store_id if flags & _AS_ID else None,
+            kept=kept,
+            created_s=None if created is None or math.isnan(created) else created,
+        )
+
+    def position(self, store_id: str) -> int | None:
+        """The corpus position ``store_id`` is listed at (by position), else None."""
+        at = self.owned.index(store_id)
+        return at if at is not None and self._flags[at] else None
+
+    def listed_at(self, at: int) -> bool:
+        """Whether the record for corpus position ``at`` is listed by position."""
+        return bool(self._flags[at])
+
+    def positions(self) -> Iterator[int]:
+        """The corpus positions listed (by position), in corpus order."""
+        return _positions(self._flags)
+
+    @property
+    def by_position(self) -> int:
+        """How many records are kept by position."""
+        return self._count
+
+    def listed_flags(self) -> bytes:
+        """One byte per corpus position: 1 where listed by position, else 0."""
+        return bytes(self._flags.translate(_ONE_IF_SET))
+
+    def __getitem__(self, store_id: str) -> Listed:
+        if self.extras:
+            found = self.extras.get(store_id)
+            if found is not None:
+                return found
+        at = self.position(store_id)
+        if at is None:
+            raise KeyError(store_id)
+        return self._at(store_id, at)
+
+    def __contains__(self, store_id: object) -> bool:
+        if not isinstance(store_id, str):
+            return False
+        return store_id in self.extras or self.position(store_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.extras
+        for at in self.positions():
+            yield self.owned.store_id_at(at)
+
+    def __len__(self) -> int:
+        return self._count + len(self.extras)
+
+    def copy(self) -> ListedTable:
+        other = ListedTable.__new__(ListedTable)
+        other.owned = self.owned
+        other._flags = bytearray(self._flags)
+        other._width = self._width
+        other._kept = bytearray(self._kept)
+        other._created = None if self._created is None else array("d", self._created)
+        other._count = self._count
+        other.extras = dict(self.extras)
+        return other
+
+
+_ONE_IF_SET = bytes([0] + [1] * 255)
+
+
+class IdSet(MutableSet[str]):
+    """A set of store ids: benchd's ids for the corpus as one byte per position, others as
+    strings. Iterating makes each corpus id's string anew."""
+
+    __slots__ = ("_count", "_flags", "_other", "owned")
+
+    def __init__(self, owned: OwnedIds, ids: Iterable[str] = ()) -> None:
+        self.owned = owned
+        self._flags = bytearray(len(owned))
+        self._count = 0
+        self._other: set[str] = set()
+        for store_id in ids:
+            self.add(store_id)
+
+    @classmethod
+    def of_table(cls, table: ListedTable, ids: Iterable[str] = ()) -> IdSet:
+        """The ids ``table`` lists by position, and ``ids``."""
+        out = cls(table.owned)
+        out._flags = bytearray(table.listed_flags())
+        out._count = table.by_position
+        for store_id in ids:
+            out.add(store_id)
+        return out
+
+    def add(self, value: str) -> None:
+        at = self.owned.index(value)
+        if at is None:
+            self._other.add(value)
+        elif not self._flags[at]:
+            self._flags[at] = 1
+            self._count += 1
+
+    def discard(self, value: str) -> None:
+        at = self.owned.index(value)
+        if at is None:
+            self._other.discard(value)
+        elif self._flags[at]:
+            self._flags[at] = 0
+            self._count -= 1
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, str):
+            return False
+        at = self.owned.index(value)
+        return value in self._other if at is None else bool(self._flags[at])
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._other
+        for at in _positions(self._flags):
+            yield self.owned.store_id_at(at)
+
+    def __len__(self) -> int:
+        return self._count + len(self._other)
+
+    def update(self, ids: Iterable[str]) -> None:
+        for store_id in ids:
+            self.add(store_id)
+
+    def others(self) -> Iterator[str]:
+        """The ids not kept by position."""
+        return iter(self._other)
+
+    def flags_without(self, drop: bytes) -> bytes:
+        """One byte per position: 1 where this set holds it and ``drop`` has 0 (same owned)."""
+        n = len(self._flags)
+        mine = int.from_bytes(self._flags, "little")
+        return (mine & ~int.from_bytes(drop, "little")).to_bytes(n, "little")
+
+    def add_flags(self, flags: bytes) -> None:
+        """Add the positions where ``flags`` (one byte each, 0 or 1) has 1."""
+        n = len(self._flags)
+        mine = int.from_bytes(self._flags, "little") | int.from_bytes(flags, "little")
+        self._flags = bytearray(mine.to_bytes(n, "little"))
+        self._count = n - self._flags.count(0)
+
+
+MERGE_AT = 1 << 16  # hashes a SeenIds holds in a set before it sorts them into its array
+
+
+class SeenIds:
+    """Which ids a paged listing has shown so far, as 8-byte hashes, not strings.
+
+    Enough to tell a page that brings nothing new (a store paging forever)
+    from one that does: a page of 500 ids all colliding with earlier ones by
+    chance does not happen. Recent hashes sit in a set, merged into a sorted
+    numpy array every ``merge_at`` (numpy is imported then: ``validate``
+    builds a store without it).
+    """
+
+    __slots__ = ("_merge_at", "_recent", "_sorted")
+
+    def __init__(self, merge_at: int = MERGE_AT) -> None:
+        self._sorted: np.ndarray | None = None
+        self._recent: set[int] = set()
+        self._merge_at = merge_at
+
+    def __len__(self) -> int:
+        return (0 if self._sorted is None else len(self._sorted)) + len(self._recent)
+
+    def add_new(self, ids: Iterable[str]) -> bool:
+        """Add ``ids``; whether any of them was not seen before."""
+        hashes = [hash(i) for i in ids]
+        if self._sorted is not None and hashes:
+            import numpy as np
+
+            wanted = np.array(hashes, dtype=np.int64)
+            at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
+            known = self._sorted[at] == wanted
+            hashes = [h for h, old in zip(hashes, known, strict=True) if not old]
+        new = any(h not in self._recent for h in hashes)
+        self._recent.update(hashes)
+        if len(self._recent) >= self._merge_at:
+            import numpy as np
+
+            merged = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
+            old = np.empty(0, dtype=np.int64) if self._sorted is None else self._sorted
+            self._sorted = np.union1d(old, merged)
+            self._recent = set()
+        return new

@@ -1,0 +1,135 @@
+"""A listing kept by corpus position says exactly what a dict of its records says.
+
+:class:`~benchd.store.idtable.ListedTable` and :class:`IdSet` replace a
+dict and a set of 10^6 store ids (docs/load.md); every decision the flow
+takes from them (what is benchd's, what is held, what a cleanup deletes)
+must be the one it took from the dict. These tests generate whole
+sequences of listed records — benchd's ids of the corpus, of another
+corpus, foreign ids, sentinels, records with leases, marks under another
+id, repeated ids — and compare each answer with the dict's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from benchd.store.idtable import IdSet, ListedTable, SeenIds
+from benchd.store.lease import Holder
+from benchd.store.listing import Listing, digest, fingerprint
+from benchd.store.owned import OwnedIds, legacy_sentinel_id, owned_id, sentinel_id, sentinel_text
+from benchd.store.protocol import Listed
+
+NS = "benchd-eval"
+CORPUS = [f"m{i}" for i in range(12)] + ["#hashed", "x" * 140]  # two ids owned_id hashes
+OWNED = OwnedIds(NS, CORPUS)
+HOLDER = Holder("h", 1, "t", heartbeat=1.0, ttl_s=60.0, fixture_hash="f")
+
+ids = st.one_of(
+    st.sampled_from([owned_id(NS, f) for f in CORPUS]),  # benchd's copies of the corpus
+    st.sampled_from([owned_id(NS, "old-1"), owned_id("other-ns", "m1"), "m1", "m2", "srv-9"]),
+    st.sampled_from([sentinel_id(NS), legacy_sentinel_id(NS)]),
+)
+kept = st.one_of(st.none(), st.binary(min_size=24, max_size=24), st.binary(max_size=8))
+created = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@st.composite
+def listed(draw: Any) -> Listed:
+    sid = draw(ids)
+    written_as = draw(
+        st.sampled_from([None, sid, owned_id(NS, "m3"), owned_id(NS, "gone"), "m4"])
+    )
+    text_digest = draw(st.sampled_from([None, None, digest(sentinel_text(NS)), "f" * 64]))
+    lease = draw(st.sampled_from([None, None, HOLDER]))
+    return Listed(sid, written_as, text_digest, lease, draw(kept), draw(created))
+
+
+def _table(records: list[Listed]) -> tuple[ListedTable, dict[str, Listed]]:
+    table, plain = ListedTable(OWNED), {}
+    for record in records:
+        table.add(record)
+        plain[record.id] = record
+    return table, plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(listed(), max_size=40))
+def test_a_table_reads_like_the_dict_of_the_same_records(records: list[Listed]) -> None:
+    table, plain = _table(records)
+    assert dict(table) == plain
+    assert len(table) == len(plain) and set(table) == set(plain)
+    for sid in {*plain, owned_id(NS, "m0"), "nope"}:
+        assert (sid in table) == (sid in plain)
+        assert table.get(sid) == plain.get(sid)
+    assert dict(table.copy()) == plain
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(listed(), max_size=40), st.lists(listed(), max_size=5))
+def test_a_listing_over_a_table_decides_what_the_listing_over_the_dict_decides(
+    records: list[Listed], read_back: list[Listed]
+) -> None:
+    table, plain = _table(records)
+    fast, slow = Listing(table, OWNED), Listing(plain, OWNED)
+    assert dict(fast.claimed) == dict(slow.claimed)
+    assert fast.sentinels == slow.sentinels
+    assert set(fast.held) == set(slow.held) and len(fast.held) == len(slow.held)
+    assert fast.foreign == slow.foreign and len(fast) == len(slow)
+    assert fast.lease == slow.lease
+    assert sorted(fast.legacy()) == sorted(slow.legacy())
+    for fid in [*CORPUS, "old-1", "nope"]:
+        assert fast.claims(fid) == slow.claims(fid)
+        assert fast.fixture_listed(fid) == slow.fixture_listed(fid)
+    extra = {r.id: r for r in read_back}
+    assert dict(fast.merged(extra).claimed) == dict(slow.merged(extra).claimed)
+    assert dict(fast.claimed) == dict(Listing(plain, OWNED).claimed)  # merged left it alone
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), ids), max_size=40),
+    st.lists(listed(), max_size=30),
+)
+def test_held_ids_beside_a_new_listing_are_the_sets_answer(
+    changes: list[tuple[bool, str]], records: list[Listed]
+) -> None:
+    """What the flow holds after a listing: the ids it claims, and the held ones it does not
+    claim (a sent batch the listing does not show yet, the sentinel)."""
+    held, plain = IdSet(OWNED), set[str]()
+    for add, sid in changes:
+        (held.add if add else held.discard)(sid)
+        (plain.add if add else plain.discard)(sid)
+        assert (sid in held) == (sid in plain)
+    assert set(held) == plain and len(held) == len(plain)
+    table, by_id = _table(records)
+    claimed = Listing(by_id, OWNED).claimed
+    expected = set(claimed) | (plain - claimed.keys())
+    assert set(Listing(table, OWNED).held_beside(held)) == expected
+    assert set(Listing(by_id, OWNED).held_beside(held)) == expected
+    # held under an earlier corpus's positions: the same ids
+    other = OwnedIds(NS, list(reversed(CORPUS)))
+    assert set(Listing(table, OWNED).held_beside(IdSet(other, plain))) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([f"id-{i}" for i in range(60)]), max_size=8)))
+def test_seen_ids_tell_a_page_with_nothing_new_as_a_set_would(pages: list[list[str]]) -> None:
+    seen, plain = SeenIds(merge_at=4), set[str]()  # merged into the sorted array often
+    for page in pages:
+        assert seen.add_new(page) == (not plain.issuperset(page))
+        plain.update(page)
+        assert len(seen) == len(plain)
+
+
+def test_a_table_of_the_corpus_keeps_no_object_per_record() -> None:
+    owned = OwnedIds(NS, [f"doc-{i}" for i in range(1000)])
+    table = ListedTable(owned)
+    for i in range(1000):
+        sid = owned_id(NS, f"doc-{i}")
+        table.add(Listed(sid, sid, kept=fingerprint(f"t{i}", "event"), created_s=float(i)))
+    assert len(table) == 1000 and not table.extras
+    assert table[owned_id(NS, "doc-7")].created_s == 7.0
+    assert table.position(owned_id(NS, "doc-7")) == 7
