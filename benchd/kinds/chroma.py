@@ -75,8 +75,9 @@ from benchd.kinds.vectors import (
     vector_costs,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -527,6 +528,13 @@ def chroma_costs(config: ChromaConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
 
 
-def chroma_target(config: ChromaConfig, secret: Secret | None) -> ProbeTarget:
+def chroma_target(
+    config: ChromaConfig,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> ProbeTarget:
     """The ``chroma`` kind: the shared namespace flow over :class:`ChromaStore`."""
-    return NamespaceFlow(ChromaStore(config, secret.reveal() if secret is not None else None))
+    store = ChromaStore(config, secret.reveal() if secret is not None else None)
+    return NamespaceFlow(store, lease=lease, write_rate=write_rate)

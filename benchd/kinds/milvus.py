@@ -70,8 +70,9 @@ from benchd.kinds.vectors import (
     vector_costs,
 )
 from benchd.logging import get_logger, route_library_logs
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -614,6 +615,13 @@ def milvus_costs(config: MilvusConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s, MAX_QUERY_WINDOW)
 
 
-def milvus_target(config: MilvusConfig, secret: Secret | None) -> ProbeTarget:
+def milvus_target(
+    config: MilvusConfig,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> ProbeTarget:
     """The ``milvus`` kind: the shared namespace flow over :class:`MilvusStore`."""
-    return NamespaceFlow(MilvusStore(config, secret.reveal() if secret is not None else None))
+    store = MilvusStore(config, secret.reveal() if secret is not None else None)
+    return NamespaceFlow(store, lease=lease, write_rate=write_rate)

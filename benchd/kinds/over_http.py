@@ -27,7 +27,8 @@ from benchd.http.client import (
     open_clients,
 )
 from benchd.http.sender import search_fire
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
 from benchd.store.target import SearchQuery
 
@@ -154,8 +155,14 @@ class SearchesOverHttp(Store, Protocol):
 class HttpFlow(NamespaceFlow):
     """The namespace flow over an :class:`HttpStore`, with its sans-I/O search halves."""
 
-    def __init__(self, store: SearchesOverHttp) -> None:
-        super().__init__(store)
+    def __init__(
+        self,
+        store: SearchesOverHttp,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> None:
+        super().__init__(store, lease=lease, write_rate=write_rate)
         self.http_store = store
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:

@@ -79,8 +79,9 @@ from benchd.kinds.vectors import (
     vector_costs,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -711,8 +712,14 @@ def pgvector_costs(config: PgvectorConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
 
 
-def pgvector_target(config: PgvectorConfig, secret: Secret | None) -> ProbeTarget:
+def pgvector_target(
+    config: PgvectorConfig,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> ProbeTarget:
     """The ``pgvector`` kind: the shared namespace flow over :class:`PgvectorStore`."""
     dsn = secret.reveal() if secret is not None else ""
     register_dsn_password(dsn)
-    return NamespaceFlow(PgvectorStore(config, dsn))
+    return NamespaceFlow(PgvectorStore(config, dsn), lease=lease, write_rate=write_rate)

@@ -84,7 +84,8 @@ from benchd.kinds.vectors import (
     vector_costs,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -570,6 +571,13 @@ def qdrant_costs(config: QdrantConfig) -> StoreCosts:
     return vector_costs(config.batch_size, config.searchable_timeout_s)
 
 
-def qdrant_target(config: QdrantConfig, secret: Secret | None) -> ProbeTarget:
+def qdrant_target(
+    config: QdrantConfig,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> ProbeTarget:
     """The ``qdrant`` kind: the shared namespace flow over :class:`QdrantStore`."""
-    return NamespaceFlow(QdrantStore(config, secret.reveal() if secret is not None else None))
+    store = QdrantStore(config, secret.reveal() if secret is not None else None)
+    return NamespaceFlow(store, lease=lease, write_rate=write_rate)

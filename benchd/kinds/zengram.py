@@ -55,9 +55,9 @@ from benchd.http.client import (
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.over_http import HttpFlow, HttpStore, delete_rechecked
 from benchd.result import TargetInfo
-from benchd.store.flow import content_of
+from benchd.store.flow import WriteRate, content_of
 from benchd.store.idtable import SeenIds
-from benchd.store.lease import holder_of
+from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
     OWNER_KEY,
@@ -646,9 +646,12 @@ class ZengramTarget(HttpFlow):
         secret: Secret | None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
     ) -> None:
         self.config = config
-        super().__init__(ZengramStore(config, secret, transport=transport))
+        store = ZengramStore(config, secret, transport=transport)
+        super().__init__(store, lease=lease, write_rate=write_rate)
 
 
 def zengram_capabilities(config: ZengramConfig) -> Capabilities:

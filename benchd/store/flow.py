@@ -72,7 +72,7 @@ from benchd.store.protocol import (
 )
 from benchd.store.target import Progress, SearchQuery
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "WriteRate", "content_of"]
 
 log = get_logger("benchd.targets")
 
@@ -103,10 +103,26 @@ def content_of(record: Mapping[str, Any]) -> str:
     return str(record.get("content") or record.get("text") or "")
 
 
-class NamespaceFlow(NamespaceOwnership):
-    """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``)."""
+WriteRate = Callable[[], float | None]
+"""The probe's share of its key's write budget (req/s) as it stands now, read as each set of
+deletes begins (a daemon's reload may plan it anew); None: not spaced."""
 
-    def __init__(self, store: Store) -> None:
+
+class NamespaceFlow(NamespaceOwnership):
+    """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``).
+
+    ``lease`` is this process's lease on the namespace (None: it keeps none);
+    ``write_rate`` the share of the write budget its deletes keep within (None: not
+    spaced).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> None:
         self.store = store
         self._owned = OwnedIds(store.plan.namespace, ())
         # Server id -> fixture id (listed, benchd's) and the inverse, only where the store's id
@@ -119,7 +135,7 @@ class NamespaceFlow(NamespaceOwnership):
         self._held = IdSet(self._owned)
         ns = store.plan.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
-        self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
+        self.lease = lease
         self._read_only: str | None = None  # the live holder beside which this seed measures
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
         self._leased = False  # this process wrote its lease (handed back on shutdown)
@@ -129,9 +145,7 @@ class NamespaceFlow(NamespaceOwnership):
         self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
         # Seconds from the listing that showed each deleted record to the delete's answer.
         self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
-        # Set by the probe runner: its share of the key's write budget (req/s), which each
-        # cleanup's deletes keep within (benchd.store.pacing); None: not spaced.
-        self.write_rate: float | None = None
+        self._write_rate = write_rate  # what each cleanup's deletes keep within (Spacing)
         self._changes = 0  # writes and deletes this flow sent (the sentinel's apart)
 
     # -- what the probe reads -----------------------------------------------------
@@ -611,9 +625,9 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def _delete_ids(self, server_ids: Sequence[str], sent: list[str] | None = None) -> int:
         """Delete these (already verified) server ids, ``delete_concurrency`` at a time, the
-        requests kept within :attr:`write_rate` (:class:`Spacing`); the ids a delete was
-        sent for are added to ``sent``."""
-        spacing = Spacing.for_budget(self.write_rate)
+        requests kept within the write share (:class:`Spacing`); the ids a delete was sent
+        for are added to ``sent``."""
+        spacing = Spacing.for_budget(None if self._write_rate is None else self._write_rate())
         sent = [] if sent is None else sent
         if (size := self.store.capabilities.bulk_deletes) > 1:
             return await self._delete_sets(server_ids, size, spacing, sent)

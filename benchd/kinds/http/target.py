@@ -41,6 +41,8 @@ from benchd.kinds.http.templating import MISSING, as_text, render, render_text
 from benchd.kinds.over_http import HttpFlow, HttpStore, NoLongerListed, before_retry
 from benchd.kinds.vectors import SENTINEL_TEXT, embed_stage
 from benchd.result import TargetInfo
+from benchd.store.flow import WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespaced_fields, sentinel_id
 from benchd.store.protocol import (
     Capabilities,
@@ -388,9 +390,12 @@ class HttpTarget(HttpFlow):
         secret: Secret | None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
     ) -> None:
         self.config = config
-        super().__init__(HttpKindStore(config, secret, transport=transport))
+        store = HttpKindStore(config, secret, transport=transport)
+        super().__init__(store, lease=lease, write_rate=write_rate)
 
 
 def http_capabilities(config: HttpConfig) -> Capabilities:
