@@ -59,7 +59,7 @@ from benchd.store.owned import (
     owner_mark,
     sentinel_id,
 )
-from benchd.store.ownership import NamespaceOwnership
+from benchd.store.ownership import Ownership, OwnershipHost
 from benchd.store.pacing import Spacing
 from benchd.store.protocol import (
     Capabilities,
@@ -108,7 +108,7 @@ WriteRate = Callable[[], float | None]
 deletes begins (a daemon's reload may plan it anew); None: not spaced."""
 
 
-class NamespaceFlow(NamespaceOwnership):
+class NamespaceFlow:
     """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``).
 
     ``lease`` is this process's lease on the namespace (None: it keeps none);
@@ -135,10 +135,10 @@ class NamespaceFlow(NamespaceOwnership):
         self._held = IdSet(self._owned)
         ns = store.plan.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
-        self.lease = lease
-        self._read_only: str | None = None  # the live holder beside which this seed measures
+        # the sentinel, the lease, adoption, migration (benchd.store.ownership)
+        host: OwnershipHost = _OwnershipHost(self)
+        self._ownership = Ownership(store, host, lease)
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
-        self._leased = False  # this process wrote its lease (handed back on shutdown)
         self._fresh: Listing | None = None  # the latest listing of the namespace ...
         self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
         self._relisting = anyio.Lock()
@@ -149,6 +149,24 @@ class NamespaceFlow(NamespaceOwnership):
         self._changes = 0  # writes and deletes this flow sent (the sentinel's apart)
 
     # -- what the probe reads -----------------------------------------------------
+
+    @property
+    def lease(self) -> LeaseHolder | None:
+        """This process's lease on the namespace (None: it keeps none)."""
+        return self._ownership.lease
+
+    @lease.setter
+    def lease(self, holder: LeaseHolder | None) -> None:
+        self._ownership.lease = holder
+
+    @property
+    def _read_only(self) -> str | None:
+        """The live holder beside which this seed measures (None: it writes)."""
+        return self._ownership.read_only
+
+    async def release_lease(self) -> bool:
+        """Hand the lease back (see :meth:`Ownership.release_lease`)."""
+        return await self._ownership.release_lease()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -279,10 +297,10 @@ class NamespaceFlow(NamespaceOwnership):
         changes = self._changes
         self._held = existing.held
         if caps.writes:
-            await self._check_holders(existing)
-        adopted = await self._take_ownership(existing)
+            await self._ownership.check_holders(existing)
+        adopted = await self._ownership.take(existing)
         if self._read_only is None:
-            await self._migrate(existing)
+            await self._ownership.migrate(existing)
         if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(existing)
         counts, unchanged = (0, 0, 0), 0
@@ -395,7 +413,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
@@ -638,7 +656,7 @@ class NamespaceFlow(NamespaceOwnership):
             await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             sent.append(server_id)
             recheck = functools.partial(self._still_listed, server_id)
@@ -670,7 +688,7 @@ class NamespaceFlow(NamespaceOwnership):
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             sent.extend(ids)
             deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is
@@ -719,6 +737,34 @@ class CorpusRecords:
         """The records of the memories that give no ``created_at`` (read only for them)."""
         memories = memories_at(self._memories, self._dates.undated)
         return self._flow._records(memories, self._listing)
+
+
+class _OwnershipHost:
+    """What a flow's :class:`Ownership` asks of it (its :class:`OwnershipHost`)."""
+
+    __slots__ = ("_flow",)
+
+    def __init__(self, flow: NamespaceFlow) -> None:
+        self._flow = flow
+
+    @property
+    def owned(self) -> OwnedIds:
+        return self._flow._owned
+
+    def where(self) -> str:
+        return self._flow._where()
+
+    async def list_namespace(self) -> Listing:
+        return await self._flow._list()
+
+    async def delete(self, server_ids: Sequence[str]) -> int:
+        return await self._flow._delete_ids(server_ids)
+
+    def hold(self, store_id: str) -> None:
+        self._flow._held.add(store_id)
+
+    def hold_nothing(self) -> None:
+        self._flow._held = IdSet(self._flow._owned)
 
 
 def _clamped(counts: Counts, sent: int) -> Counts:
