@@ -169,7 +169,7 @@ def _spread(values: list[float]) -> str:
 
 
 def _table(ours: list[Figures], theirs: list[Figures], label: str) -> None:
-    print(f"{label:22}{'benchd':>18}{'pytrec_eval':>18}{'ratio (pair by pair)':>30}")
+    print(f"{label:22}{'benchd':>22}{'pytrec_eval':>22}{'ratio (pair by pair)':>30}")
     names = ("wall time, s", "CPU time, s", "peak RSS, MiB")
     for at, name in enumerate(names):
         mine = [f[at] for f in ours]
@@ -178,7 +178,7 @@ def _table(ours: list[Figures], theirs: list[Figures], label: str) -> None:
             ratios, what = [p / m for m, p in zip(mine, peer, strict=True)], "x faster"
         else:
             ratios, what = [m / p for m, p in zip(mine, peer, strict=True)], "x the memory"
-        print(f"{name:22}{_spread(mine):>18}{_spread(peer):>18}{_spread(ratios) + what:>30}")
+        print(f"{name:22}{_spread(mine):>22}{_spread(peer):>22}{_spread(ratios) + what:>30}")
 
 
 def main() -> int:
