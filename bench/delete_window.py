@@ -62,10 +62,14 @@ async def _one(records: int, writes_per_min: int, relist: bool, paced: bool) -> 
         settings = ZengramConfig(
             url=store.url, cleanup="before", max_retries=50, searchable_timeout_s=0.0
         )
-        t = ZengramTarget(settings, Secret(KEY, "bench"))
-        t.lease = LeaseHolder(instance="bench", ttl_s=3600.0)
         # the probe's share of the key's write budget: this probe alone on the key
-        t.write_rate = writes_per_min / 60.0 if paced and writes_per_min > 0 else None
+        rate = writes_per_min / 60.0 if paced and writes_per_min > 0 else None
+        t = ZengramTarget(
+            settings,
+            Secret(KEY, "bench"),
+            lease=LeaseHolder(instance="bench", ttl_s=3600.0),
+            write_rate=lambda: rate,
+        )
         listings = 0
         list_page = t.store.list_page
 

@@ -1,23 +1,29 @@
-"""Scale: ``benchd once`` beside a plain httpx client driving the same store API.
+"""Scale: ``benchd once`` beside a plain client driving the same store API.
 
 For each corpus size it writes a synthetic fixture (``benchd synth``, 100
-queries), starts a fresh reference store (bm25, no rate limits) and runs, in
-turn, ``benchd once`` (one cycle: seed, verify, serial searches, cleanup) and
-a plain httpx client that sends the same API requests (500-record imports, 4
-in flight; paged ``GET /export`` at 500; one search per query; one
-``DELETE`` per record, 4 in flight). Each runs in its own process, measured
-with ``wait4``: wall time, CPU (user + system) and peak RSS. The store counts
-the requests it answers, so CPU per request is the client's CPU over the
-requests it sent. It prints the figures side by side and benchd's as ratios
-of the plain client's. Run from the repo root::
+queries) and runs pairs: ``benchd once`` (one cycle: seed, verify, serial
+searches, cleanup) and a plain client that sends the same API requests
+(500-record imports, 4 in flight; paged ``GET /export`` at 500; one search
+per query; one ``DELETE`` per record, 4 in flight), each on a fresh
+reference store (bm25, no rate limits). The plain client runs on aiohttp
+where its interpreter has it, else on httpx with one client per worker (one
+shared httpx client serializes its workers on its pool). Each runs in its
+own process, measured with ``wait4``: wall time, CPU (user + system) and
+peak RSS. The store counts the requests it answers, so CPU per request is
+the client's CPU over the requests it sent. Pairs alternate which side runs
+first; each pair is printed, then every figure and its ratio (benchd over
+the plain client) as min/median/max over the pairs, with the load average
+each run began at. Run from the repo root::
 
-    .venv/bin/python bench/scale.py                  # 10^3, 10^4 and 10^5 records
+    python -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install aiohttp
+    .venv/bin/python bench/scale.py --plain-python /tmp/bench-venv/bin/python
     .venv/bin/python bench/scale.py --full           # and 10^6 (--huge: the same)
     .venv/bin/python bench/scale.py --quick          # 10^3 and 10^4 only
-    .venv/bin/python bench/scale.py --cleanup never  # no deletes (both sides)
+    .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --pairs 3
 
-The store and the clients share the machine: on a busy box the walls move
-with the neighbours, the CPU figures much less.
+(``--plain-python`` defaults to ``$BENCH_PLAIN_PYTHON``, else this
+interpreter.) The store and the clients share the machine: on a busy box
+the walls move with the neighbours, the CPU figures much less.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +58,8 @@ class Run:
     requests: int
     phases: dict[str, float] = field(default_factory=dict)
     sequence: list[tuple[str, int, float]] = field(default_factory=list)  # runs of one route
+    load: float = 0.0  # the 1-minute load average as the run started
+    library: str = "benchd"  # the plain client's HTTP library
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -164,82 +173,150 @@ def fixture_lines(path: str) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def plain_client(url: str, fixture: str, cleanup: str) -> None:
-    """The same API requests as a cycle, with httpx and nothing else; phases as JSON."""
-    import anyio
-    import httpx
+class Batches:
+    """The fixture's memories in import batches, its queries noted on the way."""
 
-    headers = {"x-api-key": os.environ[KEY_ENV]}
-    phases: dict[str, float] = {}
-    queries: list[str] = []
+    def __init__(self, fixture: str) -> None:
+        self.fixture = fixture
+        self.queries: list[str] = []
 
-    async def pool(items: Iterator[Any], work: Any) -> None:
-        async def worker() -> None:
-            for item in items:
-                await work(item)
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(IN_FLIGHT):
-                tg.start_soon(worker)
-
-    def batches() -> Iterator[list[dict[str, Any]]]:
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
         batch: list[dict[str, Any]] = []
-        for entry in fixture_lines(fixture):
+        for entry in fixture_lines(self.fixture):
             if "memory" in entry:
                 batch.append(entry["memory"] | {"client_id": NAMESPACE})
                 if len(batch) == BATCH:
                     yield batch
                     batch = []
             elif "query" in entry:
-                queries.append(entry["query"]["q"])
+                self.queries.append(entry["query"]["q"])
         if batch:
             yield batch
 
-    async def main() -> None:
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as client:
+
+def search_params(q: str) -> dict[str, str | int]:
+    return {"q": q, "limit": 10, "format": "index", "client_id": NAMESPACE, "read_only": "true"}
+
+
+async def in_flight(items: Iterator[Any], work: Any) -> None:
+    """``work`` on each of ``items``, IN_FLIGHT at a time (one worker each)."""
+    import asyncio
+
+    async def worker(n: int) -> None:
+        for item in items:
+            await work(n, item)
+
+    await asyncio.gather(*(worker(n) for n in range(IN_FLIGHT)))
+
+
+async def aiohttp_client(url: str, fixture: str, cleanup: str, phases: dict[str, float]) -> None:
+    """The cycle's requests on one aiohttp session (its pool lets the workers run apart)."""
+    import aiohttp
+
+    headers = {"x-api-key": os.environ[KEY_ENV]}
+    batches = Batches(fixture)
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(url, headers=headers, timeout=timeout) as client:
+
+        async def call(method: str, path: str, **kwargs: Any) -> Any:
+            async with client.request(method, path, **kwargs) as answer:
+                answer.raise_for_status()
+                return await answer.json()
+
+        start = time.perf_counter()
+        await call("GET", "/health")
+
+        async def send(_: int, batch: list[dict[str, Any]]) -> None:
+            await call("POST", "/export/import", json={"data": batch, "operator_approved": True})
+
+        await in_flight(iter(batches), send)
+        phases["seed"] = time.perf_counter() - start
+        start = time.perf_counter()
+        ids: list[str] = []
+        offset, more = 0, True
+        while more:
+            params = {"client_id": NAMESPACE, "limit": BATCH, "offset": offset}
+            page = await call("GET", "/export", params=params)
+            ids.extend(str(m["id"]) for m in page["memories"])
+            offset += len(page["memories"])
+            more = bool(page.get("has_more"))
+        phases["verify"] = time.perf_counter() - start
+        start = time.perf_counter()
+        for q in batches.queries:
+            answer = await call("GET", "/memory/search", params=search_params(q))
+            [str(r["id"]) for r in answer["results"]]
+        phases["serial"] = time.perf_counter() - start
+        if cleanup != "never":
             start = time.perf_counter()
-            (await client.get("/health")).raise_for_status()
 
-            async def send(batch: list[dict[str, Any]]) -> None:
-                body = {"data": batch, "operator_approved": True}
-                (await client.post("/export/import", json=body)).raise_for_status()
+            async def delete(_: int, memory_id: str) -> None:
+                async with client.delete(f"/memory/{memory_id}") as answer:
+                    answer.raise_for_status()
 
-            await pool(batches(), send)
-            phases["seed"] = time.perf_counter() - start
+            await in_flight(iter(ids), delete)
+            phases["cleanup"] = time.perf_counter() - start
+
+
+async def httpx_client(url: str, fixture: str, cleanup: str, phases: dict[str, float]) -> None:
+    """The cycle's requests on httpx, one client per worker: a shared ``AsyncClient``
+    serializes its workers on its pool's lock."""
+    import httpx
+
+    headers = {"x-api-key": os.environ[KEY_ENV]}
+    batches = Batches(fixture)
+    clients = [
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=600) for _ in range(IN_FLIGHT)
+    ]
+    client = clients[0]
+    try:
+        start = time.perf_counter()
+        (await client.get("/health")).raise_for_status()
+
+        async def send(n: int, batch: list[dict[str, Any]]) -> None:
+            body = {"data": batch, "operator_approved": True}
+            (await clients[n].post("/export/import", json=body)).raise_for_status()
+
+        await in_flight(iter(batches), send)
+        phases["seed"] = time.perf_counter() - start
+        start = time.perf_counter()
+        ids: list[str] = []
+        offset, more = 0, True
+        while more:
+            params = {"client_id": NAMESPACE, "limit": BATCH, "offset": offset}
+            page = (await client.get("/export", params=params)).json()
+            ids.extend(str(m["id"]) for m in page["memories"])
+            offset += len(page["memories"])
+            more = bool(page.get("has_more"))
+        phases["verify"] = time.perf_counter() - start
+        start = time.perf_counter()
+        for q in batches.queries:
+            answer = (await client.get("/memory/search", params=search_params(q))).json()
+            [str(r["id"]) for r in answer["results"]]
+        phases["serial"] = time.perf_counter() - start
+        if cleanup != "never":
             start = time.perf_counter()
-            ids: list[str] = []
-            offset = 0
-            while True:
-                params = {"client_id": NAMESPACE, "limit": BATCH, "offset": offset}
-                page = (await client.get("/export", params=params)).json()
-                ids.extend(str(m["id"]) for m in page["memories"])
-                offset += len(page["memories"])
-                if not page.get("has_more"):
-                    break
-            phases["verify"] = time.perf_counter() - start
-            start = time.perf_counter()
-            for q in queries:
-                params = {
-                    "q": q,
-                    "limit": 10,
-                    "format": "index",
-                    "client_id": NAMESPACE,
-                    "read_only": "true",
-                }
-                answer = (await client.get("/memory/search", params=params)).json()
-                [str(r["id"]) for r in answer["results"]]
-            phases["serial"] = time.perf_counter() - start
-            if cleanup != "never":
-                start = time.perf_counter()
 
-                async def delete(memory_id: str) -> None:
-                    (await client.delete(f"/memory/{memory_id}")).raise_for_status()
+            async def delete(n: int, memory_id: str) -> None:
+                (await clients[n].delete(f"/memory/{memory_id}")).raise_for_status()
 
-                await pool(iter(ids), delete)
-                phases["cleanup"] = time.perf_counter() - start
+            await in_flight(iter(ids), delete)
+            phases["cleanup"] = time.perf_counter() - start
+    finally:
+        for each in clients:
+            await each.aclose()
 
-    anyio.run(main)
-    print(json.dumps(phases))
+
+def plain_client(url: str, fixture: str, cleanup: str) -> None:
+    """The same API requests as a cycle, on aiohttp where this interpreter has it (else httpx,
+    a client per worker); its phases and the library as JSON."""
+    import asyncio
+    import importlib.util
+
+    phases: dict[str, float] = {}
+    library = "aiohttp" if importlib.util.find_spec("aiohttp") else "httpx"
+    run = aiohttp_client if library == "aiohttp" else httpx_client
+    asyncio.run(run(url, fixture, cleanup, phases))
+    print(json.dumps({"phases": phases, "library": library}))
 
 
 # -- measuring --------------------------------------------------------------------------
@@ -293,26 +370,32 @@ def run_benchd(workdir: Path, store: Store, fixture: Path, cleanup: str) -> Run:
     before = store.requests()
     argv = [sys.executable, "-m", "benchd", "once", "-c", str(config), "-f", "json"]
     argv.append("--allow-degraded")
+    load = os.getloadavg()[0]
     wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
     probe = json.loads(out)["probes"][0]
     phases = {k: float(v) for k, v in (probe.get("phases") or {}).items()}
-    return Run(wall, cpu, rss, store.requests() - before, phases, store.sequence())
+    run = Run(wall, cpu, rss, store.requests() - before, phases, store.sequence())
+    run.load = load
+    return run
 
 
-def run_plain(store: Store, fixture: Path, cleanup: str) -> Run:
+def run_plain(store: Store, fixture: Path, cleanup: str, python: str) -> Run:
     before = store.requests()
-    argv = [sys.executable, __file__, "--plain", store.url, str(fixture), cleanup]
+    argv = [python, __file__, "--plain", store.url, str(fixture), cleanup]
+    load = os.getloadavg()[0]
     wall, cpu, rss, out = measured(argv, os.environ | {KEY_ENV: "bench-scale-key-0123456789"})
-    return Run(wall, cpu, rss, store.requests() - before, json.loads(out), store.sequence())
+    said = json.loads(out)
+    run = Run(wall, cpu, rss, store.requests() - before, said["phases"], store.sequence())
+    run.load, run.library = load, said["library"]
+    return run
 
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b > 0 else "-"
 
 
-def report(records: int, benchd: Run, plain: Run) -> None:
-    print(f"\n== {records:,} records, {QUERIES} queries ==")
-    print(f"{'':24}{'benchd once':>14}{'plain httpx':>14}{'ratio':>9}")
+def rows_of(benchd: Run, plain: Run) -> list[tuple[str, float, float]]:
+    """The figures compared, benchd's beside the plain client's."""
     rows = [
         ("wall (s)", benchd.wall_s, plain.wall_s),
         ("CPU (s)", benchd.cpu_s, plain.cpu_s),
@@ -325,10 +408,39 @@ def report(records: int, benchd: Run, plain: Run) -> None:
         if any(p in benchd.phases or p in plain.phases for p in parts):
             b = sum(benchd.phases.get(p, 0.0) for p in parts)
             rows.append((f"  {name} (s)", b, sum(plain.phases.get(p, 0.0) for p in parts)))
-    for name, b, p in rows:
-        print(f"{name:24}{b:14.3f}{p:14.3f}{ratio(b, p):>9}")
-    for who, run in (("benchd once", benchd), ("plain httpx", plain)):
+    return rows
+
+
+def report_pair(records: int, n: int, first: str, benchd: Run, plain: Run) -> None:
+    print(f"\n== {records:,} records, {QUERIES} queries: pair {n} ({first} first) ==")
+    print(f"{'':24}{'benchd once':>14}{'plain ' + plain.library:>16}{'ratio':>9}")
+    for name, b, p in rows_of(benchd, plain):
+        print(f"{name:24}{b:14.3f}{p:16.3f}{ratio(b, p):>9}")
+    print(f"{'load average (1 min)':24}{benchd.load:14.2f}{plain.load:16.2f}")
+    for who, run in (("benchd once", benchd), ("plain", plain)):
         print(f"  {who} requests in order: {sequence_text(run.sequence)}")
+    sys.stdout.flush()
+
+
+def spread(values: list[float]) -> str:
+    """min/median/max."""
+    picked = (min(values), statistics.median(values), max(values))
+    return "/".join(f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}" for v in picked)
+
+
+def report_pairs(records: int, pairs: list[tuple[Run, Run]]) -> None:
+    """Each figure's ratio over the pairs as min/median/max, and each side's own."""
+    print(f"\n== {records:,} records: {len(pairs)} pair(s), min/median/max ==")
+    print(f"{'':24}{'benchd once':>22}{'plain':>22}{'ratio':>20}")
+    table = [rows_of(b, p) for b, p in pairs]
+    for at, (name, _, _) in enumerate(table[0]):
+        mine = [rows[at][1] for rows in table]
+        theirs = [rows[at][2] for rows in table]
+        ratios = [b / p for b, p in zip(mine, theirs, strict=True) if p > 0]
+        shown = spread(ratios) if ratios else "-"
+        print(f"{name:24}{spread(mine):>22}{spread(theirs):>22}{shown:>20}")
+    loads = [r.load for pair in pairs for r in pair]
+    print(f"{'load average (1 min)':24}{spread(loads):>22}")
     sys.stdout.flush()
 
 
@@ -339,6 +451,22 @@ def sequence_text(sequence: list[tuple[str, int, float]], most: int = 40) -> str
     return ", ".join(runs[:most]) + more
 
 
+def one_pair(workdir: Path, fixture: Path, args: argparse.Namespace, n: int) -> tuple[Run, Run]:
+    """benchd and the plain client, each on a fresh store; benchd first in odd pairs."""
+    runs: dict[str, Run] = {}
+    order = ("benchd", "plain") if n % 2 else ("plain", "benchd")
+    for who in order:
+        store = Store(workdir)
+        try:
+            if who == "benchd":
+                runs[who] = run_benchd(workdir, store, fixture, args.cleanup)
+            else:
+                runs[who] = run_plain(store, fixture, args.cleanup, args.plain_python)
+        finally:
+            store.stop()
+    return runs["benchd"], runs["plain"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 10^6 records")
@@ -346,6 +474,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only 10^3 and 10^4 records")
     parser.add_argument("--cleanup", default="after", choices=["after", "never"])
     parser.add_argument("--sizes", help="comma-separated record counts instead")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs per size (alternated)")
+    parser.add_argument(
+        "--plain-python",
+        default=os.environ.get("BENCH_PLAIN_PYTHON", sys.executable),
+        help="the interpreter of the plain client (one with aiohttp; else httpx is used)",
+    )
     parser.add_argument("--serve-store", help=argparse.SUPPRESS)
     parser.add_argument("--plain", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -361,6 +495,7 @@ def main() -> None:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     print(f"cleanup = {args.cleanup!r}; benchd's figures as ratios of the plain client's")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="benchd-scale-") as tmp:
         workdir = Path(tmp)
         for records in sizes:
@@ -370,17 +505,12 @@ def main() -> None:
                  "--queries", str(QUERIES), "--out", str(fixture)],
                 check=True, stdout=subprocess.DEVNULL,
             )  # fmt: skip
-            store = Store(workdir)
-            try:
-                benchd = run_benchd(workdir, store, fixture, args.cleanup)
-            finally:
-                store.stop()
-            store = Store(workdir)
-            try:
-                plain = run_plain(store, fixture, args.cleanup)
-            finally:
-                store.stop()
-            report(records, benchd, plain)
+            pairs = []
+            for n in range(1, max(1, args.pairs) + 1):
+                benchd, plain = one_pair(workdir, fixture, args, n)
+                report_pair(records, n, "benchd" if n % 2 else "plain", benchd, plain)
+                pairs.append((benchd, plain))
+            report_pairs(records, pairs)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,18 @@ time and peak RSS (``os.wait4`` rusage of that child):
 - benchd:      ``python -m benchd score -m map -m recip_rank -m P.10
                -m ndcg_cut.10 -m recall.10 QRELS RUN``, end to end
                (interpreter start, parsing, scoring every topic, printing);
-- pytrec_eval: a child that parses both files into dicts and evaluates the
-               same measures (timed), then writes its values (untimed).
+- pytrec_eval: ``python -c ...``, end to end too: interpreter start, import,
+               parsing both files into dicts, evaluating the same measures,
+               printing each measure's mean.
 
-benchd runs twice per round: as invoked by default (one process, like
-pytrec_eval) and with ``-j N`` (N = the usable cores, at most 4: the run split
-across N processes); both are shown against pytrec_eval. A final, untimed ``benchd score
--q --format json`` run gives benchd's per-query values; every one is compared
-with pytrec_eval's at 4 decimals. Each side runs ``--repeat`` times,
-alternating; the best time is shown.
+Both are whole processes reading the same two files. They run in pairs
+(``--repeat`` of them), the side that goes first alternating; benchd runs
+twice in each pair: as invoked by default (one process, like pytrec_eval)
+and with ``-j N`` (N = the usable cores, at most 4: the run split across N
+processes). Each figure is printed as min/median/max over the pairs, with
+the ratios taken pair by pair. A final, untimed run of each side gives the
+per-query values (``benchd score -q --format json``, and pytrec_eval's
+dict); every one is compared at 4 decimals.
 Usage::
 
     .venv/bin/python bench/score_bench.py [--queries 100000] [--seed 7] [--repeat 3]
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,10 +47,9 @@ DOCS_PER_QUERY = 100
 RELEVANT_PER_QUERY = 10
 
 _PYTREC_CHILD = """
-import json, sys, time
+import json, sys
 import pytrec_eval
 qrels_path, run_path, out_path, measures = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-start, cpu_start = time.perf_counter(), time.process_time()
 qrels = {}
 with open(qrels_path) as f:
     for line in f:
@@ -57,12 +60,13 @@ with open(run_path) as f:
     for line in f:
         qid, _, doc, _, score, _ = line.split()
         run.setdefault(qid, {})[doc] = float(score)
-parsed = time.perf_counter()
 values = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
-done, cpu_done = time.perf_counter(), time.process_time()
-report = {"parse_s": parsed - start, "eval_s": done - parsed, "cpu_s": cpu_done - cpu_start}
-with open(out_path, "w") as f:
-    json.dump({**report, "values": values}, f)
+names = sorted({name for row in values.values() for name in row})
+for name in names:
+    print(name, "all", round(sum(row[name] for row in values.values()) / len(values), 4))
+if out_path != "-":
+    with open(out_path, "w") as f:
+        json.dump({"values": values}, f)
 """
 
 
@@ -129,9 +133,10 @@ Figures = tuple[float, float, float]  # wall s, CPU s, peak RSS MiB
 
 
 def _measure(
-    directory: Path, qrels: Path, run: Path, repeat: int
-) -> tuple[Figures, Figures, Figures, int]:
-    """Best-of-``repeat`` figures of benchd (default, then -j N) and pytrec_eval; mismatches."""
+    directory: Path, qrels: Path, run: Path, pairs: int
+) -> tuple[list[Figures], list[Figures], list[Figures], int]:
+    """Each pair's figures of benchd (default, then -j N) and pytrec_eval, whole processes,
+    the side that goes first alternating; the per-query values that differ."""
     flags = [f for m in MEASURES for f in ("-m", m)]
     ours_out, theirs_out = directory / "benchd.out", directory / "pytrec.json"
     benchd_argv = [sys.executable, "-m", "benchd", "score", *flags, str(qrels), str(run)]
@@ -140,42 +145,49 @@ def _measure(
     ours: list[Figures] = []
     parallel: list[Figures] = []
     theirs: list[Figures] = []
-    for _ in range(repeat):  # alternate the sides so all meet the same background load
+    for n in range(pairs):
+        if n % 2:
+            theirs.append(run_child([*pytrec_argv, "-", *MEASURES], directory / "means.txt"))
         ours.append(run_child(benchd_argv, directory / "summary.txt"))
         parallel.append(run_child(parallel_argv, directory / "summary_j.txt"))
-        _, _, peak = run_child([*pytrec_argv, str(theirs_out), *MEASURES], directory / "x")
-        report = json.loads(theirs_out.read_text())
-        theirs.append((report["parse_s"] + report["eval_s"], report["cpu_s"], peak))
+        if not n % 2:
+            theirs.append(run_child([*pytrec_argv, "-", *MEASURES], directory / "means.txt"))
     if (directory / "summary.txt").read_text() != (directory / "summary_j.txt").read_text():
         sys.exit("benchd score printed different tables with and without -j")
-    # Untimed: the same scoring with every per-query value, for the comparison.
+    # Untimed: every per-query value of each side, for the comparison.
     run_child([*benchd_argv[:4], "-q", "--format", "json", *benchd_argv[4:]], ours_out)
+    run_child([*pytrec_argv, str(theirs_out), *MEASURES], directory / "x")
+    report = json.loads(theirs_out.read_text())
     mismatches = compare(benchd_values(ours_out), report["values"])
-    return _best(ours), _best(parallel), _best(theirs), mismatches
+    return ours, parallel, theirs, mismatches
 
 
-def _best(side: list[Figures]) -> Figures:
-    """Fastest wall and CPU time, and the largest peak memory, over the repeats."""
-    return min(r[0] for r in side), min(r[1] for r in side), max(r[2] for r in side)
+def _spread(values: list[float]) -> str:
+    """min/median/max."""
+    picked = (min(values), statistics.median(values), max(values))
+    return "/".join(f"{v:.2f}" for v in picked)
 
 
-def _table(ours: Figures, theirs: Figures, label: str) -> None:
-    print(f"{label:24}{'benchd':>10}{'pytrec_eval':>13}{'speed-up / ratio':>18}")
-    rows = [
-        ("wall time, s", ours[0], theirs[0], f"{theirs[0] / ours[0]:.2f}x faster"),
-        ("CPU time, s", ours[1], theirs[1], f"{theirs[1] / ours[1]:.2f}x faster"),
-        ("peak RSS, MiB", ours[2], theirs[2], f"{ours[2] / theirs[2]:.2f}x the memory"),
-    ]
-    for name, mine, peer, ratio in rows:
-        print(f"{name:24}{mine:>10.2f}{peer:>13.2f}{ratio:>18}")
+def _table(ours: list[Figures], theirs: list[Figures], label: str) -> None:
+    print(f"{label:22}{'benchd':>22}{'pytrec_eval':>22}{'ratio (pair by pair)':>30}")
+    names = ("wall time, s", "CPU time, s", "peak RSS, MiB")
+    for at, name in enumerate(names):
+        mine = [f[at] for f in ours]
+        peer = [f[at] for f in theirs]
+        if at < 2:
+            ratios, what = [p / m for m, p in zip(mine, peer, strict=True)], "x faster"
+        else:
+            ratios, what = [m / p for m, p in zip(mine, peer, strict=True)], "x the memory"
+        print(f"{name:22}{_spread(mine):>22}{_spread(peer):>22}{_spread(ratios) + what:>30}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per side; best is shown")
+    parser.add_argument("--repeat", type=int, default=3, help="pairs of runs (alternated)")
     args = parser.parse_args()
+    before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="score-bench-") as tmp:
         directory = Path(tmp)
         qrels, run = generate(directory, args.queries, args.seed)
@@ -183,14 +195,14 @@ def main() -> int:
         ours, parallel, theirs, mismatches = _measure(directory, qrels, run, max(1, args.repeat))
     size = f"{args.queries:,} queries x {DOCS_PER_QUERY} docs, {RELEVANT_PER_QUERY} relevant each"
     print(f"score_bench: {size}; measures {', '.join(MEASURES)}")
-    print("benchd: the whole `benchd score` process; pytrec_eval: parse + evaluate only")
-    print(f"best of {args.repeat} runs each")
+    print("each side a whole process (start, parse, score, print) on the same two files")
+    print(f"{args.repeat} pair(s), the first side alternating; min/median/max")
     _table(ours, theirs, "default (1 process)")
     _table(parallel, theirs, f"-j {default_jobs()} ({processes} proc.)")
     same = "yes" if mismatches == 0 else f"NO ({mismatches} differ)"
     print(f"per-query values identical at 4 decimals: {same}")
     load = os.getloadavg()[0]
-    print(f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"load average {before:.1f} before, {load:.1f} after, on {os.cpu_count()} CPUs")
     print("(wall times depend on the machine's load; CPU time is the steadier comparison)")
     return 1 if mismatches else 0
 

@@ -15,18 +15,32 @@ from benchd.drift.baseline import Baseline, load_baseline
 from benchd.errors import InputError
 from benchd.kinds import ProbeTarget, build_target
 from benchd.kinds.vectors import stage_of
+from benchd.store.flow import WriteRate
+from benchd.store.lease import LeaseHolder
 
 __all__ = ["check_parts", "load_parts"]
 
 
-def load_parts(probe: ProbeConfig) -> tuple[Baseline | None, ProbeTarget]:
-    """The probe's pinned baseline (None without one) and its adapter, built eagerly.
+def load_parts(
+    probe: ProbeConfig,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> tuple[Baseline | None, ProbeTarget]:
+    """The probe's pinned baseline (None without one) and its adapter (holding ``lease``,
+    its deletes within ``write_rate``), built eagerly.
 
     A baseline or target that cannot be constructed is a startup, ``validate``
     or reload error, never an exception inside a cycle.
     """
     baseline = load_baseline(probe.baseline) if probe.baseline else None
-    target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
+    target = build_target(
+        probe.target.kind,
+        probe.target.settings,
+        probe.target.secret,
+        lease=lease,
+        write_rate=write_rate,
+    )
     _arm_canary(baseline, target)
     return baseline, target
 

@@ -217,7 +217,7 @@ class Daemon:
             log.warning("budget", warning=warning)
         for name, runner in everyone.items():
             runner.read_rate = plan.read_rates.get(name)
-            runner.target.write_rate = plan.write_rates.get(name)
+            runner.write_rate = plan.write_rates.get(name)
 
     async def _start(self, runner: ProbeRunner) -> None:
         assert self._tg is not None

@@ -28,9 +28,11 @@ from benchd.cycle import run_cycle
 from benchd.drift.tracker import DriftTracker
 from benchd.errors import BenchdError
 from benchd.fixtures.model import Fixture, load_fixture
+from benchd.kinds import capabilities_of
 from benchd.logging import get_logger
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
+from benchd.store.flow import WriteRate
 from benchd.store.lease import LeaseHolder, Role, default_instance, new_token
 from benchd.store.lease_token import held_token, let_go, token_key
 from benchd.store.target import ProbeTarget, Progress
@@ -71,14 +73,20 @@ def log_internal(stage: str, probe: str, exc: BaseException) -> None:
     )
 
 
-def build_parts(probe: ProbeConfig) -> tuple[DriftTracker, ProbeTarget]:
-    """The probe's drift tracker (with its pinned baseline) and its adapter.
+def build_parts(
+    probe: ProbeConfig,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> tuple[DriftTracker, ProbeTarget]:
+    """The probe's drift tracker (with its pinned baseline) and its adapter, holding
+    ``lease`` and keeping its deletes within ``write_rate``.
 
     Built eagerly (:func:`benchd.assemble.load_parts`): a baseline or target that
     cannot be constructed is a startup, ``validate`` or reload error, never an
     exception inside a cycle.
     """
-    baseline, target = load_parts(probe)
+    baseline, target = load_parts(probe, lease=lease, write_rate=write_rate)
     owned_keys = target.capabilities.owned_keys
     return DriftTracker(probe.name, probe.drift, baseline, owned_keys=owned_keys), target
 
@@ -108,16 +116,21 @@ class ProbeRunner:
         self.read_rate = read_rate if read_rate is not None else own_share(probe)
         self.fixture = fixture if fixture is not None else load_fixture(probe.fixture)
         self.cycles = 0
-        self.tracker, self.target = build_parts(probe)
-        # ... and of its write budget (req/s), which the flow's deletes are spaced to.
-        self.target.write_rate = write_rate if write_rate is not None else own_write_share(probe)
+        # ... and of its write budget (req/s), which the flow's deletes are spaced to (a
+        # daemon's reload may plan it anew: the target reads it as each cleanup begins).
+        self.write_rate = write_rate if write_rate is not None else own_write_share(probe)
         self._token_key: str | None = None  # the state directory's token this runner holds
         role = role or ("once" if read_only_beside_live else "run")
-        caps = self.target.capabilities
+        caps = capabilities_of(probe.target.kind, probe.target.settings)
+        lease = None
         # without a lease, a one-shot command still holds back beside benchd's sentinel
         if caps.lease or (caps.writes and caps.lists and role in ("once", "baseline")):
-            self.target.lease = self._holder(instance, role, force_lease)
+            lease = self._holder(instance, role, force_lease)
+        self.tracker, self.target = build_parts(probe, lease=lease, write_rate=self._write_share)
         self._closed = False
+
+    def _write_share(self) -> float | None:
+        return self.write_rate
 
     def _holder(self, instance: str | None, role: Role, force: bool) -> LeaseHolder:
         """This runner as a lease holder. A daemon promises a heartbeat every cycle (three

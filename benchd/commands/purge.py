@@ -92,11 +92,13 @@ def _targets(
                 f"probe {probe.name}: kind {probe.target.kind} cannot purge: "
                 + "; ".join(caps.lacks())
             )
-        target = build_target(probe.target.kind, probe.target.settings, probe.target.secret)
-        if caps.lease:
-            target.lease = LeaseHolder(  # never takes over a live lease, even this host's daemon's
-                config.server.instance or default_instance(), ttl_s=0.0, role="purge"
-            )
+        lease = None
+        if caps.lease:  # never takes over a live lease, even this host's daemon's
+            instance = config.server.instance or default_instance()
+            lease = LeaseHolder(instance, ttl_s=0.0, role="purge")
+        target = build_target(
+            probe.target.kind, probe.target.settings, probe.target.secret, lease=lease
+        )
         memories = load_fixture(probe.fixture).memories
         out.append((f"probe {probe.name}", probe.target.namespace or "", target, memories))
     return out

@@ -56,6 +56,8 @@ from benchd.kinds.pgvector import PgvectorConfig, PgvectorStore
 from benchd.kinds.python import PythonConfig, PythonTarget
 from benchd.kinds.qdrant import QdrantConfig, QdrantStore
 from benchd.kinds.zengram import ZengramConfig, ZengramStore
+from benchd.store.flow import WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, SearchQuery, Target
 
@@ -87,7 +89,14 @@ class KindStore(Protocol[K_contra]):
         ...
 
     @classmethod
-    def probe_target(cls, settings: K_contra, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: K_contra,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The probe target over a store with these settings (the flow around it)."""
         ...
 
@@ -105,7 +114,9 @@ class TargetKind(Generic[S]):
 
     name: str
     settings_type: type[S]
-    build: Callable[[S, Secret | None], ProbeTarget]
+    # (settings, secret, *, lease=None, write_rate=None): lease and write share as the
+    # probe runner grants them (benchd.store.flow.NamespaceFlow)
+    build: Callable[..., ProbeTarget]
     capabilities: Callable[[S], Capabilities]
     common: Callable[[S], CommonSettings]
     costs: Callable[[S], StoreCosts]
@@ -168,8 +179,17 @@ def register(kind: TargetKind[Any]) -> None:
 register_kinds()  # so that code holding a kind's settings can read their declarations
 
 
-def build_target(kind: str, config: Any, secret: Secret | None) -> ProbeTarget:
-    return TARGET_KINDS[kind].build(config, secret)
+def build_target(
+    kind: str,
+    config: Any,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> ProbeTarget:
+    """The adapter of ``kind``, holding ``lease`` (None: none) and keeping its deletes within
+    ``write_rate`` (None: not spaced)."""
+    return TARGET_KINDS[kind].build(config, secret, lease=lease, write_rate=write_rate)
 
 
 def capabilities_of(kind: str, config: Any) -> Capabilities:

@@ -76,8 +76,9 @@ from benchd.kinds.vectors import (
     vector_starter_keys,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -554,9 +555,17 @@ class ChromaStore(VectorStore):
         )  # fmt: skip
 
     @classmethod
-    def probe_target(cls, settings: ChromaConfig, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: ChromaConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The ``chroma`` kind: the shared namespace flow over a store of these settings."""
-        return NamespaceFlow(cls(settings, secret.reveal() if secret is not None else None))
+        store = cls(settings, secret.reveal() if secret is not None else None)
+        return NamespaceFlow(store, lease=lease, write_rate=write_rate)
 
     @property
     def plan(self) -> SeedPlan:

@@ -68,8 +68,9 @@ from benchd.kinds.vectors import (
     vector_starter_keys,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -571,8 +572,15 @@ class LancedbStore(VectorStore):
         )  # fmt: skip
 
     @classmethod
-    def probe_target(cls, settings: LancedbConfig, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: LancedbConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The ``lancedb`` kind: the shared namespace flow over a store of these settings (no
         secret: an embedded store has no credentials)."""
-        return NamespaceFlow(cls(settings))
+        return NamespaceFlow(cls(settings), lease=lease, write_rate=write_rate)
 

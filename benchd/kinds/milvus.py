@@ -72,8 +72,9 @@ from benchd.kinds.vectors import (
     vector_starter_keys,
 )
 from benchd.logging import get_logger, route_library_logs
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -634,9 +635,17 @@ class MilvusStore(VectorStore):
         )
 
     @classmethod
-    def probe_target(cls, settings: MilvusConfig, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: MilvusConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The ``milvus`` kind: the shared namespace flow over a store of these settings."""
-        return NamespaceFlow(cls(settings, secret.reveal() if secret is not None else None))
+        store = cls(settings, secret.reveal() if secret is not None else None)
+        return NamespaceFlow(store, lease=lease, write_rate=write_rate)
 
     @property
     def plan(self) -> SeedPlan:

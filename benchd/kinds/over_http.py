@@ -26,7 +26,8 @@ from benchd.http.client import (
     open_clients,
 )
 from benchd.http.sender import Connect, search_fire
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
 from benchd.store.target import Fire, SearchQuery
 
@@ -153,8 +154,14 @@ class SearchesOverHttp(Store, Protocol):
 class FlowOverHttp(NamespaceFlow):
     """The namespace flow over a :class:`StoreOverHttp`, with its sans-I/O search halves."""
 
-    def __init__(self, store: SearchesOverHttp) -> None:
-        super().__init__(store)
+    def __init__(
+        self,
+        store: SearchesOverHttp,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> None:
+        super().__init__(store, lease=lease, write_rate=write_rate)
         self.http_store = store
 
     def build_search_request(self, query: SearchQuery) -> httpx.Request:

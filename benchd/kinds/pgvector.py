@@ -81,8 +81,9 @@ from benchd.kinds.vectors import (
     vector_starter_keys,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.handles import Handles, fresh_after_restart
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
 from benchd.store.target import ProbeTarget
@@ -739,11 +740,18 @@ class PgvectorStore(VectorStore):
         )
 
     @classmethod
-    def probe_target(cls, settings: PgvectorConfig, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: PgvectorConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The ``pgvector`` kind: the shared namespace flow over a store of these settings."""
         dsn = secret.reveal() if secret is not None else ""
         register_dsn_password(dsn)
-        return NamespaceFlow(cls(settings, dsn))
+        return NamespaceFlow(cls(settings, dsn), lease=lease, write_rate=write_rate)
 
     @property
     def plan(self) -> SeedPlan:

@@ -52,7 +52,7 @@ from benchd.http.messages import raised
 from benchd.kinds.retriever import RetrieverPlan, RetrieverStore, has_hooks
 from benchd.logging import get_logger
 from benchd.result import SeedReport, TargetInfo
-from benchd.store.flow import NamespaceFlow
+from benchd.store.flow import NamespaceFlow, WriteRate
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_NAMESPACE_CHARS, OwnedIds, namespace_problem
 from benchd.store.protocol import Capabilities, Purged, SeedPlan
@@ -217,23 +217,12 @@ class PythonTarget:
 
     kind = KIND
 
-    def __init__(self, config: PythonConfig) -> None:
+    def __init__(self, config: PythonConfig, *, lease: LeaseHolder | None = None) -> None:
         self.config = config
         self._inner: Target | None = None  # what the factory made, as a Target
         self._driver: ProbeTarget | None = None  # the same, where benchd drives it
         self._lock = anyio.Lock()
-        self._lease: LeaseHolder | None = None
-        self.write_rate: float | None = None  # in-process: no key, no write budget
-
-    @property
-    def lease(self) -> LeaseHolder | None:
-        return self._lease
-
-    @lease.setter
-    def lease(self, holder: LeaseHolder | None) -> None:
-        self._lease = holder
-        if self._driver is not None and self._driver.capabilities.lease:
-            self._driver.lease = holder
+        self._lease = lease  # the driver's, once the factory made one
 
     @classmethod
     def capabilities_for(cls, settings: PythonConfig) -> Capabilities:
@@ -248,9 +237,17 @@ class PythonTarget:
         )
 
     @classmethod
-    def probe_target(cls, settings: PythonConfig, secret: Secret | None) -> PythonTarget:
-        """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate)."""
-        return cls(settings)
+    def probe_target(
+        cls,
+        settings: PythonConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> PythonTarget:
+        """The adapter for ``kind = "python"`` (``secret`` is unused: nothing to authenticate;
+        nor ``write_rate``: in-process, no key, no write budget)."""
+        return cls(settings, lease=lease)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -330,9 +327,8 @@ class PythonTarget:
         if isinstance(made, Target):
             self._inner = made
         elif has_hooks(made):
-            flow = NamespaceFlow(RetrieverStore(made, _retriever_plan(self.config)))
-            flow.lease = self._lease
-            self._inner = self._driver = flow
+            store = RetrieverStore(made, _retriever_plan(self.config))
+            self._inner = self._driver = NamespaceFlow(store, lease=self._lease)
         elif callable(getattr(made, "index", None)) and callable(getattr(made, "search", None)):
             legacy = RetrieverTarget(made, self.config)
             log.warning(
@@ -395,8 +391,6 @@ class RetrieverTarget:
         self._limiter = anyio.CapacityLimiter(config.concurrency)
         self.private = getattr(retriever, "private", False) is True
         self._owned = OwnedIds(config.namespace, ())
-        self.lease: LeaseHolder | None = None  # no lease: nothing to hold it in
-        self.write_rate: float | None = None  # nothing is deleted
 
     @property
     def capabilities(self) -> Capabilities:

@@ -25,7 +25,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import anyio
@@ -37,7 +37,7 @@ from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import TargetInfo
 from benchd.store.lease import Holder, holder_of
 from benchd.store.owned import MAX_ID_CHARS
-from benchd.store.protocol import Hits, Listed, Page, Record, StoreDefaults
+from benchd.store.protocol import Hits, Listed, Page, Record, SeededCorpus, StoreDefaults
 from benchd.store.target import SearchQuery, note_service_time
 
 if TYPE_CHECKING:
@@ -319,9 +319,9 @@ class VectorStore(StoreDefaults):
         """Stored with the same text by the same embedder: nothing to write, nothing to embed."""
         return listed.digest == mark_digest(_content(record.memory), self.embed.label)
 
-    def seeded(self, records: Iterable[Record]) -> None:
+    def seeded(self, corpus: SeededCorpus) -> None:
         """How many records the namespace holds: how far a tie may need to be read."""
-        self._corpus = sum(1 for _ in records)
+        self._corpus = len(corpus)
 
     async def search(self, query: SearchQuery) -> Hits:
         """Nearest neighbours of the query's vector, ties in one order; the latency is the

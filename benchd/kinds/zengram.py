@@ -31,7 +31,7 @@ week.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal
@@ -56,9 +56,9 @@ from benchd.http.sender import Connect
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.over_http import FlowOverHttp, StoreOverHttp, delete_rechecked
 from benchd.result import TargetInfo
-from benchd.store.flow import content_of
+from benchd.store.flow import WriteRate, content_of
 from benchd.store.idtable import SeenIds
-from benchd.store.lease import holder_of
+from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
     OWNER_KEY,
@@ -76,6 +76,7 @@ from benchd.store.protocol import (
     Page,
     Recheck,
     Record,
+    SeededCorpus,
     SeedPlan,
 )
 from benchd.store.target import SearchQuery
@@ -259,9 +260,16 @@ class ZengramStore(StoreOverHttp):
         )
 
     @classmethod
-    def probe_target(cls, settings: ZengramConfig, secret: Secret | None) -> ZengramTarget:
+    def probe_target(
+        cls,
+        settings: ZengramConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ZengramTarget:
         """The namespace flow over a store of these settings."""
-        return ZengramTarget(settings, secret)
+        return ZengramTarget(settings, secret, lease=lease, write_rate=write_rate)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -491,9 +499,9 @@ class ZengramStore(StoreOverHttp):
             wire.same_field(listed.kept, name, value) for name, value in wanted.items()
         )
 
-    def seeded(self, records: Iterable[Record]) -> None:
+    def seeded(self, corpus: SeededCorpus) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""
-        self._anchor = self._corpus_time(records)
+        self._anchor = self._corpus_time(corpus)
 
     # -- the wire format ----------------------------------------------------------------
 
@@ -534,24 +542,21 @@ class ZengramStore(StoreOverHttp):
         self._last_fill_ms = max(int(time.time() * 1000), self._last_fill_ms + 1)
         return wire.iso_ms(self._last_fill_ms)
 
-    def _corpus_time(self, records: Iterable[Record]) -> str | None:
+    def _corpus_time(self, corpus: SeededCorpus) -> str | None:
         """The latest ``created_at`` of the corpus: the fixture's, or benchd's as stored.
 
         Sent as ``reference_date`` to a query that has none, it makes date
         words resolve against the corpus rather than the calendar. With
         ``cleanup = "never"`` the records benchd dated keep the time of the
         seed that wrote them, so "recently" or "this week" keep meaning the
-        same records however long ago that seed was.
+        same records however long ago that seed was. Only the memories that
+        give no date are read for it (the corpus's latest date is known).
         """
-        latest: float | None = None
-        for record in records:
-            stamp = record.memory.get("created_at")
-            if stamp is not None:
-                moment = wire.epoch_s(stamp)
-            else:
-                moment = None if record.listed is None else record.listed.created_s
-                if moment is None and self._filled_ms is not None:
-                    moment = self._filled_ms / 1000  # the latest benchd filled (none later)
+        latest = corpus.latest_created_s
+        for record in corpus.undated():
+            moment = None if record.listed is None else record.listed.created_s
+            if moment is None and self._filled_ms is not None:
+                moment = self._filled_ms / 1000  # the latest benchd filled (none later)
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
         self._filled_ms = None
@@ -698,6 +703,9 @@ class ZengramTarget(FlowOverHttp):
         secret: Secret | None,
         *,
         connect: Connect | None = None,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
     ) -> None:
         self.config = config
-        super().__init__(ZengramStore(config, secret, connect=connect))
+        store = ZengramStore(config, secret, connect=connect)
+        super().__init__(store, lease=lease, write_rate=write_rate)

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from benchd.errors import TargetProtocolError
+from benchd.fixtures.checks import created_s
 from benchd.http.answers import LABEL_SOURCE_CHARS, count, finite_number, first_ids
 from benchd.store.flow import content_of
-from benchd.store.listing import fingerprint
+from benchd.store.listing import FINGERPRINT_BYTES, fingerprint, text_pair_fingerprint
 from benchd.store.owned import GLOBAL_KEYED
 from benchd.store.protocol import Counts
 
@@ -53,7 +54,7 @@ def to_ms(stamp: object) -> object:
     below that can fall between two pages: benchd never writes such a date.
     """
     text = str(stamp).strip()
-    if not _SUB_MS.search(text):
+    if ("." not in text and "," not in text) or not _SUB_MS.search(text):
         return stamp  # as the fixture has it: a date, or a time to the millisecond at most
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -66,12 +67,9 @@ def to_ms(stamp: object) -> object:
 
 
 def epoch_s(stamp: object) -> float | None:
-    """An ISO 8601 ``created_at`` as epoch seconds (naive = UTC), or None if it is not one."""
-    try:
-        moment = datetime.fromisoformat(str(stamp).strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    """An ISO 8601 ``created_at`` as epoch seconds (naive = UTC), or None if it is not one
+    (as the fixture's dates are read: :func:`benchd.fixtures.checks.created_s`)."""
+    return created_s(stamp)
 
 
 def active(page: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -84,38 +82,51 @@ def content_digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-_PART = 8  # bytes of each fingerprint in what a listing keeps (of 10^6 records: 24 MB)
+_PART = FINGERPRINT_BYTES  # bytes of each fingerprint in what a listing keeps
+_ABSENT = fingerprint(None)  # a field the record does not hold: no digest taken per record
 
 
 def kept_of(record: Mapping[str, Any]) -> bytes | None:
     """What benchd compares of a stored record, as a listing keeps it (never its text).
 
-    Fingerprints (8 bytes of each: a changed record passes for unchanged only
-    if its 64-bit digest equals the stored one's) of what the import's dedup
-    compares (content and type), then of each field the server keys across
-    tenants (``key``, ``subject``: :data:`~benchd.store.owned.GLOBAL_KEYED`);
-    None where one cannot be taken (the record is then written again).
+    Fingerprints (:func:`~benchd.store.listing.fingerprint`) of what the
+    import's dedup compares (content and type), then of each field the server
+    keys across tenants (``key``, ``subject``:
+    :data:`~benchd.store.owned.GLOBAL_KEYED`), a field the record does not
+    hold as a constant (an event holds neither: one digest a record); None
+    where one cannot be taken (the record is then written again).
     """
-    parts = [_dedup(record), *(fingerprint(record.get(name)) for name in GLOBAL_KEYED)]
-    return None if None in parts else b"".join(p[:_PART] for p in parts if p is not None)
+    dedup = _dedup(record)
+    if dedup is None:
+        return None
+    parts = [dedup]
+    for name in GLOBAL_KEYED:
+        value = record.get(name)
+        part = _ABSENT if value is None else fingerprint(value)
+        if part is None:
+            return None
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _dedup(record: Mapping[str, Any]) -> bytes | None:
-    return fingerprint(content_of(record), record.get("type", "event"))
+    kind = record.get("type", "event")
+    content = content_of(record)
+    return text_pair_fingerprint(content, kind) if type(kind) is str else fingerprint(content, kind)
 
 
 def same_dedup(kept: bytes, memory: Mapping[str, Any]) -> bool:
     """The stored record (as :func:`kept_of` keeps it) has ``memory``'s content and type."""
     wanted = _dedup(memory)
-    return wanted is not None and kept[:_PART] == wanted[:_PART]
+    return wanted is not None and kept[:_PART] == wanted
 
 
 def same_field(kept: bytes, name: str, value: object) -> bool:
     """The stored record (as :func:`kept_of` keeps it) holds ``value`` in field ``name``
     (one of :data:`~benchd.store.owned.GLOBAL_KEYED`)."""
     at = (1 + GLOBAL_KEYED.index(name)) * _PART
-    wanted = fingerprint(value)
-    return wanted is not None and kept[at : at + _PART] == wanted[:_PART]
+    wanted = _ABSENT if value is None else fingerprint(value)
+    return wanted is not None and kept[at : at + _PART] == wanted
 
 
 Key = tuple[str, bytes]
@@ -198,4 +209,3 @@ def export_page(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]], 
         raise TargetProtocolError(f"{what}: answer has no 'memories' array")
     records = [r for r in page[:size] if isinstance(r, dict) and label(r.get("id"))]
     return records, bool(data.get("has_more")) and len(page) > 0
-

@@ -45,7 +45,7 @@ import anyio
 import anyio.lowlevel
 
 from benchd.errors import OwnershipError, TargetProtocolError
-from benchd.fixtures.stream import memory_ids
+from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
 from benchd.logging import get_logger
 from benchd.progress import enter_phase, report_poll
 from benchd.result import RankedIds, SeedReport, TargetInfo
@@ -59,7 +59,7 @@ from benchd.store.owned import (
     owner_mark,
     sentinel_id,
 )
-from benchd.store.ownership import NamespaceOwnership
+from benchd.store.ownership import Ownership, OwnershipHost
 from benchd.store.pacing import Spacing
 from benchd.store.protocol import (
     Capabilities,
@@ -72,7 +72,7 @@ from benchd.store.protocol import (
 )
 from benchd.store.target import Fire, Progress, SearchQuery
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "WriteRate", "content_of"]
 
 log = get_logger("benchd.targets")
 
@@ -93,16 +93,36 @@ READ_BACK_LIMIT = 100
 CHECKPOINT_EVERY = 1000
 """A pass over the corpus that sends nothing yields to the event loop this often (records)."""
 
+HELD_WRITES = 2000
+"""A pass that finds at most this many records to write holds them for the writes; more
+are made again from the corpus by a second pass (a changed corpus of 10^6 is not held)."""
+
 
 def content_of(record: Mapping[str, Any]) -> str:
     """A memory's text (``content``, or ``text`` as the import format allows)."""
     return str(record.get("content") or record.get("text") or "")
 
 
-class NamespaceFlow(NamespaceOwnership):
-    """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``)."""
+WriteRate = Callable[[], float | None]
+"""The probe's share of its key's write budget (req/s) as it stands now, read as each set of
+deletes begins (a daemon's reload may plan it anew); None: not spaced."""
 
-    def __init__(self, store: Store) -> None:
+
+class NamespaceFlow:
+    """Seed, verify, search and clean up one namespace of a store (a ``ProbeTarget``).
+
+    ``lease`` is this process's lease on the namespace (None: it keeps none);
+    ``write_rate`` the share of the write budget its deletes keep within (None: not
+    spaced).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> None:
         self.store = store
         self._owned = OwnedIds(store.plan.namespace, ())
         # Server id -> fixture id (listed, benchd's) and the inverse, only where the store's id
@@ -115,22 +135,38 @@ class NamespaceFlow(NamespaceOwnership):
         self._held = IdSet(self._owned)
         ns = store.plan.namespace
         self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
-        self.lease: LeaseHolder | None = None  # set by the probe runner: this process's lease
-        self._read_only: str | None = None  # the live holder beside which this seed measures
+        # the sentinel, the lease, adoption, migration (benchd.store.ownership)
+        host: OwnershipHost = _OwnershipHost(self)
+        self._ownership = Ownership(store, host, lease)
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
-        self._leased = False  # this process wrote its lease (handed back on shutdown)
         self._fresh: Listing | None = None  # the latest listing of the namespace ...
         self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
         self._relisting = anyio.Lock()
         self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
         # Seconds from the listing that showed each deleted record to the delete's answer.
         self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
-        # Set by the probe runner: its share of the key's write budget (req/s), which each
-        # cleanup's deletes keep within (benchd.store.pacing); None: not spaced.
-        self.write_rate: float | None = None
+        self._write_rate = write_rate  # what each cleanup's deletes keep within (Spacing)
         self._changes = 0  # writes and deletes this flow sent (the sentinel's apart)
 
     # -- what the probe reads -----------------------------------------------------
+
+    @property
+    def lease(self) -> LeaseHolder | None:
+        """This process's lease on the namespace (None: it keeps none)."""
+        return self._ownership.lease
+
+    @lease.setter
+    def lease(self, holder: LeaseHolder | None) -> None:
+        self._ownership.lease = holder
+
+    @property
+    def _read_only(self) -> str | None:
+        """The live holder beside which this seed measures (None: it writes)."""
+        return self._ownership.read_only
+
+    async def release_lease(self) -> bool:
+        """Hand the lease back (see :meth:`Ownership.release_lease`)."""
+        return await self._ownership.release_lease()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -257,10 +293,10 @@ class NamespaceFlow(NamespaceOwnership):
         changes = self._changes
         self._held = existing.held
         if caps.writes:
-            await self._check_holders(existing)
-        adopted = await self._take_ownership(existing)
+            await self._ownership.check_holders(existing)
+        adopted = await self._ownership.take(existing)
         if self._read_only is None:
-            await self._migrate(existing)
+            await self._ownership.migrate(existing)
         if plan.cleanup == "before" and self._read_only is None:
             await self._delete_seeded(existing)
         counts, unchanged = (0, 0, 0), 0
@@ -273,11 +309,10 @@ class NamespaceFlow(NamespaceOwnership):
             # that listing is the read-back, and a second one would be the same pages.
             unchanged_since = existing if self._changes == changes else None
             verified, missing = await self._verify(ids, progress, unchanged_since)
-        last: list[Mapping[str, Any]] = []  # the corpus's last memory, noted on the way
-        self.store.seeded(self._records(_noting_last(memories, last), self._fresh))
+        self.store.seeded(CorpusRecords(self, memories, self._fresh))
         enter_phase(progress, "searchable")
         self._progress = progress
-        searchable = await self._searchable_after(memories, ids, missing, last)
+        searchable = await self._searchable_after(memories, ids, missing)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -324,24 +359,39 @@ class NamespaceFlow(NamespaceOwnership):
         What the store would skip is not sent at all: against a per-key write
         budget a steady-state cycle then costs no writes.
         """
+        if self.store.plan.cleanup == "before" or not existing.claimed:
+            # nothing listed to keep: the one pass is the writes'
+            return await self._write_batches(self._records(memories), len(memories), progress), 0
         keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
-        if self.store.plan.cleanup != "before" and existing.claimed:
-            for n, record in enumerate(self._records(memories)):
-                if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
-                    await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
-                listed = existing.records.get(record.store_id)
-                if listed is None:
-                    continue
-                if self.store.unchanged(listed, record):
-                    keep[n] = 1
-                elif record.store_id in existing.claimed and self.store.stale(listed, record):
-                    stale.append(record.store_id)  # only what the listing shows as benchd's
+        held: list[Record] | None = []  # what to write, while few: no second pass for it
+        for n, record in enumerate(self._records(memories)):
+            if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
+                await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
+            listed = existing.records.get(record.store_id)
+            if listed is not None and self.store.unchanged(listed, record):
+                keep[n] = 1
+                continue
+            if (
+                listed is not None
+                and record.store_id in existing.claimed
+                and self.store.stale(listed, record)
+            ):
+                stale.append(record.store_id)  # only what the listing shows as benchd's
+            if held is not None:
+                held.append(record)
+                held = held if len(held) <= HELD_WRITES else None
         if stale and self._can_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
             await self._delete_ids(stale)
         kept = len(keep) - keep.count(0)
-        to_write = (r for n, r in enumerate(self._records(memories)) if not keep[n])
+        if kept == len(memories):
+            return (0, 0, 0), kept  # nothing to write: no second pass
+        to_write: Iterable[Record] = (
+            held
+            if held is not None
+            else (r for n, r in enumerate(self._records(memories)) if not keep[n])
+        )
         counts = await self._write_batches(to_write, len(memories) - kept, progress)
         return counts, kept
 
@@ -359,7 +409,7 @@ class NamespaceFlow(NamespaceOwnership):
 
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             if self.store.capabilities.owned_ids:
                 self._held.update(r.store_id for r in batch)
@@ -435,18 +485,12 @@ class NamespaceFlow(NamespaceOwnership):
         return found
 
     async def _searchable_after(
-        self,
-        memories: Sequence[Mapping[str, Any]],
-        ids: Sequence[str],
-        missing: tuple[str, ...],
-        noted: Sequence[Mapping[str, Any]] = (),
+        self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
     ) -> float | None:
         """Seconds until the last memory kept is found by its own text; None if never.
 
         A memory the store did not keep never shows: polling for it would
-        spend the whole timeout to learn nothing. ``noted`` holds the corpus's
-        last memory where a pass already read it (a streamed corpus is not read
-        again for it).
+        spend the whole timeout to learn nothing.
         """
         plan = self.store.plan
         if not ids:
@@ -455,7 +499,7 @@ class NamespaceFlow(NamespaceOwnership):
         last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] not in gone), None)
         if last is None or plan.searchable_timeout_s <= 0:
             return None
-        probe = noted[-1] if noted and last == len(ids) - 1 else memories[last]
+        probe = memories[last]  # a streamed corpus reads it from a line start noted at load
         query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
         started = time.monotonic()
         delay = 0.02
@@ -595,9 +639,9 @@ class NamespaceFlow(NamespaceOwnership):
 
     async def _delete_ids(self, server_ids: Sequence[str], sent: list[str] | None = None) -> int:
         """Delete these (already verified) server ids, ``delete_concurrency`` at a time, the
-        requests kept within :attr:`write_rate` (:class:`Spacing`); the ids a delete was
-        sent for are added to ``sent``."""
-        spacing = Spacing.for_budget(self.write_rate)
+        requests kept within the write share (:class:`Spacing`); the ids a delete was sent
+        for are added to ``sent``."""
+        spacing = Spacing.for_budget(None if self._write_rate is None else self._write_rate())
         sent = [] if sent is None else sent
         if (size := self.store.capabilities.bulk_deletes) > 1:
             return await self._delete_sets(server_ids, size, spacing, sent)
@@ -608,7 +652,7 @@ class NamespaceFlow(NamespaceOwnership):
             await spacing.turn()  # before the check: the wait never widens the window
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             sent.append(server_id)
             recheck = functools.partial(self._still_listed, server_id)
@@ -640,7 +684,7 @@ class NamespaceFlow(NamespaceOwnership):
             ids = [sid for sid in chunk if await self._still_listed(sid)]
             if not ids:
                 return
-            self._check_lease_held()
+            self._ownership.check_lease_held()
             self._changes += 1
             sent.extend(ids)
             deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is
@@ -656,6 +700,69 @@ class NamespaceFlow(NamespaceOwnership):
         return deleted
 
 
+class CorpusRecords:
+    """The corpus as a store is told it once seeded (:meth:`Store.seeded`): its size and
+    dates known without reading it, its records (each with its copy in ``listing``) made
+    as they are read."""
+
+    __slots__ = ("_dates", "_flow", "_listing", "_memories")
+
+    def __init__(
+        self,
+        flow: NamespaceFlow,
+        memories: Sequence[Mapping[str, Any]],
+        listing: Listing | None,
+    ) -> None:
+        self._flow = flow
+        self._memories = memories
+        self._listing = listing
+        self._dates = corpus_dates(memories)
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self._flow._records(self._memories, self._listing)
+
+    @property
+    def latest_created_s(self) -> float | None:
+        """The latest ``created_at`` the corpus gives (epoch seconds); None: none gives one."""
+        return self._dates.latest_s
+
+    def undated(self) -> Iterator[Record]:
+        """The records of the memories that give no ``created_at`` (read only for them)."""
+        memories = memories_at(self._memories, self._dates.undated)
+        return self._flow._records(memories, self._listing)
+
+
+class _OwnershipHost:
+    """What a flow's :class:`Ownership` asks of it (its :class:`OwnershipHost`)."""
+
+    __slots__ = ("_flow",)
+
+    def __init__(self, flow: NamespaceFlow) -> None:
+        self._flow = flow
+
+    @property
+    def owned(self) -> OwnedIds:
+        return self._flow._owned
+
+    def where(self) -> str:
+        return self._flow._where()
+
+    async def list_namespace(self) -> Listing:
+        return await self._flow._list()
+
+    async def delete(self, server_ids: Sequence[str]) -> int:
+        return await self._flow._delete_ids(server_ids)
+
+    def hold(self, store_id: str) -> None:
+        self._flow._held.add(store_id)
+
+    def hold_nothing(self) -> None:
+        self._flow._held = IdSet(self._flow._owned)
+
+
 def _clamped(counts: Counts, sent: int) -> Counts:
     """A store's (written, skipped, errors) for a batch of ``sent``, each at least 0 and
     together at most ``sent``: what a store reports is never counted beyond what was sent."""
@@ -665,13 +772,6 @@ def _clamped(counts: Counts, sent: int) -> Counts:
         out.append(kept)
         left -= kept
     return out[0], out[1], out[2]
-
-
-def _noting_last(items: Iterable[T], last: list[T]) -> Iterator[T]:
-    """``items``, the latest one kept in ``last`` (one element) as they are read."""
-    for item in items:
-        last[:] = (item,)
-        yield item
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:

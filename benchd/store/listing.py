@@ -21,6 +21,7 @@ from benchd.store.owned import OwnedIds, legacy_sentinel_id, sentinel_id, sentin
 from benchd.store.protocol import Listed
 
 __all__ = [
+    "FINGERPRINT_BYTES",
     "MIN_LISTING_RECORDS",
     "Listing",
     "Which",
@@ -29,6 +30,7 @@ __all__ = [
     "legacy_sentinel_text",
     "listing_limit",
     "sentinel_digests",
+    "text_pair_fingerprint",
 ]
 
 Which = Literal["current", "legacy"]
@@ -40,8 +42,13 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+FINGERPRINT_BYTES = 8
+"""A changed record passes for unchanged only if its 64-bit digest equals the stored one's."""
+
+
 def fingerprint(*values: object) -> bytes | None:
-    """A 16-byte digest of JSON values, equal exactly when the values are (dict order aside).
+    """A digest of JSON values (:data:`FINGERPRINT_BYTES`), equal exactly when the values
+    are (dict order aside), short of a 64-bit collision.
 
     What a listing keeps of a record for a kind's ``unchanged``, instead of the
     record: a value JSON cannot say exactly (NaN, an object, keys of mixed types)
@@ -49,6 +56,8 @@ def fingerprint(*values: object) -> bytes | None:
     assumed unchanged. Texts and nulls alone (a record's content and type, the
     common case, hashed for every listed record) skip the JSON encoder.
     """
+    if len(values) == 2 and type(values[0]) is str and type(values[1]) is str:
+        return text_pair_fingerprint(values[0], values[1])
     if all(v is None or type(v) is str for v in values):
         parts = ["n" if v is None else f"s{len(v)}:{v}" for v in values]  # type: ignore[arg-type]
         return _blake("".join(parts))
@@ -59,8 +68,15 @@ def fingerprint(*values: object) -> bytes | None:
     return _blake("j" + text)
 
 
+def text_pair_fingerprint(first: str, second: str) -> bytes:
+    """``fingerprint(first, second)`` of two texts (a record's content and type, taken of
+    every listed record): the same digest, without the general case's checks."""
+    return _blake(f"s{len(first)}:{first}s{len(second)}:{second}")
+
+
 def _blake(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=FINGERPRINT_BYTES).digest()
 
 
 def legacy_sentinel_text(namespace: str) -> str:

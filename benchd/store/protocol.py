@@ -75,8 +75,9 @@ sentinel, read without listing the whole namespace: the lease is read back
 after every heartbeat and before it is handed back; None where the store
 cannot, and the flow lists the namespace),
 ``unchanged(listed, record)`` (the store would skip this write as a
-duplicate: not sent, costs no write budget), ``seeded(records)`` (told the
-corpus before the first search, each record with its latest listing's
+duplicate: not sent, costs no write budget), ``seeded(corpus)`` (told the
+corpus before the first search, :class:`SeededCorpus`: its size and latest
+date known without reading it, each record with its latest listing's
 :class:`Listed` where it was listed, e.g. to anchor date words) and
 ``load_sender(...)`` (the store's own sender for the load pass, declared by
 :attr:`Capabilities.load_sender`).
@@ -94,7 +95,7 @@ not detected. benchd runs such a probe and reports what it lacks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -118,6 +119,7 @@ __all__ = [
     "Recheck",
     "Record",
     "SeedPlan",
+    "SeededCorpus",
     "Store",
     "StoreDefaults",
 ]
@@ -202,6 +204,24 @@ LoadFinish = Callable[[Hits, SearchQuery], tuple[str, ...]]
 """How the flow turns a store's hits into fixture ids (labelled, sentinel dropped, cut)."""
 
 
+class SeededCorpus(Protocol):
+    """The corpus as a store is told it once seeded: iterating reads it (every record, with
+    its latest listed copy); its size, latest date and undated records need no such pass."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Record]: ...
+
+    @property
+    def latest_created_s(self) -> float | None:
+        """The latest ``created_at`` the corpus's memories give (epoch seconds), if any."""
+        ...
+
+    def undated(self) -> Iterator[Record]:
+        """The records of the memories that give no ``created_at``."""
+        ...
+
+
 class Store(Protocol):
     """One store kind, transport-free as the flow sees it (see the module docstring)."""
 
@@ -242,7 +262,7 @@ class Store(Protocol):
 
     def stale(self, listed: Listed, record: Record) -> bool: ...
 
-    def seeded(self, records: Iterable[Record]) -> None: ...
+    def seeded(self, corpus: SeededCorpus) -> None: ...
 
     async def search(self, query: SearchQuery) -> Hits: ...
 
@@ -299,7 +319,7 @@ class StoreDefaults:
         """Writing a record over its listed copy replaces it: nothing to delete first."""
         return False
 
-    def seeded(self, records: Iterable[Record]) -> None:
+    def seeded(self, corpus: SeededCorpus) -> None:
         """Nothing to learn from the corpus."""
 
     def load_sender(

@@ -25,7 +25,6 @@ from benchd.result import RankedIds, SeedReport, TargetInfo
 
 if TYPE_CHECKING:
     from benchd.store.capabilities import Capabilities, Purged
-    from benchd.store.lease import LeaseHolder
 
 __all__ = [
     "Fire",
@@ -90,13 +89,10 @@ class ProbeTarget(Target, Protocol):
 
     Beyond :class:`Target`, everything here is present on every adapter and
     typed; what a store can do is read from ``capabilities`` (declared by its
-    kind, see :mod:`benchd.store.protocol`), never probed.
+    kind, see :mod:`benchd.store.protocol`), never probed. The lease it holds
+    and the write share its deletes keep within are given to its builder
+    (:func:`benchd.kinds.build_target`), never set on it.
     """
-
-    lease: LeaseHolder | None  # set by the probe runner where capabilities.lease
-    # set by the probe runner: its share of the key's write budget (req/s), which deletes
-    # are spaced to (benchd.store.pacing); None: not spaced
-    write_rate: float | None
 
     @property
     def capabilities(self) -> Capabilities: ...

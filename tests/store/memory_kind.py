@@ -16,8 +16,8 @@ from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.secrets import Secret
 from benchd.kinds import TargetKind, register
 from benchd.result import TargetInfo
-from benchd.store.flow import NamespaceFlow, content_of
-from benchd.store.lease import holder_of
+from benchd.store.flow import NamespaceFlow, WriteRate, content_of
+from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.owned import OWNER_KEY
 from benchd.store.protocol import (
     Capabilities,
@@ -126,8 +126,14 @@ def memory_common(settings: MemorySettings) -> CommonSettings:
     )
 
 
-def build(settings: MemorySettings, secret: Secret | None) -> NamespaceFlow:
-    return NamespaceFlow(MemoryStore(settings))
+def build(
+    settings: MemorySettings,
+    secret: Secret | None,
+    *,
+    lease: LeaseHolder | None = None,
+    write_rate: WriteRate | None = None,
+) -> NamespaceFlow:
+    return NamespaceFlow(MemoryStore(settings), lease=lease, write_rate=write_rate)
 
 
 register(TargetKind("memory", MemorySettings, build, memory_capabilities, memory_common, lambda s: StoreCosts()))  # noqa: E501  the one registry line

@@ -53,9 +53,13 @@ async def _cleanup_sends(rate: float | None) -> list[tuple[str, float]]:
         settings = ZengramConfig(
             url=store.url, namespace=NS, cleanup="after", searchable_timeout_s=0.0
         )
-        target = ZengramTarget(settings, Secret(store.api_key, "test"), connect=sent)
-        target.lease = LeaseHolder(instance="ci", ttl_s=600.0)
-        target.write_rate = rate
+        target = ZengramTarget(
+            settings,
+            Secret(store.api_key, "test"),
+            connect=sent,
+            lease=LeaseHolder(instance="ci", ttl_s=600.0),
+            write_rate=lambda: rate,
+        )
         try:
             await target.seed(MEMORIES)
             sent.sent.clear()

@@ -233,3 +233,32 @@ async def test_a_daemon_holding_a_listing_while_it_lists_again_keeps_bytes_not_o
         await t.aclose()
     # a flag, 48 bytes of fingerprints and a float per record (~57); objects cost ~500 more
     assert held[0] < RECORDS * 80, f"{held[0] / RECORDS:.0f} bytes per record"
+
+
+def test_a_listed_record_is_reduced_to_as_few_and_as_narrow_digests_as_the_check_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One 8-byte digest of an event's content and type (the fields it does not hold are a
+    constant), one more for the key a fact holds; the two-text path agrees with the
+    general one."""
+    from benchd.kinds import zengram_wire as wire
+    from benchd.store import listing
+
+    taken: list[str] = []
+    real = listing._blake
+
+    def counted(text: str) -> bytes:
+        taken.append(text)
+        return real(text)
+
+    monkeypatch.setattr(listing, "_blake", counted)
+    event = {"id": "e", "content": "an event", "type": "event"}
+    kept = wire.kept_of(event)
+    assert kept is not None and len(kept) == 3 * listing.FINGERPRINT_BYTES and len(taken) == 1
+    taken.clear()
+    assert wire.kept_of({**event, "type": "fact", "key": "benchd:ns:k"}) is not None
+    assert len(taken) == 2
+    assert len(fingerprint("a", "b") or b"") == listing.FINGERPRINT_BYTES == 8
+    assert listing.text_pair_fingerprint("ab", "c") == fingerprint("ab", "c")
+    assert wire.same_dedup(kept, event) and wire.same_field(kept, "key", None)
+    assert not wire.same_field(kept, "key", "benchd:ns:k")

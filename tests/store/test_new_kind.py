@@ -131,3 +131,21 @@ async def test_a_store_that_cannot_delete_says_so_and_is_never_asked_to() -> Non
         await target.purge(MEMORIES, force=False)
     lacks = (await target.info()).lacks
     assert any("no cleanup and no purge" in line for line in lacks)
+
+
+def test_a_kinds_builder_takes_the_lease_and_the_write_share_it_keeps_within() -> None:
+    """What the probe runner grants a target is given to its builder, never set on it: the
+    lease it holds, and its share of the write budget, read as its deletes begin (a
+    daemon's reload may plan a new one)."""
+    holder = LeaseHolder("daemon-a", ttl_s=600, fixture_hash="h")
+    share: list[float | None] = [2.0]
+    flow = build_target(
+        "memory", memory_kind.MemorySettings(namespace=NS), None, lease=holder,
+        write_rate=lambda: share[0],
+    )  # fmt: skip
+    assert isinstance(flow, NamespaceFlow) and flow.lease is holder
+    assert flow._write_rate is not None and flow._write_rate() == 2.0
+    share[0] = None
+    assert flow._write_rate() is None
+    bare = build_target("memory", memory_kind.MemorySettings(namespace=NS), None)
+    assert isinstance(bare, NamespaceFlow) and bare.lease is None and bare._write_rate is None

@@ -41,6 +41,8 @@ from benchd.kinds.http.templating import MISSING, as_text, render, render_text
 from benchd.kinds.over_http import FlowOverHttp, NoLongerListed, StoreOverHttp, before_retry
 from benchd.kinds.vectors import SENTINEL_TEXT, embed_stage
 from benchd.result import TargetInfo
+from benchd.store.flow import WriteRate
+from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespaced_fields, sentinel_id
 from benchd.store.protocol import (
     Capabilities,
@@ -183,9 +185,16 @@ class TemplatedStore(StoreOverHttp):
         )
 
     @classmethod
-    def probe_target(cls, settings: HttpConfig, secret: Secret | None) -> TemplatedTarget:
+    def probe_target(
+        cls,
+        settings: HttpConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> TemplatedTarget:
         """The namespace flow over a store of these settings."""
-        return TemplatedTarget(settings, secret)
+        return TemplatedTarget(settings, secret, lease=lease, write_rate=write_rate)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -409,6 +418,9 @@ class TemplatedTarget(FlowOverHttp):
         secret: Secret | None,
         *,
         connect: Connect | None = None,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
     ) -> None:
         self.config = config
-        super().__init__(TemplatedStore(config, secret, connect=connect))
+        store = TemplatedStore(config, secret, connect=connect)
+        super().__init__(store, lease=lease, write_rate=write_rate)

@@ -36,8 +36,8 @@ from benchd.kinds.mcp.deletes import VerifiedDeletes
 from benchd.kinds.mcp.lease import is_lease_name, lease_name, parse_lease, shown
 from benchd.logging import get_logger
 from benchd.result import TargetInfo
-from benchd.store.flow import NamespaceFlow
-from benchd.store.lease import Holder
+from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.lease import Holder, LeaseHolder
 from benchd.store.owned import owned_prefix, sentinel_id
 from benchd.store.protocol import (
     Capabilities,
@@ -130,9 +130,16 @@ class McpStore(StoreDefaults):
         )
 
     @classmethod
-    def probe_target(cls, settings: McpConfig, secret: Secret | None) -> ProbeTarget:
+    def probe_target(
+        cls,
+        settings: McpConfig,
+        secret: Secret | None,
+        *,
+        lease: LeaseHolder | None = None,
+        write_rate: WriteRate | None = None,
+    ) -> ProbeTarget:
         """The kind's probe target: the shared namespace flow over a store of these settings."""
-        return NamespaceFlow(cls(settings, secret))
+        return NamespaceFlow(cls(settings, secret), lease=lease, write_rate=write_rate)
 
     @property
     def plan(self) -> SeedPlan:
