@@ -89,10 +89,85 @@ fi
 export BENCHD_STORES_VENV BENCHD_REQUIRE_STORES=1
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"
+# The suite runs as parallel pytest processes ("parts", run_parts below): one per store
+# matrix of tests/stores, each starting only its own store's servers, and one for everything
+# else. Explicit test paths among the arguments run as one process, as pytest alone would.
+run_parts=1
+skip_value=""
+for arg in "$@"; do
+    if [ -n "$skip_value" ]; then skip_value=""; continue; fi
+    case "$arg" in
+        -k|-m|-p|-o|-c|-W|--deselect|--ignore|--ignore-glob|--basetemp|--junitxml|--junit-xml\
+        |--durations|--timeout|--rootdir|--confcutdir|--maxfail|--tb|--log-file|--import-mode)
+            skip_value=1 ;;
+        -*) ;;
+        *) if [ -e "${arg%%::*}" ]; then run_parts=""; fi ;;
+    esac
+done
 # pytest exits 5 when it collects nothing: that is a failure here, not a pass.
-set +e
-"$VENV/bin/python" -m pytest "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
+if [ -z "$run_parts" ]; then
+    set +e
+    "$VENV/bin/python" -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
+    exit "$rc"
+fi
+# Each part: NAME, the BENCHD_TEST_STORES it runs (tests/stores/conftest.py), its paths.
+# The last keeps every test the others do not take, so a store missing here (a new one) still
+# runs there. Each part has its own TMPDIR (pytest's tmp_path, the servers' data dirs and
+# tests/conftest.py's BENCHD_STATE_DIR, never an exported one), traversable but not listable
+# by PostgreSQL's unprivileged user.
+STORE_PARTS=(pgvector chroma milvus qdrant)
+PARTS=()
+for store in "${STORE_PARTS[@]}"; do PARTS+=("$store|only:$store|tests/stores"); done
+PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|")
+# With a selection (-k, -m, --deselect) a part may hold none of it; without one, an empty
+# part means its tests went missing.
+selecting=""
+for arg in "$@"; do
+    case "$arg" in -k*|-m*|--deselect*) selecting=1 ;; esac
+done
+PARTS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/benchd-parts.XXXXXX")"
+chmod 711 "$PARTS_DIR"
+pids=()
+stop_parts() { for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done; }
+trap 'stop_parts; wait; rm -rf "$PARTS_DIR"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Job control: each part in its own process group, where SIGINT is not ignored (as it is
+# for background commands of a script), so stop_parts lets pytest stop its servers.
+set -m
+for part in "${PARTS[@]}"; do
+    IFS='|' read -r name stores paths <<<"$part"
+    mkdir -m 711 "$PARTS_DIR/$name"
+    # shellcheck disable=SC2086  # paths: none or one word
+    env -u BENCHD_STATE_DIR TMPDIR="$PARTS_DIR/$name" BENCHD_TEST_STORES="$stores" \
+        "$VENV/bin/python" -m pytest $paths "$@" >"$PARTS_DIR/$name.log" 2>&1 &
+    pids+=("$!")
+done
+set +m
+echo "scripts/test.sh: ${#PARTS[@]} parts in parallel: ${PARTS[*]%%|*}" >&2
+SECONDS=0
+rc=0 collected="" summary=()
+for i in "${!PARTS[@]}"; do
+    name="${PARTS[$i]%%|*}"
+    part_rc=0
+    wait "${pids[$i]}" || part_rc=$?
+    echo "=============== part $name: exit $part_rc, done at ${SECONDS}s ==============="
+    cat "$PARTS_DIR/$name.log"
+    last="$(grep -E '^(=+ )?[0-9].* in [0-9.]+s' "$PARTS_DIR/$name.log" | tail -n 1 || true)"
+    summary+=("$name (exit $part_rc): ${last:-no summary}")
+    if [ "$part_rc" -ne 5 ]; then collected=1; fi
+    if [ "$part_rc" -eq 5 ] && [ -z "$selecting" ]; then
+        echo "scripts/test.sh: part $name collected no tests" >&2
+        rc=1
+    elif [ "$part_rc" -ne 0 ] && [ "$part_rc" -ne 5 ]; then
+        rc=1
+    fi
+done
+pids=()
+echo "=============== scripts/test.sh: ${#PARTS[@]} parts, ${SECONDS}s ==============="
+printf '%s\n' "${summary[@]}"
+if [ -z "$collected" ]; then echo "scripts/test.sh: no tests were collected" >&2; rc=1; fi
 exit "$rc"
