@@ -113,15 +113,18 @@ if [ -z "$run_parts" ]; then
     if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
     exit "$rc"
 fi
-# Each part: NAME, the BENCHD_TEST_STORES it runs (tests/stores/conftest.py), its paths.
-# The last keeps every test the others do not take, so a store missing here (a new one) still
-# runs there. Each part has its own TMPDIR (pytest's tmp_path, the servers' data dirs and
-# tests/conftest.py's BENCHD_STATE_DIR, never an exported one), traversable but not listable
-# by PostgreSQL's unprivileged user.
+# Each part: NAME|its BENCHD_TEST_STORES (tests/stores/conftest.py)|its pytest arguments.
+# The last keeps every test the others do not take (a store without a part of its own, a new
+# folder), so the parts always hold the whole suite. Each part has its own TMPDIR (pytest's
+# tmp_path, the servers' data dirs and tests/conftest.py's BENCHD_STATE_DIR, never an
+# exported one), traversable but not listable by PostgreSQL's unprivileged user.
 STORE_PARTS=(pgvector chroma milvus qdrant)
+FIRST_DIRS=(tests/bench tests/commands tests/config tests/deploy tests/drift tests/embed
+    tests/fixtures)  # many benchd subprocesses and the deploy e2e: about half the rest
 PARTS=()
 for store in "${STORE_PARTS[@]}"; do PARTS+=("$store|only:$store|tests/stores"); done
-PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|")
+PARTS+=("first||${FIRST_DIRS[*]}")
+PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|${FIRST_DIRS[*]/#/--ignore=}")
 # With a selection (-k, -m, --deselect) a part may hold none of it; without one, an empty
 # part means its tests went missing.
 selecting=""
@@ -130,43 +133,54 @@ for arg in "$@"; do
 done
 PARTS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/benchd-parts.XXXXXX")"
 chmod 711 "$PARTS_DIR"
-pids=()
-stop_parts() { for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done; }
-trap 'stop_parts; wait; rm -rf "$PARTS_DIR"' EXIT
+pids=() shown=0 rc=0 collected="" summary=()
+show_part() {  # show_part INDEX EXIT: its output, and its line of the summary
+    local name="${PARTS[$1]%%|*}" last
+    echo "=============== part $name: exit $2, done at ${SECONDS}s ==============="
+    cat "$PARTS_DIR/$name.log"
+    last="$(grep -E '^(=+ )?[0-9].* in [0-9.]+s' "$PARTS_DIR/$name.log" | tail -n 1 || true)"
+    summary+=("$name (exit $2): ${last:-no summary}")
+    shown=$(($1 + 1))
+}
+stop_parts() {  # SIGINT: pytest stops its servers and prints what it has
+    local i
+    for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+    wait
+    if [ "$shown" -lt "${#pids[@]}" ]; then
+        for ((i = shown; i < ${#pids[@]}; i++)); do show_part "$i" stopped; done
+        printf '%s\n' "${summary[@]}"
+    fi
+    rm -rf "$PARTS_DIR"
+}
+trap stop_parts EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 # Job control: each part in its own process group, where SIGINT is not ignored (as it is
-# for background commands of a script), so stop_parts lets pytest stop its servers.
+# for background commands of a script), so stop_parts reaches pytest.
 set -m
 for part in "${PARTS[@]}"; do
-    IFS='|' read -r name stores paths <<<"$part"
+    IFS='|' read -r name stores args <<<"$part"
     mkdir -m 711 "$PARTS_DIR/$name"
-    # shellcheck disable=SC2086  # paths: none or one word
+    # shellcheck disable=SC2086  # args: words without spaces
     env -u BENCHD_STATE_DIR TMPDIR="$PARTS_DIR/$name" BENCHD_TEST_STORES="$stores" \
-        "$VENV/bin/python" -m pytest $paths "$@" >"$PARTS_DIR/$name.log" 2>&1 &
+        "$VENV/bin/python" -m pytest $args "$@" >"$PARTS_DIR/$name.log" 2>&1 &
     pids+=("$!")
 done
 set +m
 echo "scripts/test.sh: ${#PARTS[@]} parts in parallel: ${PARTS[*]%%|*}" >&2
 SECONDS=0
-rc=0 collected="" summary=()
 for i in "${!PARTS[@]}"; do
-    name="${PARTS[$i]%%|*}"
     part_rc=0
     wait "${pids[$i]}" || part_rc=$?
-    echo "=============== part $name: exit $part_rc, done at ${SECONDS}s ==============="
-    cat "$PARTS_DIR/$name.log"
-    last="$(grep -E '^(=+ )?[0-9].* in [0-9.]+s' "$PARTS_DIR/$name.log" | tail -n 1 || true)"
-    summary+=("$name (exit $part_rc): ${last:-no summary}")
+    show_part "$i" "$part_rc"
     if [ "$part_rc" -ne 5 ]; then collected=1; fi
     if [ "$part_rc" -eq 5 ] && [ -z "$selecting" ]; then
-        echo "scripts/test.sh: part $name collected no tests" >&2
+        echo "scripts/test.sh: part ${PARTS[$i]%%|*} collected no tests" >&2
         rc=1
     elif [ "$part_rc" -ne 0 ] && [ "$part_rc" -ne 5 ]; then
         rc=1
     fi
 done
-pids=()
 echo "=============== scripts/test.sh: ${#PARTS[@]} parts, ${SECONDS}s ==============="
 printf '%s\n' "${summary[@]}"
 if [ -z "$collected" ]; then echo "scripts/test.sh: no tests were collected" >&2; rc=1; fi
