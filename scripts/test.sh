@@ -89,9 +89,10 @@ fi
 export BENCHD_STORES_VENV BENCHD_REQUIRE_STORES=1
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"
-# The suite runs as parallel pytest processes ("parts", run_parts below): one per store
-# matrix of tests/stores, each starting only its own store's servers, and one for everything
-# else. Explicit test paths among the arguments run as one process, as pytest alone would.
+# The suite runs as parallel pytest processes ("parts", PARTS below): one per store matrix
+# of tests/stores, each starting only its own store's servers, and two for everything else
+# but tests/bench, which runs on its own after them.
+# Explicit test paths among the arguments run as one process, as pytest alone would.
 run_parts=1
 skip_value=""
 for arg in "$@"; do
@@ -114,17 +115,21 @@ if [ -z "$run_parts" ]; then
     exit "$rc"
 fi
 # Each part: NAME|its BENCHD_TEST_STORES (tests/stores/conftest.py)|its pytest arguments.
-# The last keeps every test the others do not take (a store without a part of its own, a new
-# folder), so the parts always hold the whole suite. Each part has its own TMPDIR (pytest's
-# tmp_path, the servers' data dirs and tests/conftest.py's BENCHD_STATE_DIR, never an
-# exported one), traversable but not listable by PostgreSQL's unprivileged user.
+# The parts run side by side, except the last: tests/bench, whose soaks count a probe's
+# cycles against the clock, runs alone once they are done. The "rest" part keeps every test
+# the others do not take (a store without a part of its own, a new folder), so the parts
+# always hold the whole suite. Each part has its own TMPDIR (pytest's tmp_path, the
+# servers' data dirs and tests/conftest.py's BENCHD_STATE_DIR, never an exported one),
+# traversable but not listable by PostgreSQL's unprivileged user.
 STORE_PARTS=(pgvector chroma milvus qdrant)
-FIRST_DIRS=(tests/bench tests/commands tests/config tests/deploy tests/drift tests/embed
-    tests/fixtures)  # many benchd subprocesses and the deploy e2e: about half the rest
+FIRST_DIRS=(tests/commands tests/config tests/deploy tests/drift tests/embed tests/fixtures)
+ALONE_DIR=tests/bench
 PARTS=()
 for store in "${STORE_PARTS[@]}"; do PARTS+=("$store|only:$store|tests/stores"); done
 PARTS+=("first||${FIRST_DIRS[*]}")
-PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|${FIRST_DIRS[*]/#/--ignore=}")
+rest_args="${FIRST_DIRS[*]/#/--ignore=} --ignore=$ALONE_DIR"
+PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|$rest_args")
+PARTS+=("bench||$ALONE_DIR")
 # With a selection (-k, -m, --deselect) a part may hold none of it; without one, an empty
 # part means its tests went missing.
 selecting=""
@@ -157,30 +162,38 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 # Job control: each part in its own process group, where SIGINT is not ignored (as it is
 # for background commands of a script), so stop_parts reaches pytest.
-set -m
-for part in "${PARTS[@]}"; do
-    IFS='|' read -r name stores args <<<"$part"
+launch_part() {  # launch_part INDEX PYTEST-ARGUMENTS...
+    local name stores args
+    IFS='|' read -r name stores args <<<"${PARTS[$1]}"
+    shift
     mkdir -m 711 "$PARTS_DIR/$name"
+    set -m
     # shellcheck disable=SC2086  # args: words without spaces
     env -u BENCHD_STATE_DIR TMPDIR="$PARTS_DIR/$name" BENCHD_TEST_STORES="$stores" \
         "$VENV/bin/python" -m pytest $args "$@" >"$PARTS_DIR/$name.log" 2>&1 &
     pids+=("$!")
-done
-set +m
-echo "scripts/test.sh: ${#PARTS[@]} parts in parallel: ${PARTS[*]%%|*}" >&2
-SECONDS=0
-for i in "${!PARTS[@]}"; do
-    part_rc=0
-    wait "${pids[$i]}" || part_rc=$?
-    show_part "$i" "$part_rc"
+    set +m
+}
+finish_part() {  # finish_part INDEX: wait for it, show it, count its exit
+    local part_rc=0
+    wait "${pids[$1]}" || part_rc=$?
+    show_part "$1" "$part_rc"
     if [ "$part_rc" -ne 5 ]; then collected=1; fi
     if [ "$part_rc" -eq 5 ] && [ -z "$selecting" ]; then
-        echo "scripts/test.sh: part ${PARTS[$i]%%|*} collected no tests" >&2
+        echo "scripts/test.sh: part ${PARTS[$1]%%|*} collected no tests" >&2
         rc=1
     elif [ "$part_rc" -ne 0 ] && [ "$part_rc" -ne 5 ]; then
         rc=1
     fi
-done
+}
+alone=$((${#PARTS[@]} - 1))
+names=("${PARTS[@]%%|*}")
+echo "scripts/test.sh: parts ${names[*]:0:alone} in parallel, then ${names[alone]}" >&2
+SECONDS=0
+for ((i = 0; i < alone; i++)); do launch_part "$i" "$@"; done
+for ((i = 0; i < alone; i++)); do finish_part "$i"; done
+launch_part "$alone" "$@"
+finish_part "$alone"
 echo "=============== scripts/test.sh: ${#PARTS[@]} parts, ${SECONDS}s ==============="
 printf '%s\n' "${summary[@]}"
 if [ -z "$collected" ]; then echo "scripts/test.sh: no tests were collected" >&2; rc=1; fi
