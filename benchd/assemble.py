@@ -15,8 +15,8 @@ from benchd.drift.baseline import Baseline, load_baseline
 from benchd.errors import InputError
 from benchd.kinds import ProbeTarget, build_target
 from benchd.kinds.vectors import stage_of
-from benchd.store.flow import WriteRate
 from benchd.store.lease import LeaseHolder
+from benchd.store.target import WriteRate
 
 __all__ = ["check_parts", "load_parts"]
 

@@ -32,10 +32,9 @@ from benchd.kinds import capabilities_of
 from benchd.logging import get_logger
 from benchd.result import CycleResult
 from benchd.scoring.thresholds import evaluate_all
-from benchd.store.flow import WriteRate
 from benchd.store.lease import LeaseHolder, Role, default_instance, new_token
 from benchd.store.lease_token import held_token, let_go, token_key
-from benchd.store.target import ProbeTarget, Progress
+from benchd.store.target import ProbeTarget, Progress, WriteRate
 
 __all__ = [
     "INTERNAL",

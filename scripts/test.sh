@@ -90,10 +90,112 @@ fi
 export BENCHD_STORES_VENV BENCHD_REQUIRE_STORES=1
 "$VENV/bin/ruff" check benchd tests bench
 "$VENV/bin/mypy"
+# The suite runs as parallel pytest processes ("parts", PARTS below): one per store matrix
+# of tests/stores, each starting only its own store's servers, and two for everything else
+# but tests/bench, which runs on its own after them.
+# Explicit test paths among the arguments run as one process, as pytest alone would.
+run_parts=1
+skip_value=""
+for arg in "$@"; do
+    if [ -n "$skip_value" ]; then skip_value=""; continue; fi
+    case "$arg" in
+        -k|-m|-p|-o|-c|-W|--deselect|--ignore|--ignore-glob|--basetemp|--junitxml|--junit-xml\
+        |--durations|--timeout|--rootdir|--confcutdir|--maxfail|--tb|--log-file|--import-mode)
+            skip_value=1 ;;
+        -*) ;;
+        *) if [ -e "${arg%%::*}" ]; then run_parts=""; fi ;;
+    esac
+done
 # pytest exits 5 when it collects nothing: that is a failure here, not a pass.
-set +e
-"$VENV/bin/python" -m pytest "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
+if [ -z "$run_parts" ]; then
+    set +e
+    "$VENV/bin/python" -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then echo "scripts/test.sh: no tests were collected" >&2; exit 1; fi
+    exit "$rc"
+fi
+# Each part: NAME|its BENCHD_TEST_STORES (tests/stores/conftest.py)|its pytest arguments.
+# The parts run side by side, except the last: tests/bench, whose soaks count a probe's
+# cycles against the clock, runs alone once they are done. The "rest" part keeps every test
+# the others do not take (a store without a part of its own, a new folder), so the parts
+# always hold the whole suite. Each part has its own TMPDIR (pytest's tmp_path, the
+# servers' data dirs and tests/conftest.py's BENCHD_STATE_DIR, never an exported one),
+# traversable but not listable by PostgreSQL's unprivileged user.
+STORE_PARTS=(pgvector chroma milvus qdrant lancedb)
+FIRST_DIRS=(tests/commands tests/config tests/deploy tests/drift tests/embed tests/fixtures)
+ALONE_DIR=tests/bench
+PARTS=()
+for store in "${STORE_PARTS[@]}"; do PARTS+=("$store|only:$store|tests/stores"); done
+PARTS+=("first||${FIRST_DIRS[*]}")
+rest_args="${FIRST_DIRS[*]/#/--ignore=} --ignore=$ALONE_DIR"
+PARTS+=("rest|except:$(IFS=,; echo "${STORE_PARTS[*]}")|$rest_args")
+PARTS+=("bench||$ALONE_DIR")
+# With a selection (-k, -m, --deselect) a part may hold none of it; without one, an empty
+# part means its tests went missing.
+selecting=""
+for arg in "$@"; do
+    case "$arg" in -k*|-m*|--deselect*) selecting=1 ;; esac
+done
+PARTS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/benchd-parts.XXXXXX")"
+chmod 711 "$PARTS_DIR"
+pids=() shown=0 rc=0 collected="" summary=()
+show_part() {  # show_part INDEX EXIT: its output, and its line of the summary
+    local name="${PARTS[$1]%%|*}" last
+    echo "=============== part $name: exit $2, done at ${SECONDS}s ==============="
+    cat "$PARTS_DIR/$name.log"
+    last="$(grep -E '^(=+ )?[0-9].* in [0-9.]+s' "$PARTS_DIR/$name.log" | tail -n 1 || true)"
+    summary+=("$name (exit $2): ${last:-no summary}")
+    shown=$(($1 + 1))
+}
+stop_parts() {  # SIGINT: pytest stops its servers and prints what it has
+    local i
+    for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+    wait
+    if [ "$shown" -lt "${#pids[@]}" ]; then
+        for ((i = shown; i < ${#pids[@]}; i++)); do show_part "$i" stopped; done
+        printf '%s\n' "${summary[@]}"
+    fi
+    rm -rf "$PARTS_DIR"
+}
+trap stop_parts EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Job control: each part in its own process group, where SIGINT is not ignored (as it is
+# for background commands of a script), so stop_parts reaches pytest.
+launch_part() {  # launch_part INDEX PYTEST-ARGUMENTS...
+    local name stores args
+    IFS='|' read -r name stores args <<<"${PARTS[$1]}"
+    shift
+    mkdir -m 711 "$PARTS_DIR/$name"
+    set -m
+    # shellcheck disable=SC2086  # args: words without spaces
+    env -u BENCHD_STATE_DIR TMPDIR="$PARTS_DIR/$name" BENCHD_TEST_STORES="$stores" \
+        "$VENV/bin/python" -m pytest $args "$@" >"$PARTS_DIR/$name.log" 2>&1 &
+    pids+=("$!")
+    set +m
+}
+finish_part() {  # finish_part INDEX: wait for it, show it, count its exit
+    local part_rc=0
+    wait "${pids[$1]}" || part_rc=$?
+    show_part "$1" "$part_rc"
+    if [ "$part_rc" -ne 5 ]; then collected=1; fi
+    if [ "$part_rc" -eq 5 ] && [ -z "$selecting" ]; then
+        echo "scripts/test.sh: part ${PARTS[$1]%%|*} collected no tests" >&2
+        rc=1
+    elif [ "$part_rc" -ne 0 ] && [ "$part_rc" -ne 5 ]; then
+        rc=1
+    fi
+}
+alone=$((${#PARTS[@]} - 1))
+names=("${PARTS[@]%%|*}")
+echo "scripts/test.sh: parts ${names[*]:0:alone} in parallel, then ${names[alone]}" >&2
+SECONDS=0
+for ((i = 0; i < alone; i++)); do launch_part "$i" "$@"; done
+for ((i = 0; i < alone; i++)); do finish_part "$i"; done
+launch_part "$alone" "$@"
+finish_part "$alone"
+echo "=============== scripts/test.sh: ${#PARTS[@]} parts, ${SECONDS}s ==============="
+printf '%s\n' "${summary[@]}"
+if [ -z "$collected" ]; then echo "scripts/test.sh: no tests were collected" >&2; rc=1; fi
 exit "$rc"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -14,8 +16,10 @@ from benchd.kinds import register_kinds
 
 # Lease holder tokens go to a folder of this test session, not the user's
 # ~/.local/state/benchd; subprocesses inherit it. Tests of the state folder's
-# own lookup set or clear it themselves.
-os.environ.setdefault("BENCHD_STATE_DIR", tempfile.mkdtemp(prefix="benchd-test-state-"))
+# own lookup set or clear it themselves. The session that made it removes it.
+if "BENCHD_STATE_DIR" not in os.environ:
+    os.environ["BENCHD_STATE_DIR"] = tempfile.mkdtemp(prefix="benchd-test-state-")
+    atexit.register(shutil.rmtree, os.environ["BENCHD_STATE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

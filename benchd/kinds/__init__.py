@@ -56,10 +56,9 @@ from benchd.kinds.pgvector import PgvectorConfig, PgvectorStore
 from benchd.kinds.python import PythonConfig, PythonTarget
 from benchd.kinds.qdrant import QdrantConfig, QdrantStore
 from benchd.kinds.zengram import ZengramConfig, ZengramStore
-from benchd.store.flow import WriteRate
 from benchd.store.lease import LeaseHolder
 from benchd.store.protocol import Capabilities
-from benchd.store.target import ProbeTarget, SearchQuery, Target
+from benchd.store.target import ProbeTarget, SearchQuery, Target, WriteRate
 
 __all__ = [
     "TARGET_KINDS",

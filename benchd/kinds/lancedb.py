@@ -68,12 +68,12 @@ from benchd.kinds.vectors import (
     vector_starter_keys,
 )
 from benchd.logging import get_logger
-from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.flow import NamespaceFlow
 from benchd.store.handles import Handles, fresh_after_restart
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
 from benchd.store.protocol import Capabilities, SeedPlan
-from benchd.store.target import ProbeTarget
+from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage

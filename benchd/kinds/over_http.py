@@ -26,10 +26,10 @@ from benchd.http.client import (
     open_clients,
 )
 from benchd.http.sender import Connect, search_fire
-from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.flow import NamespaceFlow
 from benchd.store.lease import LeaseHolder
 from benchd.store.protocol import Hits, LoadFinish, Recheck, Store, StoreDefaults
-from benchd.store.target import Fire, SearchQuery
+from benchd.store.target import Fire, SearchQuery, WriteRate
 
 __all__ = [
     "FlowOverHttp",

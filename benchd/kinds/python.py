@@ -52,11 +52,11 @@ from benchd.http.messages import raised
 from benchd.kinds.retriever import RetrieverPlan, RetrieverStore, has_hooks
 from benchd.logging import get_logger
 from benchd.result import SeedReport, TargetInfo
-from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.flow import NamespaceFlow
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_NAMESPACE_CHARS, OwnedIds, namespace_problem
 from benchd.store.protocol import Capabilities, Purged, SeedPlan
-from benchd.store.target import ProbeTarget, Progress, SearchQuery, Target
+from benchd.store.target import ProbeTarget, Progress, SearchQuery, Target, WriteRate
 
 __all__ = [
     "KIND",

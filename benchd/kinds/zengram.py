@@ -56,7 +56,7 @@ from benchd.http.sender import Connect
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.over_http import FlowOverHttp, StoreOverHttp, delete_rechecked
 from benchd.result import TargetInfo
-from benchd.store.flow import WriteRate, content_of
+from benchd.store.flow import content_of
 from benchd.store.idtable import SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
@@ -79,7 +79,7 @@ from benchd.store.protocol import (
     SeededCorpus,
     SeedPlan,
 )
-from benchd.store.target import SearchQuery
+from benchd.store.target import SearchQuery, WriteRate
 
 __all__ = [
     "KIND",

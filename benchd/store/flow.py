@@ -70,9 +70,9 @@ from benchd.store.protocol import (
     Record,
     Store,
 )
-from benchd.store.target import Fire, Progress, SearchQuery
+from benchd.store.target import Fire, Progress, SearchQuery, WriteRate
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "WriteRate", "content_of"]
+__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
 
 log = get_logger("benchd.targets")
 
@@ -101,11 +101,6 @@ are made again from the corpus by a second pass (a changed corpus of 10^6 is not
 def content_of(record: Mapping[str, Any]) -> str:
     """A memory's text (``content``, or ``text`` as the import format allows)."""
     return str(record.get("content") or record.get("text") or "")
-
-
-WriteRate = Callable[[], float | None]
-"""The probe's share of its key's write budget (req/s) as it stands now, read as each set of
-deletes begins (a daemon's reload may plan it anew); None: not spaced."""
 
 
 class NamespaceFlow:

@@ -34,6 +34,7 @@ __all__ = [
     "SearchQuery",
     "ServiceTimer",
     "Target",
+    "WriteRate",
     "note_service_time",
     "service_timer",
 ]
@@ -169,3 +170,8 @@ def note_service_time(seconds: float) -> None:
     timer = _TIMER.get()
     if timer is not None:
         timer.answered_s = seconds
+
+
+WriteRate = Callable[[], float | None]
+"""The probe's share of its key's write budget (req/s) as it stands now, read as each set of
+deletes begins (a daemon's reload may plan it anew); None: not spaced."""

@@ -16,7 +16,7 @@ from benchd.config.kinds import CommonSettings, StoreCosts
 from benchd.config.secrets import Secret
 from benchd.kinds import TargetKind, register
 from benchd.result import TargetInfo
-from benchd.store.flow import NamespaceFlow, WriteRate, content_of
+from benchd.store.flow import NamespaceFlow, content_of
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.owned import OWNER_KEY
 from benchd.store.protocol import (
@@ -29,7 +29,7 @@ from benchd.store.protocol import (
     SeedPlan,
     StoreDefaults,
 )
-from benchd.store.target import SearchQuery
+from benchd.store.target import SearchQuery, WriteRate
 
 TENANTS: dict[str, dict[str, Any]] = {}
 """Every record of the shared backing store, by id (each with its ``namespace``)."""

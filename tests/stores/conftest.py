@@ -1,7 +1,14 @@
-"""One real server per store for the whole session, started on first use (see store_servers)."""
+"""One real server per store for the whole session, started on first use (see store_servers).
+
+``$BENCHD_TEST_STORES`` splits the store matrices between pytest processes (scripts/test.sh
+runs them in parallel): ``only:pgvector`` keeps the tests of tests/stores that run against
+pgvector, ``except:pgvector,chroma`` keeps every other test, so each process starts only the
+servers of its own store and the parts together hold the whole suite.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +23,7 @@ from store_servers import (
     run_milvus,
     run_postgres,
     run_qdrant,
+    split_by_store,
 )
 
 
@@ -47,3 +55,10 @@ def qdrant() -> Iterator[QdrantLocal]:
 def lancedb() -> Iterator[LancedbLocal]:
     with run_lancedb() as store:
         yield store
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep, drop = split_by_store(os.environ.get("BENCHD_TEST_STORES", ""), items)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -52,10 +52,13 @@ __all__ = [
     "run_milvus",
     "run_postgres",
     "run_qdrant",
+    "split_by_store",
+    "store_of",
     "stores_venv",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 START_TIMEOUT_S = 120.0  # a cold start on a busy 2-core box; the usual is 5-8 s
 _STOP_TIMEOUT_S = 15.0
 PG_SYSTEM_USER = "pgserver"  # PostgreSQL refuses to run as root; scripts/test.sh creates it
@@ -478,3 +481,57 @@ def run_lancedb() -> Iterator[LancedbLocal]:
         missing("lancedb (benchd[lancedb]) is not installed")
     with tempfile.TemporaryDirectory(prefix="benchd-lancedb-") as tmp:
         yield LancedbLocal(str(Path(tmp) / "db"))
+
+
+# -- parts: the store matrices split between pytest processes (scripts/test.sh) ------------
+
+# conftest's server fixture of each store, by the store's name (a test's ``kind`` parameter)
+SERVER_FIXTURES = {
+    "pgvector": "postgres",
+    "chroma": "chroma",
+    "milvus": "milvus",
+    "qdrant": "qdrant",
+    "lancedb": "lancedb",
+}
+
+
+def store_of(item: pytest.Item) -> str:
+    """The store a test of tests/stores runs against ("" for none, or outside tests/stores).
+
+    Its ``kind`` parameter, else the server fixture it asks for, else the first store its
+    name mentions (``test_a_milvus_channel_...`` asks for its server by name at run time).
+    """
+    if HERE not in item.path.parents:
+        return ""
+    callspec = getattr(item, "callspec", None)
+    kind = callspec.params.get("kind") if callspec is not None else None
+    if isinstance(kind, str):
+        return kind
+    for store, fixture in SERVER_FIXTURES.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            return store
+    words = item.name.split("[")[0].split("_")
+    return next((word for word in words if word in SERVER_FIXTURES), "")
+
+
+def split_by_store(
+    spec: str, items: list[pytest.Item]
+) -> tuple[list[pytest.Item], list[pytest.Item]]:
+    """``items`` kept and dropped by ``spec`` (``$BENCHD_TEST_STORES``): all kept when empty.
+
+    ``only:pgvector`` keeps the tests of tests/stores that run against pgvector;
+    ``except:pgvector,chroma`` keeps every other test (outside tests/stores too).
+    """
+    if not spec:
+        return items, []
+    mode, _, names = spec.partition(":")
+    stores = {name.strip() for name in names.split(",") if name.strip()}
+    if mode not in ("only", "except") or not stores:
+        raise pytest.UsageError(
+            f"BENCHD_TEST_STORES={spec!r}: expected only:STORE[,STORE] or except:STORE[,STORE]"
+        )
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        (keep if (store_of(item) in stores) == (mode == "only") else drop).append(item)
+    return keep, drop

@@ -41,7 +41,6 @@ from benchd.kinds.http.templating import MISSING, as_text, render, render_text
 from benchd.kinds.over_http import FlowOverHttp, NoLongerListed, StoreOverHttp, before_retry
 from benchd.kinds.vectors import SENTINEL_TEXT, embed_stage
 from benchd.result import TargetInfo
-from benchd.store.flow import WriteRate
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespaced_fields, sentinel_id
 from benchd.store.protocol import (
@@ -54,7 +53,7 @@ from benchd.store.protocol import (
     Record,
     SeedPlan,
 )
-from benchd.store.target import SearchQuery
+from benchd.store.target import SearchQuery, WriteRate
 
 if TYPE_CHECKING:
     from benchd.embed.stage import EmbedStage

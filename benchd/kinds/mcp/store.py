@@ -36,7 +36,7 @@ from benchd.kinds.mcp.deletes import VerifiedDeletes
 from benchd.kinds.mcp.lease import is_lease_name, lease_name, parse_lease, shown
 from benchd.logging import get_logger
 from benchd.result import TargetInfo
-from benchd.store.flow import NamespaceFlow, WriteRate
+from benchd.store.flow import NamespaceFlow
 from benchd.store.lease import Holder, LeaseHolder
 from benchd.store.owned import owned_prefix, sentinel_id
 from benchd.store.protocol import (
@@ -50,7 +50,7 @@ from benchd.store.protocol import (
     SeedPlan,
     StoreDefaults,
 )
-from benchd.store.target import ProbeTarget, SearchQuery
+from benchd.store.target import ProbeTarget, SearchQuery, WriteRate
 
 __all__ = [
     "KIND",
