@@ -80,7 +80,7 @@ from benchd.store.flow import NamespaceFlow
 from benchd.store.handles import Handles, fresh_after_restart
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
-from benchd.store.protocol import Capabilities, SeedPlan
+from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
@@ -518,6 +518,7 @@ def hits_of(got: Any, where: str, limit: int, distance: str) -> list[Scored]:
 class ChromaStore(VectorStore):
     """The ``chroma`` kind behind the store seam."""
 
+    config: ChromaConfig
     kind = KIND
 
     def __init__(
@@ -530,19 +531,9 @@ class ChromaStore(VectorStore):
         stage = embed or embed_stage(config.embed, config)
         auth = {config.auth_header: config.auth_prefix + api_key} if api_key else {}
         io = ChromaIO(config, auth, stage, connect)
-        super().__init__(io, stage, f"{redact.public_url(io.base)} collection {io.name}")
-        self.config = config
+        where = f"{redact.public_url(io.base)} collection {io.name}"
+        super().__init__(io, stage, where, config, delete_concurrency=config.delete_concurrency)
         self.chroma = io
-        self._plan = SeedPlan(
-            namespace=config.namespace,
-            cleanup=config.cleanup,
-            adopt_namespace=config.adopt_namespace,
-            batch_size=config.batch_size,
-            concurrency=config.concurrency,
-            delete_concurrency=config.delete_concurrency,
-            endpoint=self.endpoint,
-            searchable_timeout_s=config.searchable_timeout_s,
-        )
 
     @classmethod
     def capabilities_for(cls, settings: ChromaConfig) -> Capabilities:
@@ -566,14 +557,6 @@ class ChromaStore(VectorStore):
         """The ``chroma`` kind: the shared namespace flow over a store of these settings."""
         store = cls(settings, secret.reveal() if secret is not None else None)
         return NamespaceFlow(store, lease=lease, write_rate=write_rate)
-
-    @property
-    def plan(self) -> SeedPlan:
-        return self._plan
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)
 
     @property
     def retries(self) -> int:

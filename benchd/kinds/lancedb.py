@@ -72,7 +72,7 @@ from benchd.store.flow import NamespaceFlow
 from benchd.store.handles import Handles, fresh_after_restart
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import namespace_problem
-from benchd.store.protocol import Capabilities, SeedPlan
+from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
@@ -535,32 +535,16 @@ def _vector_dims(schema: Any, name: str) -> int | None:
 class LancedbStore(VectorStore):
     """The ``lancedb`` kind behind the store seam."""
 
+    config: LancedbConfig
     kind = KIND
     client_library = "lancedb"
 
     def __init__(self, config: LancedbConfig, embed: EmbedStage | None = None) -> None:
         stage = embed or embed_stage(config.embed, config)
         io = LancedbIO(config, stage)
-        super().__init__(io, stage, f"lancedb {config.path} table {io.name}")
-        self.config = config
-        self._plan = SeedPlan(
-            namespace=config.namespace,
-            cleanup=config.cleanup,
-            adopt_namespace=config.adopt_namespace,
-            batch_size=config.batch_size,
-            concurrency=config.concurrency,
-            delete_concurrency=4,
-            endpoint=self.endpoint,
-            searchable_timeout_s=config.searchable_timeout_s,
-        )
+        super().__init__(io, stage, f"lancedb {config.path} table {io.name}", config)
 
-    @property
-    def plan(self) -> SeedPlan:
-        return self._plan
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)
 
     @classmethod
     def capabilities_for(cls, settings: LancedbConfig) -> Capabilities:

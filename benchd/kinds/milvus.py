@@ -76,7 +76,7 @@ from benchd.store.flow import NamespaceFlow
 from benchd.store.handles import Handles, fresh_after_restart
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
-from benchd.store.protocol import Capabilities, SeedPlan
+from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
@@ -601,6 +601,7 @@ def _hits(found: Any, limit: int, distance: str, where: str) -> list[Scored]:
 class MilvusStore(VectorStore):
     """The ``milvus`` kind behind the store seam."""
 
+    config: MilvusConfig
     kind = KIND
     client_library = CLIENT_LIBRARY
     # Milvus answers a query with a limit in no guaranteed id order, so a keyset page
@@ -612,18 +613,7 @@ class MilvusStore(VectorStore):
     ) -> None:
         stage = embed or embed_stage(config.embed, config)
         io = MilvusIO(config, token or "", stage)
-        super().__init__(io, stage, f"{redact.public_url(config.uri)} collection {io.name}")
-        self.config = config
-        self._plan = SeedPlan(
-            namespace=config.namespace,
-            cleanup=config.cleanup,
-            adopt_namespace=config.adopt_namespace,
-            batch_size=config.batch_size,
-            concurrency=config.concurrency,
-            delete_concurrency=4,
-            endpoint=self.endpoint,
-            searchable_timeout_s=config.searchable_timeout_s,
-        )
+        super().__init__(io, stage, f"{redact.public_url(config.uri)} collection {io.name}", config)
 
     @classmethod
     def capabilities_for(cls, settings: MilvusConfig) -> Capabilities:
@@ -647,10 +637,4 @@ class MilvusStore(VectorStore):
         store = cls(settings, secret.reveal() if secret is not None else None)
         return NamespaceFlow(store, lease=lease, write_rate=write_rate)
 
-    @property
-    def plan(self) -> SeedPlan:
-        return self._plan
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)

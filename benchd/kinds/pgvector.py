@@ -85,7 +85,7 @@ from benchd.store.flow import NamespaceFlow
 from benchd.store.handles import Handles, fresh_after_restart
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
-from benchd.store.protocol import Capabilities, SeedPlan
+from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
@@ -703,32 +703,18 @@ def register_dsn_password(dsn: str) -> None:
         redact.register_secret(password)
 
 
-def pgvector_plan(config: PgvectorConfig, endpoint: str) -> SeedPlan:
-    return SeedPlan(
-        namespace=config.namespace,
-        cleanup=config.cleanup,
-        adopt_namespace=config.adopt_namespace,
-        batch_size=config.batch_size,
-        concurrency=config.concurrency,
-        delete_concurrency=config.pool_size,
-        namespace_label="namespace",
-        endpoint=endpoint,
-        searchable_timeout_s=config.searchable_timeout_s,
-    )
-
-
 class PgvectorStore(VectorStore):
     """The ``pgvector`` kind behind the store seam."""
 
+    config: PgvectorConfig
     kind = KIND
     client_library = CLIENT_LIBRARY
 
     def __init__(self, config: PgvectorConfig, dsn: str, embed: EmbedStage | None = None) -> None:
         stage = embed or embed_stage(config.embed, config)
         endpoint = f"{public_dsn(dsn)} table {config.table}"  # the DSN itself is secret
-        super().__init__(PgvectorIO(config, dsn, stage), stage, endpoint)
-        self.config = config
-        self._plan = pgvector_plan(config, endpoint)
+        io = PgvectorIO(config, dsn, stage)
+        super().__init__(io, stage, endpoint, config, delete_concurrency=config.pool_size)
 
     @classmethod
     def capabilities_for(cls, settings: PgvectorConfig) -> Capabilities:
@@ -753,10 +739,4 @@ class PgvectorStore(VectorStore):
         register_dsn_password(dsn)
         return NamespaceFlow(cls(settings, dsn), lease=lease, write_rate=write_rate)
 
-    @property
-    def plan(self) -> SeedPlan:
-        return self._plan
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)

@@ -89,7 +89,7 @@ from benchd.logging import get_logger
 from benchd.store.flow import NamespaceFlow
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import MAX_ID_CHARS, namespace_problem
-from benchd.store.protocol import Capabilities, SeedPlan
+from benchd.store.protocol import Capabilities
 from benchd.store.target import ProbeTarget, WriteRate
 
 if TYPE_CHECKING:
@@ -580,6 +580,7 @@ def _vector_dims(vectors: Any, name: str) -> int | None:
 class QdrantStore(VectorStore):
     """The ``qdrant`` kind behind the store seam."""
 
+    config: QdrantConfig
     kind = KIND
     client_library = CLIENT_LIBRARY
 
@@ -589,19 +590,8 @@ class QdrantStore(VectorStore):
         stage = embed or embed_stage(config.embed, config)
         io = QdrantIO(config, api_key or "", stage)
         place = f"local {config.path}" if config.path else redact.public_url(config.url)
-        super().__init__(io, stage, f"qdrant {place} collection {io.name}")
-        self.config = config
+        super().__init__(io, stage, f"qdrant {place} collection {io.name}", config)
         self.qdrant = io
-        self._plan = SeedPlan(
-            namespace=config.namespace,
-            cleanup=config.cleanup,
-            adopt_namespace=config.adopt_namespace,
-            batch_size=config.batch_size,
-            concurrency=config.concurrency,
-            delete_concurrency=4,
-            endpoint=self.endpoint,
-            searchable_timeout_s=config.searchable_timeout_s,
-        )
 
     @classmethod
     def capabilities_for(cls, settings: QdrantConfig) -> Capabilities:
@@ -625,10 +615,4 @@ class QdrantStore(VectorStore):
         store = cls(settings, secret.reveal() if secret is not None else None)
         return NamespaceFlow(store, lease=lease, write_rate=write_rate)
 
-    @property
-    def plan(self) -> SeedPlan:
-        return self._plan
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)

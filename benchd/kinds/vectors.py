@@ -37,7 +37,16 @@ from benchd.errors import OwnershipError, TargetProtocolError, TargetUnreachable
 from benchd.result import TargetInfo
 from benchd.store.lease import Holder, holder_of
 from benchd.store.owned import MAX_ID_CHARS
-from benchd.store.protocol import Hits, Listed, Page, Record, SeededCorpus, StoreDefaults
+from benchd.store.protocol import (
+    Capabilities,
+    Hits,
+    Listed,
+    Page,
+    Record,
+    SeededCorpus,
+    SeedPlan,
+    StoreDefaults,
+)
 from benchd.store.target import SearchQuery, note_service_time
 
 if TYPE_CHECKING:
@@ -245,11 +254,45 @@ class VectorStore(StoreDefaults):
     # the module of the client library the kind's extra brings (None: benchd's HTTP client)
     client_library: ClassVar[str | None] = None
 
-    def __init__(self, io: VectorIO, embed: EmbedStage, endpoint: str) -> None:
+    def __init__(
+        self,
+        io: VectorIO,
+        embed: EmbedStage,
+        endpoint: str,
+        config: Any = None,
+        *,
+        delete_concurrency: int = 4,
+    ) -> None:
         self.io = io
         self.embed = embed
         self.endpoint = endpoint
+        self.config = config  # the kind's settings (None: a bare store, as tests build one)
         self._corpus = 0  # records in the namespace, once seeded
+        self._delete_concurrency = delete_concurrency
+
+    @classmethod
+    def capabilities_for(cls, settings: Any) -> Capabilities:
+        """What a store of this kind with these settings can do (each kind declares it)."""
+        raise NotImplementedError
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.capabilities_for(self.config)
+
+    @property
+    def plan(self) -> SeedPlan:
+        """Seeding as the kind's settings say; ``delete_concurrency`` deletes in flight."""
+        config = self.config
+        return SeedPlan(
+            namespace=config.namespace,
+            cleanup=config.cleanup,
+            adopt_namespace=config.adopt_namespace,
+            batch_size=config.batch_size,
+            concurrency=config.concurrency,
+            delete_concurrency=self._delete_concurrency,
+            endpoint=self.endpoint,
+            searchable_timeout_s=config.searchable_timeout_s,
+        )
 
     async def info(self) -> TargetInfo:
         """The store, the embedder's label (the probe's model label) and the embedding
