@@ -41,11 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "mcp"))
 import httpx
 import pytest
 from mcp_servers import (
+    SERVER_MEMORY_TOOLS,
     free_port,
     http_server,
     npm_bin,
     sdk_server_argv,
     server_memory_argv,
+    stdio_lines,
 )
 from support import BenchdProcess
 
@@ -80,27 +82,6 @@ name = "delete_memory"
 arguments = { user_id = "{namespace}", memory_id = "{id}" }
 """
 
-SERVER_MEMORY_TOOLS = """
-[probe.target.tools.search]
-name = "search_nodes"
-arguments = { query = "{q}" }
-ids = "entities[*].name"
-returns = "set"
-
-[probe.target.tools.write]
-name = "create_entities"
-arguments = { entities = "{records}" }
-record = { name = "{id}", entityType = "benchd", observations = ["{content}"] }
-
-[probe.target.tools.list]
-name = "read_graph"
-ids = "entities[*].name"
-
-[probe.target.tools.delete]
-name = "delete_entities"
-arguments = { entityNames = "{ids}" }
-"""
-
 
 def probe_toml(target: str, fixture: str, name: str = "mcp") -> str:
     return f"""
@@ -123,11 +104,7 @@ mode = "serial"
 
 
 def stdio_target(argv: list[str], env: dict[str, str], rest: str) -> str:
-    envs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
-    return (
-        f'kind = "mcp"\ntimeout_s = 30\ntransport = "stdio"\ncommand = {json.dumps(argv[0])}\n'
-        f"args = {json.dumps(argv[1:])}\nenv = {{ {envs} }}\n{rest}"
-    )
+    return f'kind = "mcp"\ntimeout_s = 30\n{stdio_lines(argv, env)}{rest}'
 
 
 def cycle(daemon: BenchdProcess, probe: str, number: int | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ in its own process group, and the whole group is killed afterwards.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -136,3 +137,35 @@ def sdk_server_over_http(embedder: str = "hash:1024") -> Iterator[str]:
     argv = sdk_server_argv("--transport", "http", "--port", str(port), "--embedder", embedder)
     with http_server(argv, f"Uvicorn running on http://127.0.0.1:{port}"):
         yield f"http://127.0.0.1:{port}/mcp"
+
+
+# The tool map of the npm reference server ``server-memory``, as a probe config's lines.
+SERVER_MEMORY_TOOLS = """
+[probe.target.tools.search]
+name = "search_nodes"
+arguments = { query = "{q}" }
+ids = "entities[*].name"
+returns = "set"
+
+[probe.target.tools.write]
+name = "create_entities"
+arguments = { entities = "{records}" }
+record = { name = "{id}", entityType = "benchd", observations = ["{content}"] }
+
+[probe.target.tools.list]
+name = "read_graph"
+ids = "entities[*].name"
+
+[probe.target.tools.delete]
+name = "delete_entities"
+arguments = { entityNames = "{ids}" }
+"""
+
+
+def stdio_lines(argv: list[str], env: dict[str, str]) -> str:
+    """A stdio target's ``command``, ``args`` and ``env`` keys, as TOML lines."""
+    envs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
+    return (
+        f'transport = "stdio"\ncommand = {json.dumps(argv[0])}\n'
+        f"args = {json.dumps(argv[1:])}\nenv = {{ {envs} }}\n"
+    )

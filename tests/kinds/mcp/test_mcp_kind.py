@@ -24,10 +24,12 @@ from typing import Any
 
 import pytest
 from mcp_servers import (
+    SERVER_MEMORY_TOOLS,
     sdk_server_argv,
     sdk_server_over_http,
     server_memory_argv,
     server_memory_over_http,
+    stdio_lines,
 )
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
@@ -47,27 +49,6 @@ from benchd.surfacers.status import result_to_json
 REPO = Path(__file__).resolve().parents[3]
 KEYWORDS = REPO / "fixtures" / "mcp-keyword.json"
 RANK_MEASURES = ("mrr", "ndcg", "map", "rr", "ap", "r_precision")
-
-SERVER_MEMORY_TOOLS = """
-[probe.target.tools.search]
-name = "search_nodes"
-arguments = { query = "{q}" }
-ids = "entities[*].name"
-returns = "set"
-
-[probe.target.tools.write]
-name = "create_entities"
-arguments = { entities = "{records}" }
-record = { name = "{id}", entityType = "benchd", observations = ["{content}"] }
-
-[probe.target.tools.list]
-name = "read_graph"
-ids = "entities[*].name"
-
-[probe.target.tools.delete]
-name = "delete_entities"
-arguments = { entityNames = "{ids}" }
-"""
 
 MEM0_TOOLS = """
 [probe.target.tools.search]
@@ -96,10 +77,6 @@ arguments = { user_id = "{namespace}", memory_id = "{id}" }
 name = "memory_info"
 model = "model"
 """
-
-
-def toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
 def probe_toml(
@@ -131,10 +108,7 @@ timeout_s = 60
 
 
 def stdio_target(argv: list[str], env: dict[str, str], rest: str) -> str:
-    return (
-        f'transport = "stdio"\ncommand = {json.dumps(argv[0])}\nargs = {toml_list(argv[1:])}\n'
-        f"env = {{ {', '.join(f'{k} = {json.dumps(v)}' for k, v in env.items())} }}\n{rest}"
-    )
+    return stdio_lines(argv, env) + rest
 
 
 def server_memory_stdio(memory: Path, rest: str = 'namespace_by = "server"') -> str:
