@@ -34,30 +34,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from benchd.errors import OwnershipError, TargetProtocolError
+from benchd.errors import OwnershipError
 from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
 from benchd.logging import get_logger
 from benchd.progress import enter_phase, report_poll
 from benchd.result import RankedIds, SeedReport, TargetInfo
 from benchd.store.concurrency import run_bounded
-from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.lease import LeaseHolder
 from benchd.store.listing import Listing, listing_limit
+from benchd.store.namespace import READ_BACK_LIMIT, Namespace
 from benchd.store.owned import (
     OwnedIds,
-    legacy_sentinel_id,
-    owner_mark,
-    sentinel_id,
 )
 from benchd.store.ownership import Ownership, OwnershipHost
 from benchd.store.pacing import Spacing
@@ -65,7 +61,6 @@ from benchd.store.protocol import (
     Capabilities,
     Counts,
     Hits,
-    Listed,
     Purged,
     Record,
     Store,
@@ -85,10 +80,6 @@ is left alone. A store's delete may carry no namespace: a record another tenant 
 under benchd's id since the listing would be deleted (docs/failure-modes.md)."""
 
 DELETE_WINDOWS_KEPT = 10_000  # the latest listing-to-delete windows kept for the p99
-
-READ_BACK_LIMIT = 100
-"""At most this many unlisted records are read back one by one per verify (read budget)."""
-
 
 CHECKPOINT_EVERY = 1000
 """A pass over the corpus that sends nothing yields to the event loop this often (records)."""
@@ -119,29 +110,16 @@ class NamespaceFlow:
         write_rate: WriteRate | None = None,
     ) -> None:
         self.store = store
-        self._owned = OwnedIds(store.plan.namespace, ())
-        # Server id -> fixture id (listed, benchd's) and the inverse, only where the store's id
-        # is not the one benchd derives (store-assigned ids): nothing per record otherwise.
-        self._fixture_ids: dict[str, str] = {}
-        self._server_ids: dict[str, str] = {}
-        self._listing_limit = listing_limit(0)  # most records a listing may hold
-        # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
-        # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
-        self._held = IdSet(self._owned)
-        ns = store.plan.namespace
-        self._sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
+        self.namespace = Namespace(store)  # the corpus's ids there, listings, ids held
         # the sentinel, the lease, adoption, migration (benchd.store.ownership)
         host: OwnershipHost = _OwnershipHost(self)
         self._ownership = Ownership(store, host, lease)
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
-        self._fresh: Listing | None = None  # the latest listing of the namespace ...
-        self._listed_at = -math.inf  # ... and when it was answered (time.monotonic())
         self._relisting = anyio.Lock()
         self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
         # Seconds from the listing that showed each deleted record to the delete's answer.
         self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
         self._write_rate = write_rate  # what each cleanup's deletes keep within (Spacing)
-        self._changes = 0  # writes and deletes this flow sent (the sentinel's apart)
 
     # -- what the probe reads -----------------------------------------------------
 
@@ -178,7 +156,7 @@ class NamespaceFlow:
     @property
     def leftover_records(self) -> int:
         """Records benchd wrote (or may have: a batch was sent) and has not deleted."""
-        return len(self._held)
+        return len(self.namespace.held)
 
     async def info(self) -> TargetInfo:
         """The store's own description, with the guarantees its capabilities leave out."""
@@ -187,11 +165,6 @@ class NamespaceFlow:
 
     async def aclose(self) -> None:
         await self.store.aclose()
-
-    def _where(self) -> str:
-        plan = self.store.plan
-        at = f" at {plan.endpoint}" if plan.endpoint else ""
-        return f"{plan.namespace_label} {plan.namespace!r}{at}"
 
     # -- searching ------------------------------------------------------------------
 
@@ -206,7 +179,7 @@ class NamespaceFlow:
         sets is asked for k: its answer is scored whole."""
         if self.store.capabilities.unranked:
             return query
-        sentinels = len(self._fresh.sentinels) if self._fresh is not None else 0
+        sentinels = len(self.namespace.fresh.sentinels) if self.namespace.fresh is not None else 0
         beside = max(1, sentinels) + max(0, self.store.lease_records)
         return dataclasses.replace(query, limit=query.limit + beside)
 
@@ -220,9 +193,9 @@ class NamespaceFlow:
         """
         scores = list(hits.scores) or [None] * len(hits.ids)
         kept = [
-            (self._owned.label(i, self._fixture_ids), s)
+            (self.namespace.owned.label(i, self.namespace.fixture_ids), s)
             for i, s in zip(hits.ids, scores, strict=True)
-            if i not in self._sentinel_ids
+            if i not in self.namespace.sentinel_ids
         ]
         if not self.store.capabilities.unranked:
             kept = kept[: query.limit]
@@ -241,37 +214,6 @@ class NamespaceFlow:
 
         return self.store.load_sender(asked, finish, concurrency=concurrency, timeout_s=timeout_s)
 
-    # -- listing ----------------------------------------------------------------------
-
-    async def _list(self) -> Listing:
-        """The whole namespace, page by page; bounded in records and in pages."""
-        records = ListedTable(self._owned)  # the corpus's copies by position, in arrays
-        cursor: str | None = None
-        most = self._listing_limit
-        for _ in range(most + 2):  # a store's pages bring at least one record each
-            page = await self.store.list_page(cursor)
-            before = len(records)
-            for record in page.records:
-                records.add(record)
-            if page.next is not None and not (page.new or len(records) > before):
-                raise TargetProtocolError(
-                    f"{self._where()}: a listing page after {before} record(s) brings no "
-                    "record not listed before, yet says more follow; the store's paging is "
-                    "broken (it repeats a page or ignores its cursor)"
-                )
-            if len(records) > most:
-                raise TargetProtocolError(
-                    f"{self._where()}: the namespace lists more than {most} records; benchd's "
-                    "namespace holds only its corpus: check the store's paging or the namespace"
-                )
-            if page.next is None:
-                listing = Listing(records, self._owned)
-                self._sentinel_ids.update(listing.sentinels)
-                self._fresh, self._listed_at = listing, time.monotonic()
-                return listing
-            cursor = page.next
-        raise TargetProtocolError(f"{self._where()}: the listing pages without end")
-
     # -- seeding ----------------------------------------------------------------------
 
     async def seed(
@@ -280,13 +222,14 @@ class NamespaceFlow:
         """Write the corpus into the reserved namespace, verify it, time it to searchable."""
         plan, caps = self.store.plan, self.store.capabilities
         ids = memory_ids(memories)
-        self._own(ids)
+        self.namespace.own(ids)
         started = time.monotonic()
         retries_before = self.store.retries
-        self._listing_limit = listing_limit(len(memories))
-        existing = await self._list() if caps.lists else Listing({}, self._owned)
-        changes = self._changes
-        self._held = existing.held
+        self.namespace.listing_limit = listing_limit(len(memories))
+        ns = self.namespace
+        existing = await ns.list_namespace() if caps.lists else Listing({}, ns.owned)
+        changes = self.namespace.changes
+        self.namespace.held = existing.held
         if caps.writes:
             await self._ownership.check_holders(existing)
         adopted = await self._ownership.take(existing)
@@ -302,9 +245,9 @@ class NamespaceFlow:
             enter_phase(progress, "verify")
             # Nothing written or deleted since ``existing`` (a kept corpus found unchanged):
             # that listing is the read-back, and a second one would be the same pages.
-            unchanged_since = existing if self._changes == changes else None
+            unchanged_since = existing if self.namespace.changes == changes else None
             verified, missing = await self._verify(ids, progress, unchanged_since)
-        self.store.seeded(CorpusRecords(self, memories, self._fresh))
+        self.store.seeded(CorpusRecords(self, memories, self.namespace.fresh))
         enter_phase(progress, "searchable")
         self._progress = progress
         searchable = await self._searchable_after(memories, ids, missing)
@@ -323,28 +266,6 @@ class NamespaceFlow:
             unchanged=unchanged,
         )
 
-    def _own(self, ids: Sequence[str]) -> None:
-        """Take ``ids`` as the corpus; the same ids as before keep their maps (and every
-        listing and set kept by their positions stays valid)."""
-        ns = self.store.plan.namespace
-        owned = self._owned
-        if owned.namespace != ns or len(owned) != len(ids) or not owned.same_ids(ids):
-            self._owned = OwnedIds(ns, ids)
-
-    def _records(
-        self, memories: Iterable[Mapping[str, Any]], listing: Listing | None = None
-    ) -> Iterator[Record]:
-        """The corpus's records, made as they are read (never a list of 10^5 beside it); with
-        ``listing``, each with its record as listed there."""
-        return (self._record(m, listing) for m in memories)
-
-    def _record(self, memory: Mapping[str, Any], listing: Listing | None = None) -> Record:
-        """What the flow writes for a fixture memory: benchd's id and mark."""
-        fid = str(memory["id"])
-        sid = self._owned.store_id(fid)
-        listed = None if listing is None else listing.records.get(self._server_id(fid))
-        return Record(sid, fid, memory, owner_mark(self._owned.namespace, fid), listed)
-
     async def _write_all(
         self, existing: Listing, memories: Sequence[Mapping[str, Any]], progress: Progress | None
     ) -> tuple[Counts, int]:
@@ -356,11 +277,12 @@ class NamespaceFlow:
         """
         if self.store.plan.cleanup == "before" or not existing.claimed:
             # nothing listed to keep: the one pass is the writes'
-            return await self._write_batches(self._records(memories), len(memories), progress), 0
+            records = self.namespace.records(memories)
+            return await self._write_batches(records, len(memories), progress), 0
         keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
         held: list[Record] | None = []  # what to write, while few: no second pass for it
-        for n, record in enumerate(self._records(memories)):
+        for n, record in enumerate(self.namespace.records(memories)):
             if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
                 await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
             listed = existing.records.get(record.store_id)
@@ -385,7 +307,7 @@ class NamespaceFlow:
         to_write: Iterable[Record] = (
             held
             if held is not None
-            else (r for n, r in enumerate(self._records(memories)) if not keep[n])
+            else (r for n, r in enumerate(self.namespace.records(memories)) if not keep[n])
         )
         counts = await self._write_batches(to_write, len(memories) - kept, progress)
         return counts, kept
@@ -405,9 +327,9 @@ class NamespaceFlow:
         async def one(batch: Sequence[Record]) -> None:
             nonlocal done
             self._ownership.check_lease_held()
-            self._changes += 1
+            self.namespace.changes += 1
             if self.store.capabilities.owned_ids:
-                self._held.update(r.store_id for r in batch)
+                self.namespace.held.update(r.store_id for r in batch)
             for i, n in enumerate(_clamped(await self.store.write(batch), len(batch))):
                 totals[i] += n
             done += len(batch)
@@ -432,52 +354,20 @@ class NamespaceFlow:
         the listing and after a read-back.
         """
         if listed is None:
-            listed = await self._list()
-        found = self._learn(listed)
+            listed = await self.namespace.list_namespace()
+        found = self.namespace.learn(listed)
         missing = [f for f in ids if not found(f)]
         if progress is not None:
             progress(len(ids) - len(missing), len(ids))
         if missing:
-            wanted = [self._server_id(f) for f in missing[:READ_BACK_LIMIT]]
-            extra = await self._read_back(wanted)
+            wanted = [self.namespace.server_id(f) for f in missing[:READ_BACK_LIMIT]]
+            extra = await self.namespace.read_back(wanted)
             if extra:
-                found = self._learn(listed.merged(extra))
+                found = self.namespace.learn(listed.merged(extra))
                 missing = [f for f in missing if not found(f)]
                 if progress is not None:
                     progress(len(ids) - len(missing), len(ids))
         return len(ids) - len(missing), tuple(missing)
-
-    async def _read_back(self, server_ids: Sequence[str]) -> dict[str, Listed]:
-        return {r.id: r for r in await self.store.read_back(server_ids)}
-
-    def _server_id(self, fixture_id: str) -> str:
-        """The id the store holds a fixture memory under: as listed, else benchd's own id."""
-        if fixture_id in self._server_ids:
-            return self._server_ids[fixture_id]
-        return (
-            self._owned.store_id(fixture_id)
-            if fixture_id in self._owned.fixture_ids
-            else fixture_id
-        )
-
-    def _learn(self, listing: Listing) -> Callable[[str], bool]:
-        """Keep one server id per fixture id of the corpus where the store's id is not the one
-        benchd derives; whether a fixture id was found (a test, not a set of 10^6 ids)."""
-        # The listing's ids, and the sent ones it does not show.
-        self._held = listing.held_beside(self._held)
-        self._fixture_ids = {}
-        self._server_ids = {}
-        owned = self._owned
-        for sid, fid in listing.assigned.items():  # a table's by-position records are derived
-            derived = fid in owned.fixture_ids and sid == owned.store_id(fid)
-            if fid in owned.fixture_ids and fid not in self._server_ids and not derived:
-                self._server_ids[fid] = sid
-                self._fixture_ids[sid] = fid
-
-        def found(fid: str) -> bool:
-            return fid in self._server_ids or listing.claims(fid)
-
-        return found
 
     async def _searchable_after(
         self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
@@ -518,9 +408,8 @@ class NamespaceFlow:
             # relists first when it is older than RELIST_AFTER_S): the shorter the time
             # between listing and delete, the less another tenant can import under
             # benchd's ids in between.
-            await self._delete_ids(list((self._fresh or existing).claimed))
-        self._fixture_ids.clear()
-        self._server_ids.clear()
+            await self._delete_ids(list((self.namespace.fresh or existing).claimed))
+        self.namespace.forget_maps()
 
     # -- cleaning up ------------------------------------------------------------------
 
@@ -537,20 +426,20 @@ class NamespaceFlow:
         if not self._can_delete():
             return 0
         wanted = set(ids)
-        seen = self._held  # benchd's server ids listed (or written) before this listing
-        listed = await self._list()
-        self._held = listed.held
+        seen = self.namespace.held  # benchd's server ids listed (or written) before this listing
+        listed = await self.namespace.list_namespace()
+        self.namespace.held = listed.held
         targets = [s for s, f in listed.claimed.items() if f in wanted]
         unlisted = [
-            self._owned.store_id(f)
+            self.namespace.owned.store_id(f)
             for f in wanted
-            if f in self._owned.fixture_ids
+            if f in self.namespace.owned.fixture_ids
             and not listed.fixture_listed(f)
-            and self._owned.store_id(f) in seen
+            and self.namespace.owned.store_id(f) in seen
         ]
         if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
-            extra = await self._read_back(unlisted[:READ_BACK_LIMIT])
-            more = Listing(extra, self._owned).claimed
+            extra = await self.namespace.read_back(unlisted[:READ_BACK_LIMIT])
+            more = Listing(extra, self.namespace.owned).claimed
             targets += [s for s, f in more.items() if f in wanted and s not in listed.claimed]
         sent: list[str] = []
         return await self._confirmed(sent, await self._delete_ids(targets, sent))
@@ -563,8 +452,8 @@ class NamespaceFlow:
         """
         if not self._can_delete():
             return 0
-        listed = await self._list()
-        self._held = listed.held
+        listed = await self.namespace.list_namespace()
+        self.namespace.held = listed.held
         if listed.claimed:
             return 0
         return await self._delete_ids(list(listed.sentinels))
@@ -580,17 +469,17 @@ class NamespaceFlow:
         caps = self.store.capabilities
         if not (caps.deletes and caps.lists):
             raise OwnershipError(
-                f"{self._where()}: this target cannot list and delete records, "
+                f"{self.namespace.where()}: this target cannot list and delete records, "
                 "so benchd cannot purge it"
             )
-        self._own(memory_ids(memories))
-        listed = await self._list()
+        self.namespace.own(memory_ids(memories))
+        listed = await self.namespace.list_namespace()
         holder = listed.lease
         me = self.lease
         mine = me is not None and holder is not None and me.may_take(holder)
         if holder is not None and holder.live() and not force and not mine:
             raise OwnershipError(
-                f"{self._where()} is leased by live {holder.describe()}; stop it first, "
+                f"{self.namespace.where()} is leased by live {holder.describe()}; stop it first, "
                 "or pass --force"
             )
         ours = list(listed.claimed)
@@ -601,7 +490,7 @@ class NamespaceFlow:
         marks = list(listed.sentinels)
         await self._delete_ids(marks, sent)
         # What went is what a listing no longer shows: a store's counts are no proof.
-        after = await self._list()
+        after = await self.namespace.list_namespace()
         gone = [s for s in sent if s not in after.records]
         kept = len(sent) - len(gone)
         sentinels = sum(1 for s in gone if s in listed.sentinels)
@@ -613,8 +502,8 @@ class NamespaceFlow:
         of them went, else what a listing taken now no longer shows (a count is no proof)."""
         if reported == len(server_ids) or not self.store.capabilities.lists:
             return reported
-        listed = await self._list()
-        self._held = listed.held
+        listed = await self.namespace.list_namespace()
+        self.namespace.held = listed.held
         return sum(1 for s in server_ids if s not in listed.records)
 
     async def _still_listed(self, server_id: str) -> bool:
@@ -623,13 +512,13 @@ class NamespaceFlow:
         A listing older than :data:`RELIST_AFTER_S` (deletes under a write budget
         are slow) is taken again, once for all delete workers.
         """
-        if time.monotonic() - self._listed_at > RELIST_AFTER_S:
+        if time.monotonic() - self.namespace.listed_at > RELIST_AFTER_S:
             async with self._relisting:
-                if time.monotonic() - self._listed_at > RELIST_AFTER_S:
-                    await self._list()
-            if self._fresh is None or server_id not in self._fresh.records:
+                if time.monotonic() - self.namespace.listed_at > RELIST_AFTER_S:
+                    await self.namespace.list_namespace()
+            if self.namespace.fresh is None or server_id not in self.namespace.fresh.records:
                 return False
-        self._checked[server_id] = self._listed_at
+        self._checked[server_id] = self.namespace.listed_at
         return True
 
     async def _delete_ids(self, server_ids: Sequence[str], sent: list[str] | None = None) -> int:
@@ -648,15 +537,14 @@ class NamespaceFlow:
             if not await self._still_listed(server_id):
                 return  # gone from benchd's namespace since: no longer benchd's to delete
             self._ownership.check_lease_held()
-            self._changes += 1
+            self.namespace.changes += 1
             sent.append(server_id)
             recheck = functools.partial(self._still_listed, server_id)
             if await self.store.delete(server_id, recheck):
                 deleted += 1
-            checked = self._checked.pop(server_id, self._listed_at)
+            checked = self._checked.pop(server_id, self.namespace.listed_at)
             self.delete_windows.append(time.monotonic() - checked)  # until the answer
-            self._fixture_ids.pop(server_id, None)
-            self._held.discard(server_id)
+            self.namespace.forget(server_id)
 
         await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
         return deleted
@@ -680,16 +568,15 @@ class NamespaceFlow:
             if not ids:
                 return
             self._ownership.check_lease_held()
-            self._changes += 1
+            self.namespace.changes += 1
             sent.extend(ids)
             deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is
             # the store's word: never more than was sent, never negative
             answered = time.monotonic()
             for server_id in ids:
-                checked = self._checked.pop(server_id, self._listed_at)
+                checked = self._checked.pop(server_id, self.namespace.listed_at)
                 self.delete_windows.append(answered - checked)
-                self._fixture_ids.pop(server_id, None)
-                self._held.discard(server_id)
+                self.namespace.forget(server_id)
 
         await run_bounded(_chunks(server_ids, size), one, limit=self.store.plan.delete_concurrency)
         return deleted
@@ -717,7 +604,7 @@ class CorpusRecords:
         return len(self._memories)
 
     def __iter__(self) -> Iterator[Record]:
-        return self._flow._records(self._memories, self._listing)
+        return self._flow.namespace.records(self._memories, self._listing)
 
     @property
     def latest_created_s(self) -> float | None:
@@ -727,7 +614,7 @@ class CorpusRecords:
     def undated(self) -> Iterator[Record]:
         """The records of the memories that give no ``created_at`` (read only for them)."""
         memories = memories_at(self._memories, self._dates.undated)
-        return self._flow._records(memories, self._listing)
+        return self._flow.namespace.records(memories, self._listing)
 
 
 class _OwnershipHost:
@@ -740,22 +627,22 @@ class _OwnershipHost:
 
     @property
     def owned(self) -> OwnedIds:
-        return self._flow._owned
+        return self._flow.namespace.owned
 
     def where(self) -> str:
-        return self._flow._where()
+        return self._flow.namespace.where()
 
     async def list_namespace(self) -> Listing:
-        return await self._flow._list()
+        return await self._flow.namespace.list_namespace()
 
     async def delete(self, server_ids: Sequence[str]) -> int:
         return await self._flow._delete_ids(server_ids)
 
     def hold(self, store_id: str) -> None:
-        self._flow._held.add(store_id)
+        self._flow.namespace.hold(store_id)
 
     def hold_nothing(self) -> None:
-        self._flow._held = IdSet(self._flow._owned)
+        self._flow.namespace.hold_nothing()
 
 
 def _clamped(counts: Counts, sent: int) -> Counts:
