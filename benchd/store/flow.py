@@ -33,7 +33,6 @@ benchd keeps beside the corpus: sentinels, lease records).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -43,12 +42,12 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from benchd.errors import OwnershipError
 from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
 from benchd.logging import get_logger
 from benchd.progress import enter_phase, report_poll
 from benchd.result import RankedIds, SeedReport, TargetInfo
-from benchd.store.concurrency import run_bounded
+from benchd.store.concurrency import chunks, run_bounded
+from benchd.store.deletion import Deleter
 from benchd.store.lease import LeaseHolder
 from benchd.store.listing import Listing, listing_limit
 from benchd.store.namespace import READ_BACK_LIMIT, Namespace
@@ -56,7 +55,6 @@ from benchd.store.owned import (
     OwnedIds,
 )
 from benchd.store.ownership import Ownership, OwnershipHost
-from benchd.store.pacing import Spacing
 from benchd.store.protocol import (
     Capabilities,
     Counts,
@@ -72,14 +70,6 @@ __all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
 log = get_logger("benchd.targets")
 
 T = TypeVar("T")
-
-RELIST_AFTER_S = 15.0
-"""A delete goes out at most this long after the listing that showed the record in benchd's
-namespace; past it, the namespace is listed again first and a record no longer listed there
-is left alone. A store's delete may carry no namespace: a record another tenant imported
-under benchd's id since the listing would be deleted (docs/failure-modes.md)."""
-
-DELETE_WINDOWS_KEPT = 10_000  # the latest listing-to-delete windows kept for the p99
 
 CHECKPOINT_EVERY = 1000
 """A pass over the corpus that sends nothing yields to the event loop this often (records)."""
@@ -115,11 +105,8 @@ class NamespaceFlow:
         host: OwnershipHost = _OwnershipHost(self)
         self._ownership = Ownership(store, host, lease)
         self._progress: Progress | None = None  # this seed's sink, for the searchable polls
-        self._relisting = anyio.Lock()
-        self._checked: dict[str, float] = {}  # server id -> the listing its delete relies on
-        # Seconds from the listing that showed each deleted record to the delete's answer.
-        self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
-        self._write_rate = write_rate  # what each cleanup's deletes keep within (Spacing)
+        # cleanups, purge and the deletes the seed and the ownership steps send
+        self.deleter = Deleter(self.namespace, self._ownership, write_rate)
 
     # -- what the probe reads -----------------------------------------------------
 
@@ -152,6 +139,11 @@ class NamespaceFlow:
     @property
     def retry_wait_s(self) -> float:
         return self.store.retry_wait_s
+
+    @property
+    def delete_windows(self) -> deque[float]:
+        """Seconds from the listing that showed each deleted record to the delete's answer."""
+        return self.deleter.delete_windows
 
     @property
     def leftover_records(self) -> int:
@@ -236,7 +228,7 @@ class NamespaceFlow:
         if self._read_only is None:
             await self._ownership.migrate(existing)
         if plan.cleanup == "before" and self._read_only is None:
-            await self._delete_seeded(existing)
+            await self.deleter.delete_seeded(existing)
         counts, unchanged = (0, 0, 0), 0
         if caps.writes and self._read_only is None:
             counts, unchanged = await self._write_all(existing, memories, progress)
@@ -298,9 +290,9 @@ class NamespaceFlow:
             if held is not None:
                 held.append(record)
                 held = held if len(held) <= HELD_WRITES else None
-        if stale and self._can_delete():
+        if stale and self.deleter.may_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
-            await self._delete_ids(stale)
+            await self.deleter.delete(stale)
         kept = len(keep) - keep.count(0)
         if kept == len(memories):
             return (0, 0, 0), kept  # nothing to write: no second pass
@@ -320,7 +312,7 @@ class NamespaceFlow:
         Batches are cut as the workers take them: only those in flight are held.
         """
         plan = self.store.plan
-        batches = _chunks(records, plan.batch_size)
+        batches = chunks(records, plan.batch_size)
         totals = [0, 0, 0]
         done = 0
 
@@ -401,185 +393,22 @@ class NamespaceFlow:
                 delay = min(delay * 2, 0.5)
         return None
 
-    async def _delete_seeded(self, existing: Listing) -> None:
-        """Delete benchd's earlier copies of the corpus so the write makes it afresh."""
-        if self.store.capabilities.deletes:
-            # From the latest listing (where one was taken since ``existing``; a delete
-            # relists first when it is older than RELIST_AFTER_S): the shorter the time
-            # between listing and delete, the less another tenant can import under
-            # benchd's ids in between.
-            await self._delete_ids(list((self.namespace.fresh or existing).claimed))
-        self.namespace.forget_maps()
-
     # -- cleaning up ------------------------------------------------------------------
 
-    def _can_delete(self) -> bool:
-        caps = self.store.capabilities
-        return caps.deletes and caps.lists and self._read_only is None
-
     async def cleanup(self, ids: Sequence[str]) -> int:
-        """Delete benchd's records for these fixture ids, as listed in its namespace now.
-
-        The namespace is listed first: only a record that listing shows and
-        that benchd wrote is deleted, whatever ``ids`` holds.
-        """
-        if not self._can_delete():
-            return 0
-        wanted = set(ids)
-        seen = self.namespace.held  # benchd's server ids listed (or written) before this listing
-        listed = await self.namespace.list_namespace()
-        self.namespace.held = listed.held
-        targets = [s for s, f in listed.claimed.items() if f in wanted]
-        unlisted = [
-            self.namespace.owned.store_id(f)
-            for f in wanted
-            if f in self.namespace.owned.fixture_ids
-            and not listed.fixture_listed(f)
-            and self.namespace.owned.store_id(f) in seen
-        ]
-        if unlisted:  # seen before but skipped by the listing's paging: read back, then delete
-            extra = await self.namespace.read_back(unlisted[:READ_BACK_LIMIT])
-            more = Listing(extra, self.namespace.owned).claimed
-            targets += [s for s, f in more.items() if f in wanted and s not in listed.claimed]
-        sent: list[str] = []
-        return await self._confirmed(sent, await self._delete_ids(targets, sent))
+        """Delete benchd's records for these fixture ids, as listed in its namespace now
+        (see :meth:`Deleter.cleanup`)."""
+        return await self.deleter.cleanup(ids)
 
     async def release(self) -> int:
-        """Delete the sentinel once the namespace holds no other record benchd wrote.
-
-        Run after a complete ``cleanup = "after"`` on shutdown, so a stopped
-        probe leaves nothing behind; returns how many sentinel records went.
-        """
-        if not self._can_delete():
-            return 0
-        listed = await self.namespace.list_namespace()
-        self.namespace.held = listed.held
-        if listed.claimed:
-            return 0
-        return await self._delete_ids(list(listed.sentinels))
+        """Delete the sentinel once the namespace holds no other record benchd wrote
+        (see :meth:`Deleter.release`)."""
+        return await self.deleter.release()
 
     async def purge(self, memories: Sequence[Mapping[str, Any]], *, force: bool) -> Purged:
-        """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``).
-
-        benchd's records are those listed under its ids or mark (any fixture,
-        any version); with an earlier version's sentinel listed, also the bare
-        fixture ids of ``memories``. Refused while another live instance holds
-        the lease, unless ``force``.
-        """
-        caps = self.store.capabilities
-        if not (caps.deletes and caps.lists):
-            raise OwnershipError(
-                f"{self.namespace.where()}: this target cannot list and delete records, "
-                "so benchd cannot purge it"
-            )
-        self.namespace.own(memory_ids(memories))
-        listed = await self.namespace.list_namespace()
-        holder = listed.lease
-        me = self.lease
-        mine = me is not None and holder is not None and me.may_take(holder)
-        if holder is not None and holder.live() and not force and not mine:
-            raise OwnershipError(
-                f"{self.namespace.where()} is leased by live {holder.describe()}; stop it first, "
-                "or pass --force"
-            )
-        ours = list(listed.claimed)
-        if "legacy" in listed.sentinels.values():
-            ours += listed.legacy()
-        sent: list[str] = []
-        await self._delete_ids(ours, sent)
-        marks = list(listed.sentinels)
-        await self._delete_ids(marks, sent)
-        # What went is what a listing no longer shows: a store's counts are no proof.
-        after = await self.namespace.list_namespace()
-        gone = [s for s in sent if s not in after.records]
-        kept = len(sent) - len(gone)
-        sentinels = sum(1 for s in gone if s in listed.sentinels)
-        foreign = len(listed) - len(ours) - len(marks)
-        return Purged(len(gone) - sentinels, sentinels, foreign, kept)
-
-    async def _confirmed(self, server_ids: Sequence[str], reported: int) -> int:
-        """How many of ``server_ids`` (deletes sent) went: the store's count where it says all
-        of them went, else what a listing taken now no longer shows (a count is no proof)."""
-        if reported == len(server_ids) or not self.store.capabilities.lists:
-            return reported
-        listed = await self.namespace.list_namespace()
-        self.namespace.held = listed.held
-        return sum(1 for s in server_ids if s not in listed.records)
-
-    async def _still_listed(self, server_id: str) -> bool:
-        """Whether a delete of ``server_id`` may go now: listed in the namespace recently.
-
-        A listing older than :data:`RELIST_AFTER_S` (deletes under a write budget
-        are slow) is taken again, once for all delete workers.
-        """
-        if time.monotonic() - self.namespace.listed_at > RELIST_AFTER_S:
-            async with self._relisting:
-                if time.monotonic() - self.namespace.listed_at > RELIST_AFTER_S:
-                    await self.namespace.list_namespace()
-            if self.namespace.fresh is None or server_id not in self.namespace.fresh.records:
-                return False
-        self._checked[server_id] = self.namespace.listed_at
-        return True
-
-    async def _delete_ids(self, server_ids: Sequence[str], sent: list[str] | None = None) -> int:
-        """Delete these (already verified) server ids, ``delete_concurrency`` at a time, the
-        requests kept within the write share (:class:`Spacing`); the ids a delete was sent
-        for are added to ``sent``."""
-        spacing = Spacing.for_budget(None if self._write_rate is None else self._write_rate())
-        sent = [] if sent is None else sent
-        if (size := self.store.capabilities.bulk_deletes) > 1:
-            return await self._delete_sets(server_ids, size, spacing, sent)
-        deleted = 0
-
-        async def one(server_id: str) -> None:
-            nonlocal deleted
-            await spacing.turn()  # before the check: the wait never widens the window
-            if not await self._still_listed(server_id):
-                return  # gone from benchd's namespace since: no longer benchd's to delete
-            self._ownership.check_lease_held()
-            self.namespace.changes += 1
-            sent.append(server_id)
-            recheck = functools.partial(self._still_listed, server_id)
-            if await self.store.delete(server_id, recheck):
-                deleted += 1
-            checked = self._checked.pop(server_id, self.namespace.listed_at)
-            self.delete_windows.append(time.monotonic() - checked)  # until the answer
-            self.namespace.forget(server_id)
-
-        await run_bounded(list(server_ids), one, limit=self.store.plan.delete_concurrency)
-        return deleted
-
-    async def _delete_sets(
-        self, server_ids: Sequence[str], size: int, spacing: Spacing, sent: list[str]
-    ) -> int:
-        """Delete these server ids in sets of ``size`` (a store's bulk delete), sets in flight
-        ``delete_concurrency`` at a time.
-
-        Each id of a set passes :meth:`_still_listed` first, as a single delete
-        does; the store's bulk delete filters on benchd's namespace, so a record
-        that left it since the listing is not touched.
-        """
-        deleted = 0
-
-        async def one(chunk: list[str]) -> None:
-            nonlocal deleted
-            await spacing.turn()  # one request per set
-            ids = [sid for sid in chunk if await self._still_listed(sid)]
-            if not ids:
-                return
-            self._ownership.check_lease_held()
-            self.namespace.changes += 1
-            sent.extend(ids)
-            deleted += min(max(0, await self.store.delete_many(ids)), len(ids))  # a count is
-            # the store's word: never more than was sent, never negative
-            answered = time.monotonic()
-            for server_id in ids:
-                checked = self._checked.pop(server_id, self.namespace.listed_at)
-                self.delete_windows.append(answered - checked)
-                self.namespace.forget(server_id)
-
-        await run_bounded(_chunks(server_ids, size), one, limit=self.store.plan.delete_concurrency)
-        return deleted
+        """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``,
+        see :meth:`Deleter.purge`)."""
+        return await self.deleter.purge(memories, force=force)
 
 
 class CorpusRecords:
@@ -636,7 +465,7 @@ class _OwnershipHost:
         return await self._flow.namespace.list_namespace()
 
     async def delete(self, server_ids: Sequence[str]) -> int:
-        return await self._flow._delete_ids(server_ids)
+        return await self._flow.deleter.delete(server_ids)
 
     def hold(self, store_id: str) -> None:
         self._flow.namespace.hold(store_id)
@@ -654,15 +483,3 @@ def _clamped(counts: Counts, sent: int) -> Counts:
         out.append(kept)
         left -= kept
     return out[0], out[1], out[2]
-
-
-def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of ``size`` (the last shorter), cut as they are read."""
-    chunk: list[T] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
