@@ -9,6 +9,12 @@ batches with progress, verify by reading the namespace back, and time how
 long until the last record is found. :class:`NamespaceFlow` runs that flow,
 the cleanups (after each cycle, on shutdown, ``purge``) and the search
 mapping over any :class:`~benchd.store.protocol.Store`; it knows no transport.
+It coordinates small collaborators, each holding only what it needs:
+:class:`~benchd.store.namespace.Namespace` (the corpus's ids there, the
+latest listing, the ids held), :class:`~benchd.store.ownership.Ownership`
+(sentinel, lease, adoption, migration), :class:`~benchd.store.seeding.Seeder`
+(writes, verify, searchable wait) and :class:`~benchd.store.deletion.Deleter`
+(cleanups, ``purge``, every delete).
 
 What benchd owns: every id it writes is derived from the namespace and the
 fixture id (:mod:`benchd.store.owned`); a listed record is benchd's only
@@ -35,53 +41,24 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
-import anyio.lowlevel
-
-from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
-from benchd.logging import get_logger
-from benchd.progress import enter_phase, report_poll
+from benchd.fixtures.stream import memory_ids
+from benchd.progress import enter_phase
 from benchd.result import RankedIds, SeedReport, TargetInfo
-from benchd.store.concurrency import chunks, run_bounded
 from benchd.store.deletion import Deleter
 from benchd.store.lease import LeaseHolder
 from benchd.store.listing import Listing, listing_limit
-from benchd.store.namespace import READ_BACK_LIMIT, Namespace
-from benchd.store.owned import (
-    OwnedIds,
-)
+from benchd.store.namespace import Namespace
+from benchd.store.owned import OwnedIds
 from benchd.store.ownership import Ownership, OwnershipHost
-from benchd.store.protocol import (
-    Capabilities,
-    Counts,
-    Hits,
-    Purged,
-    Record,
-    Store,
-)
+from benchd.store.protocol import Capabilities, Hits, Purged, Store
+from benchd.store.seeding import CorpusRecords, Seeder, content_of
 from benchd.store.target import Fire, Progress, SearchQuery, WriteRate
 
-__all__ = ["READ_BACK_LIMIT", "NamespaceFlow", "content_of"]
-
-log = get_logger("benchd.targets")
-
-T = TypeVar("T")
-
-CHECKPOINT_EVERY = 1000
-"""A pass over the corpus that sends nothing yields to the event loop this often (records)."""
-
-HELD_WRITES = 2000
-"""A pass that finds at most this many records to write holds them for the writes; more
-are made again from the corpus by a second pass (a changed corpus of 10^6 is not held)."""
-
-
-def content_of(record: Mapping[str, Any]) -> str:
-    """A memory's text (``content``, or ``text`` as the import format allows)."""
-    return str(record.get("content") or record.get("text") or "")
+__all__ = ["NamespaceFlow", "content_of"]
 
 
 class NamespaceFlow:
@@ -104,9 +81,10 @@ class NamespaceFlow:
         # the sentinel, the lease, adoption, migration (benchd.store.ownership)
         host: OwnershipHost = _OwnershipHost(self)
         self._ownership = Ownership(store, host, lease)
-        self._progress: Progress | None = None  # this seed's sink, for the searchable polls
         # cleanups, purge and the deletes the seed and the ownership steps send
         self.deleter = Deleter(self.namespace, self._ownership, write_rate)
+        # the writes, the verify and the searchable wait
+        self.seeder = Seeder(self.namespace, self._ownership, self.deleter, self.search)
 
     # -- what the probe reads -----------------------------------------------------
 
@@ -171,7 +149,8 @@ class NamespaceFlow:
         sets is asked for k: its answer is scored whole."""
         if self.store.capabilities.unranked:
             return query
-        sentinels = len(self.namespace.fresh.sentinels) if self.namespace.fresh is not None else 0
+        fresh = self.namespace.fresh
+        sentinels = len(fresh.sentinels) if fresh is not None else 0
         beside = max(1, sentinels) + max(0, self.store.lease_records)
         return dataclasses.replace(query, limit=query.limit + beside)
 
@@ -183,11 +162,12 @@ class NamespaceFlow:
         store that answers sets (``capabilities.unranked``) is kept whole: it is
         scored as a set, and a cut would keep an arbitrary part of it.
         """
+        ns = self.namespace
         scores = list(hits.scores) or [None] * len(hits.ids)
         kept = [
-            (self.namespace.owned.label(i, self.namespace.fixture_ids), s)
+            (ns.owned.label(i, ns.fixture_ids), s)
             for i, s in zip(hits.ids, scores, strict=True)
-            if i not in self.namespace.sentinel_ids
+            if i not in ns.sentinel_ids
         ]
         if not self.store.capabilities.unranked:
             kept = kept[: query.limit]
@@ -212,16 +192,15 @@ class NamespaceFlow:
         self, memories: Sequence[Mapping[str, Any]], *, progress: Progress | None = None
     ) -> SeedReport:
         """Write the corpus into the reserved namespace, verify it, time it to searchable."""
-        plan, caps = self.store.plan, self.store.capabilities
+        plan, caps, ns = self.store.plan, self.store.capabilities, self.namespace
         ids = memory_ids(memories)
-        self.namespace.own(ids)
+        ns.own(ids)
         started = time.monotonic()
         retries_before = self.store.retries
-        self.namespace.listing_limit = listing_limit(len(memories))
-        ns = self.namespace
+        ns.listing_limit = listing_limit(len(memories))
         existing = await ns.list_namespace() if caps.lists else Listing({}, ns.owned)
-        changes = self.namespace.changes
-        self.namespace.held = existing.held
+        changes = ns.changes
+        ns.held = existing.held
         if caps.writes:
             await self._ownership.check_holders(existing)
         adopted = await self._ownership.take(existing)
@@ -231,18 +210,17 @@ class NamespaceFlow:
             await self.deleter.delete_seeded(existing)
         counts, unchanged = (0, 0, 0), 0
         if caps.writes and self._read_only is None:
-            counts, unchanged = await self._write_all(existing, memories, progress)
+            counts, unchanged = await self.seeder.write_all(existing, memories, progress)
         verified, missing = len(memories), tuple[str, ...]()
         if caps.lists and plan.verifies:
             enter_phase(progress, "verify")
             # Nothing written or deleted since ``existing`` (a kept corpus found unchanged):
             # that listing is the read-back, and a second one would be the same pages.
-            unchanged_since = existing if self.namespace.changes == changes else None
-            verified, missing = await self._verify(ids, progress, unchanged_since)
-        self.store.seeded(CorpusRecords(self, memories, self.namespace.fresh))
+            unchanged_since = existing if ns.changes == changes else None
+            verified, missing = await self.seeder.verify(ids, progress, unchanged_since)
+        self.store.seeded(CorpusRecords(ns, memories, ns.fresh))
         enter_phase(progress, "searchable")
-        self._progress = progress
-        searchable = await self._searchable_after(memories, ids, missing)
+        searchable = await self.seeder.searchable_after(memories, ids, missing, progress)
         return SeedReport(
             requested=len(memories),
             imported=counts[0],
@@ -257,141 +235,6 @@ class NamespaceFlow:
             read_only_beside=self._read_only,
             unchanged=unchanged,
         )
-
-    async def _write_all(
-        self, existing: Listing, memories: Sequence[Mapping[str, Any]], progress: Progress | None
-    ) -> tuple[Counts, int]:
-        """Write what the store would not skip as a duplicate; its counts, and how many were
-        unchanged (not sent).
-
-        What the store would skip is not sent at all: against a per-key write
-        budget a steady-state cycle then costs no writes.
-        """
-        if self.store.plan.cleanup == "before" or not existing.claimed:
-            # nothing listed to keep: the one pass is the writes'
-            records = self.namespace.records(memories)
-            return await self._write_batches(records, len(memories), progress), 0
-        keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
-        stale: list[str] = []
-        held: list[Record] | None = []  # what to write, while few: no second pass for it
-        for n, record in enumerate(self.namespace.records(memories)):
-            if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
-                await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
-            listed = existing.records.get(record.store_id)
-            if listed is not None and self.store.unchanged(listed, record):
-                keep[n] = 1
-                continue
-            if (
-                listed is not None
-                and record.store_id in existing.claimed
-                and self.store.stale(listed, record)
-            ):
-                stale.append(record.store_id)  # only what the listing shows as benchd's
-            if held is not None:
-                held.append(record)
-                held = held if len(held) <= HELD_WRITES else None
-        if stale and self.deleter.may_delete():
-            # the write would be skipped as a duplicate of the out-of-date copy
-            await self.deleter.delete(stale)
-        kept = len(keep) - keep.count(0)
-        if kept == len(memories):
-            return (0, 0, 0), kept  # nothing to write: no second pass
-        to_write: Iterable[Record] = (
-            held
-            if held is not None
-            else (r for n, r in enumerate(self.namespace.records(memories)) if not keep[n])
-        )
-        counts = await self._write_batches(to_write, len(memories) - kept, progress)
-        return counts, kept
-
-    async def _write_batches(
-        self, records: Iterable[Record], total: int, progress: Progress | None
-    ) -> Counts:
-        """Write ``total`` records in batches, ``plan.concurrency`` at a time; summed counts.
-
-        Batches are cut as the workers take them: only those in flight are held.
-        """
-        plan = self.store.plan
-        batches = chunks(records, plan.batch_size)
-        totals = [0, 0, 0]
-        done = 0
-
-        async def one(batch: Sequence[Record]) -> None:
-            nonlocal done
-            self._ownership.check_lease_held()
-            self.namespace.changes += 1
-            if self.store.capabilities.owned_ids:
-                self.namespace.held.update(r.store_id for r in batch)
-            for i, n in enumerate(_clamped(await self.store.write(batch), len(batch))):
-                totals[i] += n
-            done += len(batch)
-            if progress is not None:
-                progress(done, total)
-
-        await run_bounded(batches, one, limit=plan.concurrency)
-        return totals[0], totals[1], totals[2]
-
-    async def _verify(
-        self,
-        ids: Sequence[str],
-        progress: Progress | None = None,
-        listed: Listing | None = None,
-    ) -> tuple[int, tuple[str, ...]]:
-        """Check every fixture id is listed as benchd's; learn the server id <-> fixture id maps.
-
-        ``listed`` is a listing taken since the last write or delete, if any;
-        else the namespace is listed now. A record the listing does not show is
-        read back by its id before it is called missing: a store's paging can
-        skip records it holds. ``progress`` hears ``(verified, records)`` after
-        the listing and after a read-back.
-        """
-        if listed is None:
-            listed = await self.namespace.list_namespace()
-        found = self.namespace.learn(listed)
-        missing = [f for f in ids if not found(f)]
-        if progress is not None:
-            progress(len(ids) - len(missing), len(ids))
-        if missing:
-            wanted = [self.namespace.server_id(f) for f in missing[:READ_BACK_LIMIT]]
-            extra = await self.namespace.read_back(wanted)
-            if extra:
-                found = self.namespace.learn(listed.merged(extra))
-                missing = [f for f in missing if not found(f)]
-                if progress is not None:
-                    progress(len(ids) - len(missing), len(ids))
-        return len(ids) - len(missing), tuple(missing)
-
-    async def _searchable_after(
-        self, memories: Sequence[Mapping[str, Any]], ids: Sequence[str], missing: tuple[str, ...]
-    ) -> float | None:
-        """Seconds until the last memory kept is found by its own text; None if never.
-
-        A memory the store did not keep never shows: polling for it would
-        spend the whole timeout to learn nothing.
-        """
-        plan = self.store.plan
-        if not ids:
-            return 0.0
-        gone = set(missing)
-        last = next((i for i in range(len(ids) - 1, -1, -1) if ids[i] not in gone), None)
-        if last is None or plan.searchable_timeout_s <= 0:
-            return None
-        probe = memories[last]  # a streamed corpus reads it from a line start noted at load
-        query = SearchQuery(q=content_of(probe)[:200], limit=plan.searchable_limit)
-        started = time.monotonic()
-        delay = 0.02
-        polls = 0
-        timeout_s = plan.searchable_timeout_s
-        with anyio.move_on_after(timeout_s):
-            while True:
-                found = str(probe["id"]) in await self.search(query)
-                polls += 1
-                report_poll(self._progress, polls, time.monotonic() - started, timeout_s)
-                if found:
-                    return time.monotonic() - started
-                await anyio.sleep(delay)  # polling an external system, not synchronising
-                delay = min(delay * 2, 0.5)
-        return None
 
     # -- cleaning up ------------------------------------------------------------------
 
@@ -409,41 +252,6 @@ class NamespaceFlow:
         """Delete everything benchd owns in the namespace, the sentinel last (``benchd purge``,
         see :meth:`Deleter.purge`)."""
         return await self.deleter.purge(memories, force=force)
-
-
-class CorpusRecords:
-    """The corpus as a store is told it once seeded (:meth:`Store.seeded`): its size and
-    dates known without reading it, its records (each with its copy in ``listing``) made
-    as they are read."""
-
-    __slots__ = ("_dates", "_flow", "_listing", "_memories")
-
-    def __init__(
-        self,
-        flow: NamespaceFlow,
-        memories: Sequence[Mapping[str, Any]],
-        listing: Listing | None,
-    ) -> None:
-        self._flow = flow
-        self._memories = memories
-        self._listing = listing
-        self._dates = corpus_dates(memories)
-
-    def __len__(self) -> int:
-        return len(self._memories)
-
-    def __iter__(self) -> Iterator[Record]:
-        return self._flow.namespace.records(self._memories, self._listing)
-
-    @property
-    def latest_created_s(self) -> float | None:
-        """The latest ``created_at`` the corpus gives (epoch seconds); None: none gives one."""
-        return self._dates.latest_s
-
-    def undated(self) -> Iterator[Record]:
-        """The records of the memories that give no ``created_at`` (read only for them)."""
-        memories = memories_at(self._memories, self._dates.undated)
-        return self._flow.namespace.records(memories, self._listing)
 
 
 class _OwnershipHost:
@@ -472,14 +280,3 @@ class _OwnershipHost:
 
     def hold_nothing(self) -> None:
         self._flow.namespace.hold_nothing()
-
-
-def _clamped(counts: Counts, sent: int) -> Counts:
-    """A store's (written, skipped, errors) for a batch of ``sent``, each at least 0 and
-    together at most ``sent``: what a store reports is never counted beyond what was sent."""
-    left, out = sent, []
-    for n in counts:
-        kept = min(max(0, int(n)), left)
-        out.append(kept)
-        left -= kept
-    return out[0], out[1], out[2]
