@@ -61,6 +61,11 @@ class Deleter:
         # Seconds from the listing that showed each deleted record to the delete's answer.
         self.delete_windows: deque[float] = deque(maxlen=DELETE_WINDOWS_KEPT)
 
+    def may_delete(self) -> bool:
+        """Whether this process deletes: the store lists and deletes, and it writes."""
+        caps = self.store.capabilities
+        return caps.deletes and caps.lists and self._ownership.read_only is None
+
     async def delete_seeded(self, existing: Listing) -> None:
         """Delete benchd's earlier copies of the corpus so the write makes it afresh."""
         if self.store.capabilities.deletes:
@@ -70,11 +75,6 @@ class Deleter:
             # benchd's ids in between.
             await self.delete(list((self._ns.fresh or existing).claimed))
         self._ns.forget_maps()
-
-    def may_delete(self) -> bool:
-        """Whether this process deletes: the store lists and deletes, and it writes."""
-        caps = self.store.capabilities
-        return caps.deletes and caps.lists and self._ownership.read_only is None
 
     async def cleanup(self, ids: Sequence[str]) -> int:
         """Delete benchd's records for these fixture ids, as listed in its namespace now.
