@@ -36,7 +36,7 @@ from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
-from benchd.store import flow
+from benchd.store import deletion
 from benchd.store.lease import LeaseHolder
 
 KEY = "bench-key-delete-window-0123"
@@ -57,7 +57,7 @@ async def _one(records: int, writes_per_min: int, relist: bool, paced: bool) -> 
         import_pacing=0.0,
     )
     memories = [{"id": f"d{i}", "content": f"delete window note {i}"} for i in range(records)]
-    flow.RELIST_AFTER_S = 15.0 if relist else math.inf
+    deletion.RELIST_AFTER_S = 15.0 if relist else math.inf
     async with running_refstore(config) as store:
         settings = ZengramConfig(
             url=store.url, cleanup="before", max_retries=50, searchable_timeout_s=0.0

@@ -10,7 +10,7 @@ import anyio
 
 from benchd.errors import BenchdError, TargetError
 
-__all__ = ["run_bounded"]
+__all__ = ["chunks", "run_bounded"]
 
 T = TypeVar("T")
 
@@ -55,3 +55,15 @@ async def run_bounded(
             tg.start_soon(worker, first, tg.cancel_scope)
     if failure:
         raise failure[0]
+
+
+def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last shorter), cut as they are read."""
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

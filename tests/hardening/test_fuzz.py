@@ -468,7 +468,7 @@ TARGETS = targets()
 
 async def drive(answers: Answers, cleanup: str) -> None:
     target = TARGETS[cleanup]
-    target._fixture_ids.clear()
+    target.namespace.fixture_ids.clear()
     CURRENT[:] = [answers]
     for step in (
         target.info,

@@ -24,7 +24,7 @@ from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.server import RunningRefStore, running_refstore
 from benchd.refstore.testing import make_config
-from benchd.store import flow
+from benchd.store import deletion
 from benchd.store.lease import LeaseHolder
 from benchd.store.owned import owned_id, sentinel_id
 
@@ -86,7 +86,7 @@ async def test_a_record_moved_out_of_the_namespace_after_a_stale_listing_is_not_
     finally:
         await first.aclose()
     transport = _TakenMidway([owned_id(NS, str(m["id"])) for m in MEMORIES])
-    monkeypatch.setattr(flow, "RELIST_AFTER_S", 0.0)  # every delete re-checks the listing
+    monkeypatch.setattr(deletion, "RELIST_AFTER_S", 0.0)  # every delete re-checks the listing
     purger = ZengramTarget(settings, Secret(KEY, "test"), connect=transport)
     try:
         purged = await purger.purge(MEMORIES, force=False)

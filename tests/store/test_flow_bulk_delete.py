@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 from memory_kind import TENANTS, MemorySettings, MemoryStore
 
-from benchd.store import flow as flow_module
+from benchd.store import deletion
 from benchd.store.flow import NamespaceFlow
 from benchd.store.owned import owned_id
 from benchd.store.protocol import Capabilities
@@ -52,7 +52,7 @@ def _empty_store() -> None:
 async def test_cleanup_deletes_in_sets_and_never_an_id_no_longer_listed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(flow_module, "RELIST_AFTER_S", -1.0)  # every delete checks a new listing
+    monkeypatch.setattr(deletion, "RELIST_AFTER_S", -1.0)  # every delete checks a new listing
     corpus = [{"id": f"m{i}", "content": f"note {i}"} for i in range(10)]
     store = Bulk(MemorySettings(page=500))
     flow = NamespaceFlow(store)

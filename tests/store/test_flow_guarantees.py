@@ -191,7 +191,8 @@ async def test_a_search_asks_for_k_plus_the_records_benchd_keeps_beside_its_corp
     store = Asked(MemorySettings(page=500), leases=2)
     flow = NamespaceFlow(store)
     await flow.seed(CORPUS)
-    flow._sentinel_ids.update(f"benchd-lease:{NS}:{n}" for n in range(2))  # as mcp drops them
+    leases = (f"benchd-lease:{NS}:{n}" for n in range(2))
+    flow.namespace.sentinel_ids.update(leases)  # as mcp drops them
     got = await flow.search(SearchQuery(q="note", limit=3))
     assert store.limits[-1] == 3 + 1 + 2  # the sentinel and two lease records
     assert got == ("m0", "m1", "m2")  # k results of the corpus, none lost to benchd's own

@@ -21,7 +21,7 @@ from benchd.fixtures.stream import StreamedMemories
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import RunningRefStore, running_refstore
-from benchd.store import flow
+from benchd.store import seeding
 from benchd.store.target import SearchQuery
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +106,7 @@ async def test_a_kept_corpus_is_read_once_and_a_changed_one_not_again_for_a_few_
 async def test_many_changed_records_are_read_again_for_their_writes(
     store: RunningRefStore, passes: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(flow, "HELD_WRITES", 3)
+    monkeypatch.setattr(seeding, "HELD_WRITES", 3)
     await seed(store, corpus(tmp_path / "c.jsonl", 40))
     memories = corpus(tmp_path / "d.jsonl", 40)
     lines = memories.path.read_text(encoding="utf-8").replace("Passes", "Changed")

@@ -97,9 +97,9 @@ def _held() -> Iterator[list[int]]:
 async def test_a_listing_keeps_a_few_hundred_bytes_per_record_not_its_text() -> None:
     t = _target()
     try:
-        await t._list()  # warm: connections, caches, first-use imports
+        await t.namespace.list_namespace()  # warm: connections, caches, first-use imports
         with _held() as held:
-            listed = (await t._list()).records
+            listed = (await t.namespace.list_namespace()).records
             assert len(listed) == RECORDS
             del listed
     finally:
@@ -112,7 +112,7 @@ async def test_the_listing_still_tells_what_a_rewrite_would_change() -> None:
     """Kept small, the listing still decides 'unchanged' exactly: text and type."""
     t = _target()
     try:
-        listed = (await t._list()).records
+        listed = (await t.namespace.list_namespace()).records
     finally:
         await t.aclose()
     store = t.store
@@ -198,16 +198,17 @@ async def test_a_store_that_keeps_benchds_ids_costs_the_flow_no_id_map_per_recor
     flow = NamespaceFlow(MemoryStore(MemorySettings(page=500)))
     try:
         report = await flow.seed(corpus)
-        maps = len(flow._fixture_ids) + len(flow._server_ids)  # was 600: both ways, each
-        assert flow._fresh is not None and len(flow._held) == 301  # and the sentinel
-        assert list(flow._held.others()) == [sentinel_id(NS)]  # the corpus's: by position
-        assert set(flow._held) == {owned_id(NS, f"m{i}") for i in range(300)} | {
+        known = flow.namespace
+        maps = len(known.fixture_ids) + len(known.server_ids)  # was 600: both ways, each
+        assert known.fresh is not None and len(known.held) == 301  # and the sentinel
+        assert list(known.held.others()) == [sentinel_id(NS)]  # the corpus's: by position
+        assert set(known.held) == {owned_id(NS, f"m{i}") for i in range(300)} | {
             sentinel_id(NS)
         }
-        assert flow._fresh.records.extras.keys() == {sentinel_id(NS)}  # type: ignore[attr-defined]
+        assert known.fresh.records.extras.keys() == {sentinel_id(NS)}  # type: ignore[attr-defined]
         assert list(flow.finish(Hits([owned_id(NS, "m7")]), SearchQuery("q", 5))) == ["m7"]
         deleted = await flow.cleanup([f"m{i}" for i in range(300)])
-        assert len(flow._held) == 1  # the sentinel
+        assert len(known.held) == 1  # the sentinel
     finally:
         TENANTS.clear()
     assert report.verified == 300 and report.missing == ()
@@ -220,11 +221,11 @@ async def test_a_daemon_holding_a_listing_while_it_lists_again_keeps_bytes_not_o
     listing of the corpus is a few arrays by corpus position, not an object per record."""
     t = _target()
     memories = [{"id": f"doc-{i:06d}", "content": "x"} for i in range(RECORDS)]
-    t._own(memory_ids(memories))
+    t.namespace.own(memory_ids(memories))
     try:
-        first = (await t._list()).records
+        first = (await t.namespace.list_namespace()).records
         with _held() as held:
-            second = (await t._list()).records
+            second = (await t.namespace.list_namespace()).records
             await anyio.sleep(0)  # the loop lets go of the last page's answer at its next step
         assert second.keys() == first.keys() and len(second) == RECORDS
         assert all(second[sid] == first[sid] for sid in first)

@@ -144,8 +144,9 @@ def test_a_kinds_builder_takes_the_lease_and_the_write_share_it_keeps_within() -
         write_rate=lambda: share[0],
     )  # fmt: skip
     assert isinstance(flow, NamespaceFlow) and flow.lease is holder
-    assert flow._write_rate is not None and flow._write_rate() == 2.0
+    assert flow.deleter.write_rate is not None and flow.deleter.write_rate() == 2.0
     share[0] = None
-    assert flow._write_rate() is None
+    assert flow.deleter.write_rate() is None
     bare = build_target("memory", memory_kind.MemorySettings(namespace=NS), None)
-    assert isinstance(bare, NamespaceFlow) and bare.lease is None and bare._write_rate is None
+    assert isinstance(bare, NamespaceFlow) and bare.lease is None
+    assert bare.deleter.write_rate is None

@@ -1,0 +1,158 @@
+"""What a flow knows of its namespace in a store, and how it lists it (DESIGN §2a).
+
+:class:`Namespace` is held by :class:`~benchd.store.flow.NamespaceFlow` and
+shared with its seeder and deleter: the corpus's ids there
+(:class:`~benchd.store.owned.OwnedIds`), the latest listing and when it was
+answered, the server id <-> fixture id maps where the store assigns its own
+ids, the server ids benchd holds there, and how many writes and deletes the
+flow sent. A listing is bounded in records and in pages: a page with a next
+cursor that brings nothing new is a ``decode`` error, and a listing holds at
+most max(20,000, 2 x corpus) records.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from benchd.errors import TargetProtocolError
+from benchd.store.idtable import IdSet, ListedTable
+from benchd.store.listing import Listing, listing_limit
+from benchd.store.owned import OwnedIds, legacy_sentinel_id, owner_mark, sentinel_id
+from benchd.store.protocol import Listed, Record, Store
+
+__all__ = ["READ_BACK_LIMIT", "Namespace"]
+
+READ_BACK_LIMIT = 100
+"""At most this many unlisted records are read back one by one per verify (read budget)."""
+
+
+class Namespace:
+    """One namespace of a store as the flow knows it; what the seeder and deleter share."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        ns = store.plan.namespace
+        self.owned = OwnedIds(ns, ())
+        # Server id -> fixture id (listed, benchd's) and the inverse, only where the store's id
+        # is not the one benchd derives (store-assigned ids): nothing per record otherwise.
+        self.fixture_ids: dict[str, str] = {}
+        self.server_ids: dict[str, str] = {}
+        self.listing_limit = listing_limit(0)  # most records a listing may hold
+        # Server ids benchd holds (or may hold: a batch sent) in its namespace and has not
+        # deleted; replaced by each listing. What a cut-short cleanup reports as left over.
+        self.held = IdSet(self.owned)
+        self.sentinel_ids = {sentinel_id(ns), legacy_sentinel_id(ns)}  # dropped from rankings
+        self.fresh: Listing | None = None  # the latest listing of the namespace ...
+        self.listed_at = -math.inf  # ... and when it was answered (time.monotonic())
+        self.changes = 0  # writes and deletes the flow sent (the sentinel's apart)
+
+    def where(self) -> str:
+        """The namespace as errors name it."""
+        plan = self.store.plan
+        at = f" at {plan.endpoint}" if plan.endpoint else ""
+        return f"{plan.namespace_label} {plan.namespace!r}{at}"
+
+    async def list_namespace(self) -> Listing:
+        """The whole namespace, page by page; bounded in records and in pages."""
+        records = ListedTable(self.owned)  # the corpus's copies by position, in arrays
+        cursor: str | None = None
+        most = self.listing_limit
+        for _ in range(most + 2):  # a store's pages bring at least one record each
+            page = await self.store.list_page(cursor)
+            before = len(records)
+            for record in page.records:
+                records.add(record)
+            if page.next is not None and not (page.new or len(records) > before):
+                raise TargetProtocolError(
+                    f"{self.where()}: a listing page after {before} record(s) brings no "
+                    "record not listed before, yet says more follow; the store's paging is "
+                    "broken (it repeats a page or ignores its cursor)"
+                )
+            if len(records) > most:
+                raise TargetProtocolError(
+                    f"{self.where()}: the namespace lists more than {most} records; benchd's "
+                    "namespace holds only its corpus: check the store's paging or the namespace"
+                )
+            if page.next is None:
+                listing = Listing(records, self.owned)
+                self.sentinel_ids.update(listing.sentinels)
+                self.fresh, self.listed_at = listing, time.monotonic()
+                return listing
+            cursor = page.next
+        raise TargetProtocolError(f"{self.where()}: the listing pages without end")
+
+    async def read_back(self, server_ids: Sequence[str]) -> dict[str, Listed]:
+        """These records read back by their ids (those the store holds)."""
+        return {r.id: r for r in await self.store.read_back(server_ids)}
+
+    def own(self, ids: Sequence[str]) -> None:
+        """Take ``ids`` as the corpus; the same ids as before keep their maps (and every
+        listing and set kept by their positions stays valid)."""
+        ns = self.store.plan.namespace
+        owned = self.owned
+        if owned.namespace != ns or len(owned) != len(ids) or not owned.same_ids(ids):
+            self.owned = OwnedIds(ns, ids)
+
+    def hold(self, store_id: str) -> None:
+        """Count ``store_id`` among the records this process holds (written, or may be)."""
+        self.held.add(store_id)
+
+    def hold_nothing(self) -> None:
+        """This process holds nothing in the namespace (it measures beside another's)."""
+        self.held = IdSet(self.owned)
+
+    def forget(self, server_id: str) -> None:
+        """``server_id`` was deleted: neither mapped nor held any longer."""
+        self.fixture_ids.pop(server_id, None)
+        self.held.discard(server_id)
+
+    def forget_maps(self) -> None:
+        """The corpus is written afresh: no server id is mapped to a fixture id."""
+        self.fixture_ids.clear()
+        self.server_ids.clear()
+
+    def records(
+        self, memories: Iterable[Mapping[str, Any]], listing: Listing | None = None
+    ) -> Iterator[Record]:
+        """The corpus's records, made as they are read (never a list of 10^5 beside it); with
+        ``listing``, each with its record as listed there."""
+        return (self.record(m, listing) for m in memories)
+
+    def record(self, memory: Mapping[str, Any], listing: Listing | None = None) -> Record:
+        """What the flow writes for a fixture memory: benchd's id and mark."""
+        fid = str(memory["id"])
+        sid = self.owned.store_id(fid)
+        listed = None if listing is None else listing.records.get(self.server_id(fid))
+        return Record(sid, fid, memory, owner_mark(self.owned.namespace, fid), listed)
+
+    def server_id(self, fixture_id: str) -> str:
+        """The id the store holds a fixture memory under: as listed, else benchd's own id."""
+        if fixture_id in self.server_ids:
+            return self.server_ids[fixture_id]
+        return (
+            self.owned.store_id(fixture_id)
+            if fixture_id in self.owned.fixture_ids
+            else fixture_id
+        )
+
+    def learn(self, listing: Listing) -> Callable[[str], bool]:
+        """Keep one server id per fixture id of the corpus where the store's id is not the one
+        benchd derives; whether a fixture id was found (a test, not a set of 10^6 ids)."""
+        # The listing's ids, and the sent ones it does not show.
+        self.held = listing.held_beside(self.held)
+        self.fixture_ids = {}
+        self.server_ids = {}
+        owned = self.owned
+        for sid, fid in listing.assigned.items():  # a table's by-position records are derived
+            derived = fid in owned.fixture_ids and sid == owned.store_id(fid)
+            if fid in owned.fixture_ids and fid not in self.server_ids and not derived:
+                self.server_ids[fid] = sid
+                self.fixture_ids[sid] = fid
+
+        def found(fid: str) -> bool:
+            return fid in self.server_ids or listing.claims(fid)
+
+        return found
