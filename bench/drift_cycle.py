@@ -8,8 +8,10 @@ what the daemon does after each cycle: :func:`benchd.drift.tracker.compare`
 against the rolling window of the 5 cycles before it (noise tests, sign-flip
 tests, bootstrap CIs, ranking overlap and the top-score shift), with the
 default settings (10,000 permutations, 2,000 bootstrap resamples). Prints
-the median wall and CPU seconds (all threads) per cycle over ``--cycles`` consecutive cycles, and a
-digest of every outcome so two versions can be checked to agree::
+the median wall and CPU seconds (all threads) per cycle over ``--cycles`` consecutive cycles, a
+digest of every outcome so two versions can be checked to agree, and a digest of the
+verdicts alone (which keys drifted, whether the model changed, and which p-values fell
+below ``alpha``): versions whose resampling draws differently agree on that one::
 
     .venv/bin/python bench/drift_cycle.py [--sizes 100 1000 10000] [--cycles 5]
     PYTHONPATH=/path/to/other/checkout python bench/drift_cycle.py   # the other version
@@ -26,6 +28,7 @@ import numpy as np
 
 from benchd.config.drift import DriftSettings
 from benchd.drift.tracker import Snapshot, compare, rolling_reference
+from benchd.drift_outcome import DriftOutcome
 
 METRICS = ("recall", "ndcg", "mrr", "precision", "hit", "map", "recall_all")
 SWAP_SHARE = 0.3
@@ -67,10 +70,10 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=5)
     args = parser.parse_args()
     settings = DriftSettings()
-    print(f"{'queries':>8}{'wall s':>9}{'CPU s':>9}  outcome digest (equal: same numbers)")
+    print(f"{'queries':>8}{'wall s':>9}{'CPU s':>9}  outcome / verdict digest")
     for n in args.sizes:
         snaps = cycles(n, WINDOW + args.cycles, seed=n)
-        times, cpus, digest = [], [], hashlib.sha256()
+        times, cpus, digest, verdicts = [], [], hashlib.sha256(), hashlib.sha256()
         for c in range(WINDOW, WINDOW + args.cycles):
             start, cpu = time.perf_counter(), time.process_time()
             reference = rolling_reference(snaps[c - WINDOW : c], 10)
@@ -78,8 +81,25 @@ def main() -> None:
             times.append(time.perf_counter() - start)
             cpus.append(time.process_time() - cpu)
             digest.update(repr(outcome).encode())
+            verdicts.update(repr(verdict(outcome, settings.alpha)).encode())
         wall, cpu_s = statistics.median(times), statistics.median(cpus)
-        print(f"{n:8d}{wall:9.3f}{cpu_s:9.3f}  {digest.hexdigest()[:16]}")
+        sums = f"{digest.hexdigest()[:16]} / {verdicts.hexdigest()[:16]}"
+        print(f"{n:8d}{wall:9.3f}{cpu_s:9.3f}  {sums}")
+
+
+def verdict(outcome: DriftOutcome, alpha: float) -> tuple[object, ...]:
+    """What a cycle decided: per key, drift and p < alpha; the ranking signals' the same."""
+    keys = tuple(
+        (key, m.detected, m.p_value < alpha, m.p_value_queries < alpha)
+        for key, m in sorted(outcome.metrics.items())
+    )
+    change = outcome.change
+    signals = None
+    if change is not None:
+        score_p = change.score_p_value
+        signals = (change.model_changed, change.overlap_p_value < alpha,
+                   score_p is not None and score_p < alpha)  # fmt: skip
+    return outcome.detected, keys, signals
 
 
 if __name__ == "__main__":

@@ -190,14 +190,18 @@ def load_quality(
     A query asked five times under load weighs as much as one asked once, so
     identical rankings score the same under load as serially. ``unranked``:
     each answer is a set, scored whole (:func:`~benchd.scoring.ranking.set_metrics`).
+    A query's answers mostly repeat one ranking: each distinct ranking of a query
+    is scored once (the scores depend on the ids and the labels alone).
     """
     score = set_metrics if unranked else query_metrics
     by_query: dict[int, list[dict[str, float]]] = {}
+    scored: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
     for index, ranked in answers:
-        query = queries[index % len(queries)]
-        by_query.setdefault(index % len(queries), []).append(
-            score(ranked, query.relevance, ks)
-        )
+        at = index % len(queries)
+        metrics = scored.get((at, ranked))
+        if metrics is None:
+            metrics = scored[at, ranked] = score(ranked, queries[at].relevance, ks)
+        by_query.setdefault(at, []).append(metrics)
     return mean_metrics([mean_metrics(by_query[i]) for i in sorted(by_query)])
 
 

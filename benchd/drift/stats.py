@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from benchd.scoring.stats import decided_above, looks
+
 __all__ = ["RBO_PERSISTENCE", "NoiseTest", "Pool", "noise_tests", "rbo"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -58,9 +60,12 @@ class Pool:
     values: Sequence[Sequence[float]]
     current: Sequence[float]
     pinned_first: bool = False
+    known: Sequence[float] | None = None  # what :meth:`references` gives, if computed already
 
     def references(self) -> list[float]:
         """Each query's reference: its first sample when pinned, else its samples' mean."""
+        if self.known is not None:
+            return list(self.known)
         if self.pinned_first:
             return [v[0] for v in self.values]
         sums, counts = map(math.fsum, self.values), map(len, self.values)
@@ -87,6 +92,7 @@ class NoiseTest:
     p_value: float  # P(a change this low | no change), adjusted over every key tested at once
     p_raw: float  # the same for this key alone
     n: int
+    draws: int = 0  # relabelings drawn (fewer than asked when stopped early)
 
 
 def _lengths(pool: Pool) -> IntArray:
@@ -139,7 +145,16 @@ def _stacked(pools: Sequence[Pool]) -> tuple[FloatArray, IntArray, IntArray] | N
 
 
 def _null(pools: Sequence[Pool], n: int, n_resamples: int, seed: int) -> list[FloatArray]:
-    """Each pool's statistic under ``n_resamples`` relabelings shared by all pools.
+    """Each pool's statistic under ``n_resamples`` relabelings shared by all pools."""
+    table = np.concatenate(list(_null_blocks(pools, n, n_resamples, seed)))
+    return [np.ascontiguousarray(table[:, k]) for k in range(len(pools))]
+
+
+def _null_blocks(
+    pools: Sequence[Pool], n: int, n_resamples: int, seed: int
+) -> Iterator[FloatArray]:
+    """The pools' statistics under ``n_resamples`` relabelings shared by all pools, a
+    (draws, pools) block at a time, in the order of the draws.
 
     Per query, the values of every key sit side by side, so one draw of
     "which sample is current" picks all keys at once; with ``pinned_first``
@@ -148,24 +163,23 @@ def _null(pools: Sequence[Pool], n: int, n_resamples: int, seed: int) -> list[Fl
     stacked = _stacked(pools) if len({p.pinned_first for p in pools}) == 1 else None
     if stacked is None:
         # keys with different samples per query cannot share a draw: test them apart
-        return [_null([p], n, n_resamples, seed)[0] for p in pools]
+        yield np.column_stack([_null([p], n, n_resamples, seed)[0] for p in pools])
+        return
     values, sizes, rows = stacked
     if rows.size == 0:
-        return [np.zeros(n_resamples) for _ in pools]
-    keys = values.shape[2]
+        yield np.zeros((n_resamples, len(pools)))
+        return
     pinned = pools[0].pinned_first
     if not pinned:  # current minus the mean of the others, for each choice of current
         totals = values.sum(axis=1, keepdims=True)
         others = np.maximum(sizes - 1, 1)[:, None, None]
         values = values - (totals - values) / others
     classes = _Classes.of(values, sizes)
-    table = np.empty((n_resamples, keys), dtype=np.float64)
-    for start, cur, other in _draws(sizes, n_resamples, keys, seed, pinned=pinned):
+    for _, cur, other in _draws(sizes, n_resamples, values.shape[2], seed, pinned=pinned):
         stat = classes.sums(cur)
         if other is not None:
             stat -= classes.sums(other)
-        table[start : start + cur.shape[0]] = stat / n
-    return [np.ascontiguousarray(table[:, k]) for k in range(keys)]
+        yield stat / n
 
 
 _BLOCK_CELLS = 1 << 18  # draws x queries summed at once: arrays of 1-2 MiB, near the CPU
@@ -301,7 +315,12 @@ def _tail(null: FloatArray, edge: float, two_sided: bool) -> tuple[float, FloatA
 
 
 def noise_tests(
-    pools: Mapping[str, Pool], *, n_resamples: int, seed: int, two_sided: bool = False
+    pools: Mapping[str, Pool],
+    *,
+    n_resamples: int,
+    seed: int,
+    two_sided: bool = False,
+    alpha: float | None = None,
 ) -> dict[str, NoiseTest]:
     """Per-query relabeling tests of every key at once, family-wise adjusted (min-P).
 
@@ -316,15 +335,69 @@ def noise_tests(
     at most alpha of unchanged cycles, whatever the number of keys.
     ``two_sided`` tests the absolute change instead. All pools must hold
     the same queries in the same order.
+
+    With ``alpha``, the draws stop at the first look (see
+    :func:`benchd.scoring.stats.looks`) where every key's raw p-value is
+    decided above ``alpha`` (:func:`benchd.scoring.stats.decided_above`); the
+    adjusted p-value is never below the raw one, so no key would be flagged
+    had the draws gone on, except with probability ``STOP_RISK``. The p-values
+    are then those of the draws made: what ``n_resamples`` equal to that
+    number gives, the same seed drawing the same first relabelings.
     """
     keys = [k for k, p in pools.items() if p.values]
     if not keys:
         return {}
     n = len(pools[keys[0]].values)
-    nulls = _null([pools[k] for k in keys], n, n_resamples, seed)
-    raw: dict[str, float] = {}
-    min_p = np.ones(n_resamples)
     deltas = {key: pools[key].delta() for key in keys}
+    chosen = [pools[k] for k in keys]
+    if alpha is None:
+        nulls = _null(chosen, n, n_resamples, seed)
+    else:
+        edges = np.array([deltas[k] for k in keys])
+        nulls = _sequential(_null_blocks(chosen, n, n_resamples, seed), edges,
+                            n_resamples, alpha, two_sided)  # fmt: skip
+    return _adjusted(keys, nulls, deltas, two_sided, n)
+
+
+def _exceed(table: FloatArray, edges: FloatArray, two_sided: bool) -> IntArray:
+    """Per key (column), the draws at least as extreme as its observed change."""
+    if two_sided:
+        return np.asarray(np.count_nonzero(np.abs(table) >= np.abs(edges) - _TOLERANCE, axis=0))
+    beyond = table <= edges + _TOLERANCE
+    return np.asarray(np.count_nonzero(beyond, axis=0), dtype=np.int64)
+
+
+def _sequential(
+    blocks: Iterator[FloatArray], edges: FloatArray, n_resamples: int, alpha: float,
+    two_sided: bool,
+) -> list[FloatArray]:  # fmt: skip
+    """The null tables of the draws made until every key is decided above ``alpha``."""
+    table = np.empty((n_resamples, edges.size), dtype=np.float64)
+    pending = iter(looks(n_resamples))
+    look = next(pending, n_resamples)
+    hits = np.zeros(edges.size, dtype=np.int64)
+    done = 0
+    for block in blocks:
+        table[done : done + block.shape[0]] = block
+        hits += _exceed(block, edges, two_sided)
+        done += block.shape[0]
+        if done < look or done >= n_resamples:
+            continue
+        if bool(np.all(hits >= decided_above(done, alpha, n_resamples))):
+            break
+        while look <= done:
+            look = next(pending, n_resamples)
+    return [np.ascontiguousarray(table[:done, k]) for k in range(edges.size)]
+
+
+def _adjusted(
+    keys: Sequence[str], nulls: Sequence[FloatArray], deltas: Mapping[str, float],
+    two_sided: bool, n: int,
+) -> dict[str, NoiseTest]:  # fmt: skip
+    """Each key's raw and min-P adjusted p-value over the draws in ``nulls``."""
+    draws = nulls[0].size
+    raw: dict[str, float] = {}
+    min_p = np.ones(draws)
     for key, null in zip(keys, nulls, strict=True):
         raw[key], each = _tail(null, deltas[key], two_sided)
         np.minimum(min_p, each, out=min_p)
@@ -332,8 +405,8 @@ def noise_tests(
     out: dict[str, NoiseTest] = {}
     for key in keys:
         below = np.searchsorted(sorted_min, raw[key] + _TOLERANCE, side="right")
-        adjusted = max(raw[key], (1.0 + float(below)) / (n_resamples + 1.0))
-        out[key] = NoiseTest(deltas[key], min(adjusted, 1.0), raw[key], n)
+        adjusted = max(raw[key], (1.0 + float(below)) / (draws + 1.0))
+        out[key] = NoiseTest(deltas[key], min(adjusted, 1.0), raw[key], n, draws)
     return out
 
 
@@ -347,13 +420,16 @@ def rbo(
     2010, eq. 32, with both lists cut at ``k = depth``). Two empty lists
     agree (1.0); an empty list against a non-empty one shares nothing (0.0).
     """
-    a, b = list(first[:depth]), list(second[:depth])
+    head_a, head_b = first[:depth], second[:depth]
+    if head_a == head_b and head_a:  # the usual case between two cycles (tuples, cheaply)
+        return _rbo_equal(len(head_a), p)
+    a, b = list(head_a), list(head_b)
     k = max(len(a), len(b))
     if k == 0:
         return 1.0
     if not a or not b:
         return 0.0
-    if a == b:  # the usual case between two cycles: what the loop gives any k equal ids
+    if a == b:  # what the loop gives any k equal ids
         return _rbo_equal(k, p)
     return _rbo(a, b, k, p)
 
@@ -364,13 +440,29 @@ def _rbo_equal(k: int, p: float) -> float:
     return _rbo(same, same, k, p)
 
 
-def _rbo(a: list[str], b: list[str], k: int, p: float) -> float:
-    seen_a: set[str] = set()
-    seen_b: set[str] = set()
-    overlap = 0
-    total = 0.0
-    weight = 1.0
+@functools.lru_cache(maxsize=64)
+def _agreeing(k: int, p: float) -> tuple[tuple[float, float], ...]:
+    """After ``d`` ranks on which two rankings agree: the loop's weight and running total."""
+    out = [(1.0, 0.0)]
+    weight, total = 1.0, 0.0
     for d in range(1, k + 1):
+        weight *= p
+        total += d / d * weight
+        out.append((weight, total))
+    return tuple(out)
+
+
+def _rbo(a: list[str], b: list[str], k: int, p: float) -> float:
+    same = 0  # the ranks where both agree come first: the loop's state after them is known
+    for first, second in zip(a, b, strict=False):
+        if first != second:
+            break
+        same += 1
+    seen_a: set[str] = set(a[:same])
+    seen_b: set[str] = set(b[:same])
+    overlap = same
+    weight, total = _agreeing(k, p)[same]
+    for d in range(same + 1, k + 1):
         x = a[d - 1] if d <= len(a) else None
         y = b[d - 1] if d <= len(b) else None
         if x is not None:

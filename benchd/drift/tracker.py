@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -189,7 +190,9 @@ def _gate(pools: Mapping[str, Pool], noise: NoiseKind, settings: DriftSettings) 
     """The gating p-value of each key: 0/1 on a reference that never moved, else tested."""
     if noise != "measured":
         return {k: 0.0 if p.delta() < -_TOLERANCE else 1.0 for k, p in pools.items()}
-    tests = noise_tests(pools, n_resamples=settings.n_permutations, seed=settings.seed)
+    tests = noise_tests(
+        pools, n_resamples=settings.n_permutations, seed=settings.seed, alpha=settings.alpha
+    )
     return {k: t.p_value for k, t in tests.items()}
 
 
@@ -204,16 +207,18 @@ def _metrics(
     current values (in the order of ``ids``)."""
     samples = [ref.samples[q] for q in ids]
     now = [after.metrics[q] for q in ids]
-    pools = {
-        k: Pool([s[k] for s in samples], [m[k] for m in now], ref.pinned_first) for k in keys
-    }
+    pools: dict[str, Pool] = {}
+    for k in keys:  # each query's reference computed once, not per use
+        pool = Pool([s[k] for s in samples], [m[k] for m in now], ref.pinned_first)
+        pools[k] = dataclasses.replace(pool, known=pool.references())
     noise = _noise_kind(pools, ref)
     gate = _gate(pools, noise, settings)
     cols_b = {k: pool.references() for k, pool in pools.items()}
     cols_a = {k: list(pool.current) for k, pool in pools.items()}
     p_queries = paired_tests(
-        cols_b, cols_a, n_resamples=settings.n_permutations, seed=settings.seed
-    )
+        cols_b, cols_a, n_resamples=settings.n_permutations, seed=settings.seed,
+        alpha=settings.alpha,
+    )  # fmt: skip
     diffs = {k: [a - b for a, b in zip(cols_a[k], cols_b[k], strict=True)] for k in keys}
     cis = bootstrap_cis(
         diffs, level=settings.level, n_resamples=settings.n_bootstrap, seed=settings.seed
@@ -246,8 +251,9 @@ def _change(
     pool = Pool(samples, now)
     if noise == "measured" and any(len(s) > 1 or s[0] < 1.0 for s in samples):
         test = noise_tests(
-            {"overlap": pool}, n_resamples=settings.n_permutations, seed=settings.seed
-        )
+            {"overlap": pool}, n_resamples=settings.n_permutations, seed=settings.seed,
+            alpha=settings.alpha,
+        )  # fmt: skip
         p = test["overlap"].p_value
     else:
         p = 0.0 if pool.delta() < -_TOLERANCE else 1.0
@@ -289,7 +295,7 @@ def _score_shift(
     if noise == "measured" or pool.moved():
         tests = noise_tests(
             {"score": pool}, n_resamples=settings.n_permutations, seed=settings.seed,
-            two_sided=True,
+            two_sided=True, alpha=settings.alpha,
         )  # fmt: skip
         p = tests["score"].p_value
     else:
@@ -440,20 +446,29 @@ def rolling_reference(window: Sequence[Snapshot], depth: int) -> Reference:
     )
 
 
-def _window_samples(window: Sequence[Snapshot]) -> dict[str, dict[str, list[float]]]:
-    """Query id -> key -> its values over the window's cycles (those that answered it)."""
-    samples: dict[str, dict[str, list[float]]] = {}
+def _window_samples(window: Sequence[Snapshot]) -> dict[str, dict[str, Sequence[float]]]:
+    """Query id -> key -> its values over the window's cycles (those that answered it).
+
+    The values are tuples where every cycle has the same keys: no list per query and
+    key for the garbage collector to walk while the window is held.
+    """
+    samples: dict[str, dict[str, Sequence[float]]] = {}
     for qid in dict.fromkeys(q for snap in window for q in snap.metrics):
         rows = [snap.metrics[qid] for snap in window if qid in snap.metrics]
         keys = rows[0].keys()
-        if all(row.keys() == keys for row in rows):  # the usual case: the same keys each cycle
-            samples[qid] = {key: [row[key] for row in rows] for key in keys}
-            continue
+        if len(keys) > 1 and all(len(row) == len(keys) for row in rows):
+            try:  # the usual case: the same keys each cycle (as many, none missing)
+                columns = zip(*map(operator.itemgetter(*keys), rows), strict=True)
+            except KeyError:
+                pass
+            else:
+                samples[qid] = dict(zip(keys, columns, strict=True))
+                continue
         per_key: dict[str, list[float]] = {}
         for row in rows:
             for key, value in row.items():
                 per_key.setdefault(key, []).append(value)
-        samples[qid] = per_key
+        samples[qid] = dict(per_key)
     return samples
 
 

@@ -19,10 +19,17 @@ seed (up to floating-point rounding).
   differences) when ``m <= exact_max``, Monte Carlo otherwise.
 - :func:`paired_bootstrap_delta_ci` — bootstrap CI of ``mean(after - before)``.
 - :func:`wilcoxon_signed_rank` — two-sided Wilcoxon signed-rank p-value.
+- :func:`looks` / :func:`decided_above` — sequential stopping of a Monte Carlo
+  test (Besag & Clifford 1991; Gandy 2009): after ``l`` draws, a column whose
+  exceedances are at least :func:`decided_above` ``(l, alpha)`` has an exact
+  p-value above ``alpha`` except with probability at most ``STOP_RISK`` over
+  all the looks (binomial tail, Bonferroni over the looks), so drawing on
+  cannot change its verdict at ``alpha`` beyond that risk.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -34,10 +41,13 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "STOP_RISK",
     "CIMethod",
     "Values",
     "bootstrap_ci",
     "bootstrap_cis",
+    "decided_above",
+    "looks",
     "paired_bootstrap_delta_ci",
     "paired_permutation_test",
     "paired_tests",
@@ -51,6 +61,8 @@ Values = Sequence[float] | FloatArray
 
 _CELLS_PER_CHUNK = 1 << 21  # resamples x queries per chunk: bounds memory at ~16 MiB
 _EPS = 1e-12  # relative slack when comparing resampled statistics with the observed one
+STOP_RISK = 1e-4  # chance that stopping early flips a verdict an endless draw would give
+FIRST_LOOK = 200  # draws before the first look of a sequential test; each look doubles it
 
 
 def student_t_ppf(p: float, df: int) -> float:
@@ -83,6 +95,36 @@ def _tail(level: float, n: int, method: CIMethod) -> float:
         return alpha
     widened = math.sqrt(n / (n - 1)) * student_t_ppf(1.0 - alpha, n - 1)
     return 1.0 - NormalDist().cdf(widened)
+
+
+def looks(n_resamples: int) -> list[int]:
+    """Where a sequential test of ``n_resamples`` draws looks: 200, 400, 800, ... below it."""
+    out, at = [], FIRST_LOOK
+    while at < n_resamples:
+        out.append(at)
+        at *= 2
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def decided_above(draws: int, alpha: float, n_resamples: int) -> int:
+    """Exceedances in ``draws`` draws that put a p-value above ``alpha`` for good.
+
+    The smallest ``c`` with ``P(Binomial(draws, alpha) >= c) <= STOP_RISK / len(looks)``:
+    a column whose exact p-value is ``alpha`` or less shows ``c`` exceedances at one
+    of the looks with probability at most ``STOP_RISK`` (fewer still for smaller
+    p-values, the binomial tail rising with ``p``).
+    """
+    risk = STOP_RISK / max(len(looks(n_resamples)), 1)
+    log_pmf = draws * math.log1p(-alpha)  # P(X = 0)
+    ratio = alpha / (1.0 - alpha)
+    below = 0.0  # P(X < c)
+    for c in range(draws + 1):
+        if 1.0 - below <= risk:
+            return c
+        below += math.exp(log_pmf)
+        log_pmf += math.log((draws - c) * ratio / (c + 1)) if c < draws else 0.0
+    return draws + 1  # never: the test runs to the end
 
 
 def _as_matrix(columns: Sequence[Sequence[float]] | FloatArray) -> FloatArray:
@@ -239,19 +281,32 @@ def _exact_p(diffs: FloatArray) -> float:
     return float(hits) / float(1 << m)
 
 
-def _monte_carlo_p(diffs: FloatArray, n_resamples: int, seed: int) -> FloatArray:
-    """Monte Carlo sign-flip p-values per column, with the (hits + 1) / (R + 1) rule."""
+def _monte_carlo_p(
+    diffs: FloatArray, n_resamples: int, seed: int, alpha: float | None = None
+) -> FloatArray:
+    """Monte Carlo sign-flip p-values per column, with the (hits + 1) / (R + 1) rule;
+    with ``alpha``, over the draws made until every column is decided above it."""
     n, _ = diffs.shape
     rng = np.random.default_rng(seed)
     totals = diffs.sum(axis=0)
     observed = np.abs(totals)
     hits = np.zeros(diffs.shape[1], dtype=np.int64)
+    pending = iter(looks(n_resamples) if alpha is not None else [])
+    look = next(pending, n_resamples)
+    done = 0
     for size in _chunks(n_resamples, n):
         raw = rng.integers(0, 256, size=(size, (n + 7) // 8), dtype=np.uint8)
         bits = np.unpackbits(raw, axis=1, count=n).astype(np.float64)
         sums = 2 * (bits @ diffs) - totals  # sum of sign * diff with signs in {-1, +1}
         hits += np.count_nonzero(np.abs(sums) >= observed * (1 - _EPS) - _EPS, axis=0)
-    return (hits + 1) / (n_resamples + 1)
+        done += size
+        if alpha is None or done < look or done >= n_resamples:
+            continue
+        if bool(np.all(hits >= decided_above(done, alpha, n_resamples))):
+            break
+        while look <= done:
+            look = next(pending, n_resamples)
+    return (hits + 1) / (done + 1)
 
 
 def paired_tests(
@@ -261,8 +316,15 @@ def paired_tests(
     n_resamples: int = 10000,
     seed: int = 0,
     exact_max: int = 16,
+    alpha: float | None = None,
 ) -> dict[str, float]:
-    """Sign-flip p-values for several paired columns, sharing the random signs."""
+    """Sign-flip p-values for several paired columns, sharing the random signs.
+
+    With ``alpha``, the Monte Carlo draws stop at the first look where every
+    column's p-value is decided above ``alpha`` (:func:`decided_above`); the
+    p-values are then those of the draws made, what ``n_resamples`` equal to
+    that number gives.
+    """
     names = [k for k in before if k in after]
     if not names:
         return {}
@@ -281,7 +343,7 @@ def paired_tests(
         else:
             pending.append(j)
     if pending:
-        p_values = _monte_carlo_p(diffs[:, pending], n_resamples, seed)
+        p_values = _monte_carlo_p(diffs[:, pending], n_resamples, seed, alpha)
         for j, p in zip(pending, p_values, strict=True):
             result[names[j]] = float(p)
     return result

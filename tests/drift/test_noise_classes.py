@@ -132,3 +132,48 @@ def test_equal_rankings_overlap_exactly_as_the_loop_gives() -> None:
     assert rbo(["a", "a", "b"], ["a", "a", "b"], 10) == drift_stats._rbo(
         ["a", "a", "b"], ["a", "a", "b"], 3, 0.9
     )
+
+
+def plain_rbo(a: list[str], b: list[str], k: int, p: float) -> float:
+    """The loop over every rank, without skipping the ranks where both agree."""
+    seen_a: set[str] = set()
+    seen_b: set[str] = set()
+    overlap, total, weight = 0, 0.0, 1.0
+    for d in range(1, k + 1):
+        x = a[d - 1] if d <= len(a) else None
+        y = b[d - 1] if d <= len(b) else None
+        if x is not None:
+            overlap += x in seen_b or x == y
+            seen_a.add(x)
+        if y is not None and y != x:
+            overlap += y in seen_a
+            seen_b.add(y)
+        elif y is not None:
+            seen_b.add(y)
+        weight *= p
+        total += overlap / d * weight
+    return min(1.0, overlap / k * p**k + (1.0 - p) / p * total)
+
+
+def test_overlap_of_rankings_sharing_a_head_is_what_the_plain_loop_gives() -> None:
+    rng = np.random.default_rng(12)
+    checked = 0
+    for trial in range(3000):
+        pool = [f"d{i}" for i in range(int(rng.integers(2, 14)))]
+        a = [str(x) for x in rng.permutation(pool)]
+        b = list(a)
+        w = int(rng.integers(1, len(b)))
+        b[w - 1], b[w] = b[w], b[w - 1]  # a swap after a shared head
+        if trial % 3 == 1:
+            b = b[: int(rng.integers(1, len(b) + 1))]
+        if trial % 3 == 2:  # repeated ids
+            a = [str(x) for x in rng.choice(pool, len(pool))]
+        depth = int(rng.integers(1, 16))
+        p = float(rng.choice([0.5, 0.9, 0.95]))
+        head_a, head_b = a[:depth], b[:depth]
+        if head_a == head_b:
+            continue
+        k = max(len(head_a), len(head_b))
+        assert rbo(tuple(a), tuple(b), depth, p) == plain_rbo(head_a, head_b, k, p)
+        checked += 1
+    assert checked > 2000

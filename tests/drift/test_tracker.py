@@ -10,7 +10,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from benchd.drift.baseline import baseline_from_result, baseline_from_results
-from benchd.drift.tracker import DriftSettings, DriftTracker, compare_runs, metric_keys
+from benchd.drift.tracker import (
+    DriftSettings,
+    DriftTracker,
+    Snapshot,
+    compare_runs,
+    metric_keys,
+    rolling_reference,
+)
 from benchd.errors import ConfigError
 from benchd.result import CycleResult, QueryResult
 from benchd.store.target import RankedIds
@@ -375,3 +382,24 @@ def test_a_long_drift_keeps_the_noise_its_onset_was_judged_against() -> None:
     assert outcomes[0].transition == "onset" and outcomes[0].noise == "measured"
     assert all(o.detected for o in outcomes)
     assert {(o.noise, o.samples) for o in outcomes} == {("measured", 3)}
+
+
+def test_the_rolling_samples_follow_each_key_when_cycles_carry_different_keys() -> None:
+    def snap(metrics: dict[str, dict[str, float]]) -> Snapshot:
+        return Snapshot("h", metrics, {}, {q: ("a", "b") for q in metrics})
+
+    window = [
+        snap({"q1": {"recall@5": 0.1, "ndcg@5": 0.2}, "q2": {"recall@5": 1.0, "ndcg@5": 0.5}}),
+        snap({"q1": {"recall@5": 0.3, "mrr@5": 0.4}, "q2": {"ndcg@5": 0.6, "recall@5": 0.9}}),
+        snap({"q1": {"recall@5": 0.5, "ndcg@5": 0.6, "mrr@5": 0.7}, "q2": {"recall@5": 0.8}}),
+    ]
+    samples = rolling_reference(window, 2).samples
+    assert {k: list(v) for k, v in samples["q1"].items()} == {
+        "recall@5": [0.1, 0.3, 0.5], "ndcg@5": [0.2, 0.6], "mrr@5": [0.4, 0.7]
+    }  # fmt: skip
+    assert {k: list(v) for k, v in samples["q2"].items()} == {
+        "recall@5": [1.0, 0.9, 0.8], "ndcg@5": [0.5, 0.6]
+    }  # fmt: skip
+    same = rolling_reference(window[:1] * 2, 2).samples  # same keys: one column per key
+    assert {k: list(v) for k, v in same["q2"].items()} == {"recall@5": [1.0, 1.0],
+                                                           "ndcg@5": [0.5, 0.5]}  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 
 from benchd.errors import RunFileError, UsageError
+from benchd.scoring.trec import format as trec_format
 from benchd.scoring.trec import parallel as trec_parallel
 from benchd.scoring.trec import read as trec_read
 from benchd.scoring.trec.evaluate import ScoreOptions, read_qrels, read_run_topics, score_files
@@ -198,3 +200,24 @@ def test_a_bad_line_in_a_later_span_names_its_true_line(
     monkeypatch.setattr(trec_parallel, "PARALLEL_MIN_BYTES", 0)
     with pytest.raises(RunFileError, match=rf"^{run}:181: 3 fields, not 6"):
         score_files(qrels, run, ScoreOptions(parse_measures(["map"]), jobs=2))
+
+
+def test_the_summary_is_taken_with_the_collector_paused_and_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    qrels = _file(tmp_path, "qrels", "q1 0 a 1\nq2 0 b 1\n")
+    run = _file(tmp_path, "run", "q1 Q0 a 1 1 t\nq2 Q0 c 1 2 t\nq2 Q0 b 2 1 t\n")
+    options = ScoreOptions(parse_measures(["map", "P.1"]))
+    scored = score_files(qrels, run, options)
+    seen: list[bool] = []
+    plain = trec_format._summarize
+
+    def watched(*args: object) -> list[tuple[str, float | str]]:
+        seen.append(gc.isenabled())
+        return plain(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trec_format, "_summarize", watched)
+    assert gc.isenabled()
+    lines = list(trec_format.format_text(scored, options, per_query=False))
+    assert seen == [False] and gc.isenabled()
+    assert lines == ["map                   \tall\t0.7500", "P_1                   \tall\t0.5000"]

@@ -96,6 +96,9 @@ def test_judged_lines_never_miss_a_judged_docno(chunk: bytes, extra: list[str]) 
         b"q1 Q0 a 1 1e5 t\n",
         b"q1 Q0 a 1 1.2.3 t\n",
         b"q1 Q0 a 1 1234567890123456 t\n",  # 16 digits: beyond the exact fast path
+        b"q1 Q0 a 1 1-2 t\n",  # a minus past the first byte
+        b"q1 Q0 a 1 --1 t\n",
+        b"q1 Q0 a 1 2 t\nq1 Q0 b 1 1x t\n",  # one score of many with a stray byte
     ],
 )
 def test_unusual_chunks_are_declined(text: bytes) -> None:

@@ -201,12 +201,14 @@ def _separators(buf: _Bytes, fields: int = 6) -> _Ints | None:
 
     None unless every line has exactly ``fields`` fields, one space or tab apart.
     """
-    # (bytes.count is a byte-at-a-time loop; numpy's compare is vectorised.)
-    lines = np.count_nonzero(buf == _NEWLINE)
+    # (bytes.count is a byte-at-a-time loop; numpy's compare is vectorised.) Newlines,
+    # spaces and tabs are all <= _SPACE: counted among those bytes, not the whole chunk.
     seps = np.flatnonzero(buf <= _SPACE)
+    kinds = buf[seps]
+    lines = np.count_nonzero(kinds == _NEWLINE)
     if not lines or len(seps) != fields * lines or buf[-1] != _NEWLINE:
         return None
-    if len(seps) != lines + np.count_nonzero(buf == _SPACE) + np.count_nonzero(buf == _TAB):
+    if len(seps) != lines + np.count_nonzero(kinds == _SPACE) + np.count_nonzero(kinds == _TAB):
         return None  # another control byte (NUL, CR, ...): not a plain line
     if seps[0] == 0 or (np.diff(seps) == 1).any():
         return None  # an empty field: leading or doubled whitespace, or a blank line
@@ -223,7 +225,10 @@ def _words(data: bytes) -> _Words:
 
 def _word_at(words: _Words, starts: _Ints, lengths: _Ints, k: int) -> _Words:
     """Bytes ``8k:8k+8`` of each field (zero past its end), as one word."""
-    valid = np.clip(lengths - 8 * k, 0, 8)
+    if int(lengths.min()) >= 8 * (k + 1):  # every field covers these bytes: nothing to mask
+        whole: _Words = words[starts + 8 * k if k else starts]
+        return whole
+    valid = np.minimum(np.maximum(lengths - 8 * k, 0), 8)
     where = np.minimum(starts + 8 * k, len(words) - 1)  # moved only where valid == 0
     out: _Words = words[where] & _MASKS[valid]
     return out
@@ -281,35 +286,34 @@ def _scores(
     """Plain decimal scores parsed exactly one byte column at a time, or None.
 
     None if any is not plain; with ``dot=False`` they must be integers too.
+    A column past a field's end reads the separator after it (neither a digit
+    nor a dot); a field is plain when its digits, dots and leading minus are
+    all its bytes.
     """
     lengths = ends - starts
-    if int(lengths.max()) > _MAX_SCORE_WIDTH:
+    width = int(lengths.max())
+    if width > _MAX_SCORE_WIDTH:
         return None
     count = len(starts)
     mantissa = np.zeros(count, np.int64)
     digits = np.zeros(count, np.int8)  # at most _MAX_SCORE_WIDTH: small counters suffice
-    decimals = np.zeros(count, np.int8)
     dots = np.zeros(count, np.int8)
+    at_dot = np.zeros(count, np.int8)  # digits before the (last) dot
     negative = buf.take(starts) == _MINUS
-    for j in range(int(lengths.max())):
+    for j in range(width):
         char = buf.take(np.minimum(starts + j, ends))
-        inside = lengths > j
         value = char - np.uint8(_ZERO)  # wraps around for bytes below '0'
         is_digit = value < 10
-        is_digit &= inside
-        is_dot = char == _DOT
-        is_dot &= inside
-        allowed = is_digit | is_dot
-        if j == 0:
-            allowed |= negative
-        if np.any(inside > allowed):  # a byte of the field that is none of those
-            return None
         mantissa = np.where(is_digit, mantissa * 10 + value, mantissa)
         digits += is_digit
-        decimals += is_digit & (dots > 0)
+        is_dot = char == _DOT
         dots += is_dot
+        np.copyto(at_dot, digits, where=is_dot)
     if (dots > (1 if dot else 0)).any() or not ((digits > 0) & (digits <= _MAX_DIGITS)).all():
         return None
+    if (digits + dots + negative != lengths).any():
+        return None  # a byte of a field that is none of those
+    decimals = np.where(dots > 0, digits - at_dot, 0)
     scores: npt.NDArray[np.float64] = mantissa.astype(np.float64) / _POW10[decimals]
     np.negative(scores, out=scores, where=negative)
     return scores

@@ -9,22 +9,22 @@ geometric mean, floored at 1e-5 before the log, for ``gm_map`` / ``gm_bpref``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from benchd.scoring.trec.evaluate import ScoredRun, ScoreOptions
+from benchd.scoring.trec.evaluate import ScoredRun, ScoreOptions, gc_paused
 from benchd.scoring.trec.measures import MIN_GEO_MEAN
 
 __all__ = ["format_json", "format_text", "summarize"]
 
 
-def _mean(column: list[float]) -> float:
+def _mean(column: Sequence[float]) -> float:
     total = 0.0
     for value in column:  # in topic order, like trec_eval's accumulator
         total += value
     return total / len(column) if column else 0.0
 
 
-def _geometric_mean(column: list[float]) -> float:
+def _geometric_mean(column: Sequence[float]) -> float:
     logs = 0.0
     for value in column:
         logs += math.log(max(value, MIN_GEO_MEAN))
@@ -33,9 +33,16 @@ def _geometric_mean(column: list[float]) -> float:
 
 def summarize(run: ScoredRun, options: ScoreOptions) -> list[tuple[str, float | str]]:
     """The ``all`` rows, one per output name, in output order."""
+    with gc_paused():  # the rows are acyclic: the collector would only walk them again
+        return _summarize(run, options)
+
+
+def _summarize(run: ScoredRun, options: ScoreOptions) -> list[tuple[str, float | str]]:
     rows: list[tuple[str, float | str]] = []
-    for index, (name, fam) in enumerate(options.selection.columns()):
-        column = [row[index] for _, row in run.per_query]
+    names = options.selection.columns()
+    # Transposed in one pass: each topic's row is visited once, not once per column.
+    columns = list(zip(*(row for _, row in run.per_query), strict=True)) or [()] * len(names)
+    for (name, fam), column in zip(names, columns, strict=True):
         if fam.aggregate == "runid":
             rows.append((name, run.runid))
         elif fam.aggregate == "count":
