@@ -61,6 +61,7 @@ from benchd.store.idtable import SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
+    MAX_ID_CHARS,
     OWNER_KEY,
     namespace_problem,
     namespaced_fields,
@@ -223,6 +224,10 @@ class ZengramStore(StoreOverHttp):
         self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
+        self._prefix = owned_prefix(config.namespace)  # what every id benchd writes starts with
+        # Whether listed records are reduced for ``unchanged`` (off while the flow reads back
+        # what it wrote: benchd.store.listing.uncompared).
+        self.compares = True
 
     # -- the store protocol ---------------------------------------------------------
 
@@ -352,18 +357,26 @@ class ZengramStore(StoreOverHttp):
         metadata = record.get("metadata")
         mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
         written_as = None
-        if isinstance(mark, dict):
+        if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
-            if mark.get("namespace") == ns:
-                written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
-                written_as = sid if written_as == sid else written_as  # one string, not two
+            if fid is not None and sid == self._prefix + fid and self._plain(fid):
+                written_as = sid  # benchd's own id for it, as derived: one string, not two
+            else:
+                written_as = owned_id(ns, fid) if fid is not None else self._prefix
+                written_as = sid if written_as == sid else written_as
         stamp = record.get("created_at")
         return Listed(
             sid,
             written_as,
             lease=holder_of(mark),
-            kept=wire.kept_of(record),
+            kept=wire.kept_of(record) if self.compares else None,
             created_s=wire.epoch_s(stamp) if stamp else None,
+        )
+
+    def _plain(self, fixture_id: str) -> bool:
+        """Whether benchd's id for ``fixture_id`` is the prefix and the fixture id as it is."""
+        return len(self._prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith(
+            "#"
         )
 
     def _stored(self, page: Sequence[dict[str, Any]], keep: Keep) -> dict[str, Stored]:
@@ -515,17 +528,18 @@ class ZengramStore(StoreOverHttp):
             # The store keys facts by key and statuses by subject across tenants: never
             # write a fixture's own (or none, whose fallbacks are global too).
             out.update(namespaced_fields(ns, record.fixture_id, record.memory))
-        if out.get("created_at") is None:
+        stamp = out.get("created_at")
+        if stamp is None:
             out["created_at"] = self._fill_time()
             if record.fixture_id:
                 self._filled_ms = self._last_fill_ms
         else:
-            out["created_at"] = wire.to_ms(out["created_at"])
+            out["created_at"] = wire.to_ms(stamp)
         metadata = out.get("metadata")
-        out["metadata"] = {
-            **(metadata if isinstance(metadata, dict) else {}),
-            OWNER_KEY: dict(record.mark),
-        }
+        if isinstance(metadata, dict):
+            out["metadata"] = {**metadata, OWNER_KEY: dict(record.mark)}
+        else:
+            out["metadata"] = {OWNER_KEY: dict(record.mark)}
         if self.config.keep_ids or not record.fixture_id:
             out["id"] = record.store_id
         else:

@@ -52,7 +52,7 @@ from benchd.result import RankedIds, SeedReport, TargetInfo
 from benchd.store.concurrency import run_bounded
 from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.lease import LeaseHolder
-from benchd.store.listing import Listing, listing_limit
+from benchd.store.listing import Listing, listing_limit, uncompared
 from benchd.store.owned import (
     OwnedIds,
     legacy_sentinel_id,
@@ -432,7 +432,7 @@ class NamespaceFlow:
         the listing and after a read-back.
         """
         if listed is None:
-            listed = await self._list()
+            listed = await uncompared(self.store, self._list)
         found = self._learn(listed)
         missing = [f for f in ids if not found(f)]
         if progress is not None:
