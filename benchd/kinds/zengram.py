@@ -228,12 +228,19 @@ class ZengramStore(StoreOverHttp):
         # Whether listed records are reduced for ``unchanged`` (off while the flow reads back
         # what it wrote: benchd.store.listing.uncompared).
         self.compares = True
+        self._plan: tuple[ZengramConfig, SeedPlan] | None = None
+        self._capabilities: tuple[ZengramConfig, Capabilities] | None = None
 
     # -- the store protocol ---------------------------------------------------------
 
     @property
     def plan(self) -> SeedPlan:
-        c = self.config
+        """The flow's plan, made once per settings (the flow reads it many times a cycle)."""
+        if self._plan is None or self._plan[0] is not self.config:
+            self._plan = (self.config, self._plan_of(self.config))
+        return self._plan[1]
+
+    def _plan_of(self, c: ZengramConfig) -> SeedPlan:
         return SeedPlan(
             namespace=c.namespace,
             cleanup=c.cleanup,
@@ -278,7 +285,10 @@ class ZengramStore(StoreOverHttp):
 
     @property
     def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)
+        """What these settings can do, made once per settings (read many times a cycle)."""
+        if self._capabilities is None or self._capabilities[0] is not self.config:
+            self._capabilities = (self.config, self.capabilities_for(self.config))
+        return self._capabilities[1]
 
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
