@@ -114,6 +114,12 @@ def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
     return lambda sid, content: sid in ids or content in contents
 
 
+def _plain(prefix: str, fixture_id: str) -> bool:
+    """Whether benchd's id for ``fixture_id`` is ``prefix`` and the fixture id as it is
+    (:func:`~benchd.store.owned.owned_id`)."""
+    return len(prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
+
+
 def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "must be >= 0"
 
@@ -224,7 +230,6 @@ class ZengramStore(StoreOverHttp):
         self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
-        self._prefix = owned_prefix(config.namespace)  # what every id benchd writes starts with
         # Whether listed records are reduced for ``unchanged`` (off while the flow reads back
         # what it wrote: benchd.store.listing.uncompared).
         self.compares = True
@@ -369,10 +374,11 @@ class ZengramStore(StoreOverHttp):
         written_as = None
         if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
-            if fid is not None and sid == self._prefix + fid and self._plain(fid):
+            prefix = owned_prefix(ns)
+            if fid is not None and sid == prefix + fid and _plain(prefix, fid):
                 written_as = sid  # benchd's own id for it, as derived: one string, not two
             else:
-                written_as = owned_id(ns, fid) if fid is not None else self._prefix
+                written_as = owned_id(ns, fid) if fid is not None else prefix
                 written_as = sid if written_as == sid else written_as
         stamp = record.get("created_at")
         return Listed(
@@ -381,12 +387,6 @@ class ZengramStore(StoreOverHttp):
             lease=holder_of(mark),
             kept=wire.kept_of(record) if self.compares else None,
             created_s=wire.epoch_s(stamp) if stamp else None,
-        )
-
-    def _plain(self, fixture_id: str) -> bool:
-        """Whether benchd's id for ``fixture_id`` is the prefix and the fixture id as it is."""
-        return len(self._prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith(
-            "#"
         )
 
     def _stored(self, page: Sequence[dict[str, Any]], keep: Keep) -> dict[str, Stored]:
