@@ -61,6 +61,7 @@ from benchd.store.idtable import SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
+    MAX_ID_CHARS,
     OWNER_KEY,
     namespace_problem,
     namespaced_fields,
@@ -111,6 +112,12 @@ def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
     ids = {str(r["id"]) for r in records if r.get("id") is not None}
     contents = {wire.key(r)[1] for r in records}
     return lambda sid, content: sid in ids or content in contents
+
+
+def _plain(prefix: str, fixture_id: str) -> bool:
+    """Whether benchd's id for ``fixture_id`` is ``prefix`` and the fixture id as it is
+    (:func:`~benchd.store.owned.owned_id`)."""
+    return len(prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
 
 
 def _non_negative(v: float) -> str | None:
@@ -223,12 +230,22 @@ class ZengramStore(StoreOverHttp):
         self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
+        # Whether listed records are reduced for ``unchanged`` (off while the flow reads back
+        # what it wrote: benchd.store.listing.uncompared).
+        self.compares = True
+        self._plan: tuple[ZengramConfig, SeedPlan] | None = None
+        self._capabilities: tuple[ZengramConfig, Capabilities] | None = None
 
     # -- the store protocol ---------------------------------------------------------
 
     @property
     def plan(self) -> SeedPlan:
-        c = self.config
+        """The flow's plan, made once per settings (the flow reads it many times a cycle)."""
+        if self._plan is None or self._plan[0] is not self.config:
+            self._plan = (self.config, self._plan_of(self.config))
+        return self._plan[1]
+
+    def _plan_of(self, c: ZengramConfig) -> SeedPlan:
         return SeedPlan(
             namespace=c.namespace,
             cleanup=c.cleanup,
@@ -273,7 +290,10 @@ class ZengramStore(StoreOverHttp):
 
     @property
     def capabilities(self) -> Capabilities:
-        return self.capabilities_for(self.config)
+        """What these settings can do, made once per settings (read many times a cycle)."""
+        if self._capabilities is None or self._capabilities[0] is not self.config:
+            self._capabilities = (self.config, self.capabilities_for(self.config))
+        return self._capabilities[1]
 
     async def info(self) -> TargetInfo:
         """``GET /health`` (no key needed); the model label comes from it or the config."""
@@ -352,17 +372,20 @@ class ZengramStore(StoreOverHttp):
         metadata = record.get("metadata")
         mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
         written_as = None
-        if isinstance(mark, dict):
+        if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
-            if mark.get("namespace") == ns:
-                written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
-                written_as = sid if written_as == sid else written_as  # one string, not two
+            prefix = owned_prefix(ns)
+            if fid is not None and sid == prefix + fid and _plain(prefix, fid):
+                written_as = sid  # benchd's own id for it, as derived: one string, not two
+            else:
+                written_as = owned_id(ns, fid) if fid is not None else prefix
+                written_as = sid if written_as == sid else written_as
         stamp = record.get("created_at")
         return Listed(
             sid,
             written_as,
             lease=holder_of(mark),
-            kept=wire.kept_of(record),
+            kept=wire.kept_of(record) if self.compares else None,
             created_s=wire.epoch_s(stamp) if stamp else None,
         )
 
@@ -515,17 +538,18 @@ class ZengramStore(StoreOverHttp):
             # The store keys facts by key and statuses by subject across tenants: never
             # write a fixture's own (or none, whose fallbacks are global too).
             out.update(namespaced_fields(ns, record.fixture_id, record.memory))
-        if out.get("created_at") is None:
+        stamp = out.get("created_at")
+        if stamp is None:
             out["created_at"] = self._fill_time()
             if record.fixture_id:
                 self._filled_ms = self._last_fill_ms
         else:
-            out["created_at"] = wire.to_ms(out["created_at"])
+            out["created_at"] = wire.to_ms(stamp)
         metadata = out.get("metadata")
-        out["metadata"] = {
-            **(metadata if isinstance(metadata, dict) else {}),
-            OWNER_KEY: dict(record.mark),
-        }
+        if isinstance(metadata, dict):
+            out["metadata"] = {**metadata, OWNER_KEY: dict(record.mark)}
+        else:
+            out["metadata"] = {OWNER_KEY: dict(record.mark)}
         if self.config.keep_ids or not record.fixture_id:
             out["id"] = record.store_id
         else:

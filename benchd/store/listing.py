@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
-from typing import Literal
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Literal, TypeVar
 
 from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.lease import Holder
@@ -30,8 +30,12 @@ __all__ = [
     "legacy_sentinel_text",
     "listing_limit",
     "sentinel_digests",
+    "text_fingerprint",
     "text_pair_fingerprint",
+    "uncompared",
 ]
+
+T = TypeVar("T")
 
 Which = Literal["current", "legacy"]
 """A sentinel of this benchd version, or of an earlier one (migrated)."""
@@ -58,6 +62,8 @@ def fingerprint(*values: object) -> bytes | None:
     """
     if len(values) == 2 and type(values[0]) is str and type(values[1]) is str:
         return text_pair_fingerprint(values[0], values[1])
+    if len(values) == 1 and type(values[0]) is str:
+        return text_fingerprint(values[0])
     if all(v is None or type(v) is str for v in values):
         parts = ["n" if v is None else f"s{len(v)}:{v}" for v in values]  # type: ignore[arg-type]
         return _blake("".join(parts))
@@ -72,6 +78,12 @@ def text_pair_fingerprint(first: str, second: str) -> bytes:
     """``fingerprint(first, second)`` of two texts (a record's content and type, taken of
     every listed record): the same digest, without the general case's checks."""
     return _blake(f"s{len(first)}:{first}s{len(second)}:{second}")
+
+
+def text_fingerprint(text: str) -> bytes:
+    """``fingerprint(text)`` of one text (a listed record's ``key`` or ``subject``): the same
+    digest, without the general case's checks."""
+    return _blake(f"s{len(text)}:{text}")
 
 
 def _blake(text: str) -> bytes:
@@ -271,3 +283,17 @@ def listing_limit(corpus: int) -> int:
     store that pages forever stops within a bounded number of records.
     """
     return max(MIN_LISTING_RECORDS, 2 * corpus + 1)
+
+
+async def uncompared(store: object, listing: Callable[[], Awaitable[T]]) -> T:
+    """``listing()``, its records not reduced for a keep decision: a read-back of what was
+    just written compares nothing, so a store that fingerprints each listed record for
+    ``unchanged`` (its ``compares`` attribute, else nothing changes) skips that while it
+    runs."""
+    if getattr(store, "compares", None) is not True:
+        return await listing()
+    store.compares = False  # type: ignore[attr-defined]
+    try:
+        return await listing()
+    finally:
+        store.compares = True  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any
@@ -75,6 +76,7 @@ def _hash(text: str, n: int = 32) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
+@functools.lru_cache(maxsize=256)
 def owned_prefix(namespace: str) -> str:
     """What every id benchd writes into ``namespace`` starts with."""
     if len(namespace) > _HASHED_PREFIX_OVER:
@@ -115,8 +117,9 @@ def namespaced_fields(namespace: str, fixture_id: str, record: Mapping[str, Any]
     for name in GLOBAL_KEYED:
         value = record.get(name)
         if value is not None and value != "":
-            fields[name] = owned_id(namespace, str(value))
-    needed = _FILLED.get(str(record.get("type") or "event"))
+            fields[name] = owned_id(namespace, value if type(value) is str else str(value))
+    kind = record.get("type") or "event"
+    needed = _FILLED.get(kind if type(kind) is str else str(kind))
     if needed is not None and needed not in fields:
         fields[needed] = owned_id(namespace, fixture_id)  # the record's own id
     return fields

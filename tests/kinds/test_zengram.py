@@ -247,3 +247,16 @@ async def test_an_unchanged_corpus_costs_no_writes_on_reseed() -> None:
             assert err.value.kind == "rate_limited"
         finally:
             await t.aclose()
+
+
+def test_the_plan_and_capabilities_are_made_once_per_settings() -> None:
+    import dataclasses
+
+    from benchd.kinds.zengram import ZengramStore
+
+    config = ZengramConfig(url="http://127.0.0.1:9", namespace="benchd-once", cleanup="never")
+    store = ZengramStore(config, None)
+    assert store.plan is store.plan and store.capabilities is store.capabilities
+    assert store.plan.cleanup == "never" and store.capabilities.owned_ids
+    store.config = dataclasses.replace(config, cleanup="after", keep_ids=False)
+    assert store.plan.cleanup == "after" and not store.capabilities.owned_ids

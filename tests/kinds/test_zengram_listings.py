@@ -190,3 +190,31 @@ async def test_after_a_write_the_seed_is_verified_by_a_new_listing(real: Running
         await target.aclose()
     assert (report.imported, report.unchanged, report.verified) == (1, 1199, 1200)
     assert exports.exports == ["", "", "", "fact since", "", "", ""]
+
+
+async def test_the_read_back_after_a_write_fingerprints_no_record(
+    real: RunningRefStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verify listing after a write compares nothing: no record is fingerprinted for a
+    keep decision there, and the next cycle's listing still finds the corpus unchanged."""
+    import benchd.kinds.zengram_wire as wire
+
+    fingerprinted: list[str] = []
+    kept_of = wire.kept_of
+
+    def counting(record: Any) -> bytes | None:
+        fingerprinted.append(str(record["id"]))
+        return kept_of(record)
+
+    monkeypatch.setattr(wire, "kept_of", counting)
+    target = _target(real.url, LeaseHolder(instance="pod-0", ttl_s=600.0), None)
+    try:
+        first = await target.seed(MEMORIES)  # a fresh namespace: written, then read back
+        corpus_fingerprints = [i for i in fingerprinted if i != sentinel_id(NS)]
+        again = await target.seed(MEMORIES)  # the next cycle: its listing compares
+    finally:
+        await target.aclose()
+    assert (first.imported, first.verified) == (1200, 1200)
+    assert corpus_fingerprints == []
+    assert (again.imported, again.unchanged, again.verified) == (0, 1200, 1200)
+    assert target.store.compares is True
