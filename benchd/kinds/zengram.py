@@ -61,7 +61,6 @@ from benchd.store.idtable import SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
-    MAX_ID_CHARS,
     OWNER_KEY,
     namespace_problem,
     namespaced_fields,
@@ -112,12 +111,6 @@ def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
     ids = {str(r["id"]) for r in records if r.get("id") is not None}
     contents = {wire.key(r)[1] for r in records}
     return lambda sid, content: sid in ids or content in contents
-
-
-def _plain(prefix: str, fixture_id: str) -> bool:
-    """Whether benchd's id for ``fixture_id`` is ``prefix`` and the fixture id as it is
-    (:func:`~benchd.store.owned.owned_id`)."""
-    return len(prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
 
 
 def _non_negative(v: float) -> str | None:
@@ -374,12 +367,8 @@ class ZengramStore(StoreOverHttp):
         written_as = None
         if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = None if mark.get("fixture_id") is None else str(mark["fixture_id"])
-            prefix = owned_prefix(ns)
-            if fid is not None and sid == prefix + fid and _plain(prefix, fid):
-                written_as = sid  # benchd's own id for it, as derived: one string, not two
-            else:
-                written_as = owned_id(ns, fid) if fid is not None else prefix
-                written_as = sid if written_as == sid else written_as
+            written_as = owned_id(ns, fid) if fid is not None else owned_prefix(ns)
+            written_as = sid if written_as == sid else written_as  # one string, not two
         stamp = record.get("created_at")
         return Listed(
             sid,

@@ -16,12 +16,7 @@ from benchd.errors import TargetProtocolError
 from benchd.fixtures.checks import created_s
 from benchd.http.answers import LABEL_SOURCE_CHARS, count, finite_number, first_ids
 from benchd.store.flow import content_of
-from benchd.store.listing import (
-    FINGERPRINT_BYTES,
-    fingerprint,
-    text_fingerprint,
-    text_pair_fingerprint,
-)
+from benchd.store.listing import FINGERPRINT_BYTES, fingerprint, text_pair_fingerprint
 from benchd.store.owned import GLOBAL_KEYED
 from benchd.store.protocol import Counts
 
@@ -107,12 +102,7 @@ def kept_of(record: Mapping[str, Any]) -> bytes | None:
     parts = [dedup]
     for name in GLOBAL_KEYED:
         value = record.get(name)
-        if value is None:
-            part: bytes | None = _ABSENT
-        elif type(value) is str:
-            part = text_fingerprint(value)
-        else:
-            part = fingerprint(value)
+        part = _ABSENT if value is None else fingerprint(value)
         if part is None:
             return None
         parts.append(part)

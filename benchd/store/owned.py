@@ -92,10 +92,15 @@ def owned_id(namespace: str, fixture_id: str) -> str:
     processes and versions, so a restart finds its own records again.
     """
     prefix = owned_prefix(namespace)
-    plain = prefix + fixture_id
-    if len(plain) <= MAX_ID_CHARS and not fixture_id.startswith("#"):
-        return plain
+    if _written_plain(prefix, fixture_id):
+        return prefix + fixture_id
     return f"{prefix}#{_hash(fixture_id)}"
+
+
+def _written_plain(prefix: str, fixture_id: str) -> bool:
+    """Whether :func:`owned_id` writes ``fixture_id`` as it is after ``prefix`` (the
+    namespace's :func:`owned_prefix`), not hashed."""
+    return len(prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
 
 
 GLOBAL_KEYED = ("key", "subject")
@@ -199,7 +204,7 @@ class OwnedIds:
 
     def _plain(self, fixture_id: str) -> bool:
         """Whether :func:`owned_id` writes ``fixture_id`` as it is (after the prefix)."""
-        return len(self.prefix) + len(fixture_id) <= MAX_ID_CHARS and not fixture_id.startswith("#")
+        return _written_plain(self.prefix, fixture_id)
 
     @classmethod
     def of(cls, namespace: str, memories: Iterable[Mapping[str, Any]]) -> OwnedIds:
