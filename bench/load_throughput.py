@@ -17,10 +17,12 @@ first in odd pairs, Locust first in even ones) and are repeated
   with nothing to do). Idle near 0 means the process never held itself
   back: the box, not the process, set its pace.
 
-benchd's window includes JSON parsing of every body (in the pass) and
-ranking metrics (``benchd.scoring.ranking.query_metrics`` at k=5,10) of
-every answer after it. Every line carries the 1-minute load average; the
-summary gives benchd÷Locust ratios as min/median/max over the pairs.
+benchd's window includes JSON parsing of every body (in the pass) and,
+after it, the scoring a cycle does of a load pass's answers
+(``benchd.cycle.load_quality`` at k=5,10: each distinct ranking of a
+query scored once, then means per query). Every line carries the 1-minute
+load average; the summary gives benchd÷Locust ratios as min/median/max over
+the pairs.
 
 Needs nginx (``apt-get install -y nginx-light``) and Locust in its own venv
 (``python3 -m venv /tmp/locust-venv && /tmp/locust-venv/bin/pip install locust``).
@@ -38,7 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +94,16 @@ class Figures:
         return max(0.0, 1.0 - (self.cpu_s + self.wait_s) / self.wall_s)
 
 
+def scorer() -> Callable[[Sequence[tuple[int, tuple[str, ...]]]], dict[str, float]]:
+    """What scores a pass's answers the way a cycle scores its load pass
+    (``benchd.cycle.load_quality``); its imports are done here, before any window."""
+    from benchd.cycle import load_quality
+    from benchd.fixtures.model import LabeledQuery
+
+    queries = [LabeledQuery(id=f"q{i}", q=q, relevance=RELEVANCE[i]) for i, q in enumerate(QUERIES)]
+    return lambda answers: load_quality(queries, answers, KS)
+
+
 def _child(host: str, concurrency: int, duration_s: float) -> None:
     """In benchd's own process: one closed-loop pass plus scoring; print its window."""
     import anyio
@@ -99,7 +111,6 @@ def _child(host: str, concurrency: int, duration_s: float) -> None:
 
     from benchd.http.sender import make_http_fire
     from benchd.load import LoadProfile, run_load
-    from benchd.scoring.ranking import query_metrics
 
     def build(i: int) -> httpx.Request:
         params = {"q": QUERIES[i], "limit": "10", "format": "index", "read_only": "true"}
@@ -109,14 +120,17 @@ def _child(host: str, concurrency: int, duration_s: float) -> None:
     def parse(_i: int, _status: int, _headers: Mapping[str, str], body: bytes) -> tuple[str, ...]:
         return tuple(str(item["id"]) for item in json.loads(body)["results"])
 
+    score = scorer()
+
     async def main() -> None:
         profile = LoadProfile(mode="closed", concurrency=concurrency, duration_s=duration_s)
         async with make_http_fire(build, parse, concurrency=concurrency, timeout_s=10) as fire:
             began = time.time()
             run = await run_load(fire, len(QUERIES), profile)
-        scored = [query_metrics(ranked, RELEVANCE[q], KS) for q, ranked in run.answers()]
-        if len(scored) != len(run):
+        answered = list(run.answers())
+        if len(answered) != len(run):
             raise SystemExit(f"benchd saw errors: {run.counts()}")
+        score(answered)
         print(json.dumps({"requests": len(run), "start": began, "end": time.time()}), flush=True)
         sys.stdin.read()  # the parent takes its last sample, then closes stdin
 

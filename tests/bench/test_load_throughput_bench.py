@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import benchd.cycle
+from benchd.scoring.ranking import query_metrics
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from load_common import ProcessSampler, canned_search_body
-from load_throughput import Figures, run_benchd, summary
+from load_throughput import KS, QUERIES, RELEVANCE, Figures, run_benchd, scorer, summary
 
 
 def _answer_forever(conn: socket.socket, answer: bytes) -> None:
@@ -75,3 +78,24 @@ def test_the_summary_gives_ratios_as_min_median_max() -> None:
     assert "req/s 1.00/2.00/3.00" in line
     assert "CPU/req 0.50/0.50/0.50" in line  # 100 µs against 200 µs each time
     assert "load 3.0-5.0" in line
+
+
+def test_the_benchd_side_scores_each_distinct_ranking_of_a_query_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a cycle scores its load pass (benchd.cycle.load_quality), not once per answer."""
+    calls: list[tuple[str, ...]] = []
+
+    def counted(ranked: tuple[str, ...], relevance: dict[str, int], ks: tuple[int, ...]) -> object:
+        calls.append(ranked)
+        return query_metrics(ranked, relevance, ks)
+
+    monkeypatch.setattr(benchd.cycle, "query_metrics", counted)
+    score = scorer()
+    ranked = tuple(f"mem-{i}" for i in range(10))
+    answers = [(i % len(QUERIES), ranked) for i in range(10 * len(QUERIES))]
+    quality = score(answers)
+    assert len(calls) == len(QUERIES)  # 120 answers, 12 queries, one ranking each
+    expected = [query_metrics(ranked, RELEVANCE[q], KS) for q in range(len(QUERIES))]
+    for name, value in quality.items():
+        assert value == pytest.approx(sum(m[name] for m in expected) / len(expected))
