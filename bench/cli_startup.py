@@ -6,12 +6,22 @@ alike), whole processes from outside:
 - ``python -c pass``: the bare interpreter, the floor;
 - ``benchd --version``: goal within 0.15 s of the floor (issue 26);
 - ``benchd validate -c benchd.toml`` on the starter config ``benchd init``
-  writes: goal within 0.5 s.
+  writes: goal within 0.5 s;
+- ``benchd once --help``: every module ``once`` imports, no request sent;
+- ``benchd once -c`` one cycle of the packaged smoke fixture (34 memories,
+  kept between runs: ``cleanup = "never"``) against a reference store the
+  bench starts in a process of its own: start-up plus a cycle of a few
+  dozen requests.
 
 Prints min / median / max over the runs (quote the median) and the median
-difference from the floor. CPU is the children's user + system time.
+difference from the floor. CPU is the children's user + system time (the
+reference store's is not counted).
 
-    .venv/bin/python bench/cli_startup.py [--runs 10]
+The package's bytecode is compiled first (``python -m compileall``), as an
+install does: with ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``,
+every run would compile benchd's modules again (``--source`` measures that).
+
+    .venv/bin/python bench/cli_startup.py [--runs 10] [--source]
 """
 
 from __future__ import annotations
@@ -24,8 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+KEY_ENV = "BRAIN_API_KEY"
+STORE_KEY = "cli-startup-bench-key-0123456789"
 
 
 def benchd_command() -> list[str]:
@@ -47,12 +61,74 @@ def timed(argv: Sequence[str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def commands(config: Path) -> dict[str, list[str]]:
+def package_dir() -> Path:
+    """The directory of the ``benchd`` package the command imports."""
+    code = "import benchd, pathlib; print(pathlib.Path(benchd.__file__).parent)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def compile_package() -> str:
+    """Compile the package's bytecode once, as an install does; what was done, in words."""
+    argv = [sys.executable, "-m", "compileall", "-q", str(package_dir())]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
+
+
+@contextmanager
+def reference_store() -> Iterator[str]:
+    """``benchd refstore`` on a free loopback port (bm25, no rate limits); its URL."""
+    argv = [*benchd_command(), "refstore", "--listen", "127.0.0.1:0", "--retriever", "bm25",
+            "--read-limit", "0", "--write-limit", "0"]  # fmt: skip
+    env = os.environ | {KEY_ENV: STORE_KEY}
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        try:
+            url = proc.stdout.readline().strip()
+            if not url.startswith("http://"):
+                raise SystemExit(f"benchd refstore did not start (exit {proc.poll()})")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def once_config(workdir: Path, url: str) -> Path:
+    """One probe of the packaged smoke fixture against ``url``, kept between runs."""
+    config = workdir / "once.toml"
+    config.write_text(
+        f"""[[probe]]
+name = "startup"
+fixture = "{package_dir() / "data" / "smoke.json"}"
+k = [10]
+
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{KEY_ENV}"
+namespace = "cli-startup"
+cleanup = "never"
+
+[probe.load]
+mode = "serial"
+
+[probe.budget]
+unlimited = true
+"""
+    )
+    return config
+
+
+def commands(config: Path, once: Path) -> dict[str, list[str]]:
     benchd = benchd_command()
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
         "benchd --version": [*benchd, "--version"],
         "benchd validate -c": [*benchd, "validate", "-c", str(config)],
+        "benchd once --help": [*benchd, "once", "--help"],
+        "benchd once -c": [*benchd, "once", "-c", str(once), "-f", "json"],
     }
 
 
@@ -80,20 +156,24 @@ def report(samples: dict[str, list[tuple[float, float]]]) -> list[str]:
             f"{cpu:>8.3f} {wall - floor:>+8.3f}"
         )
     lines.append("goals: --version within 0.15 s of python -c pass; validate within 0.5 s")
+    lines.append("once --help: the imports of a cycle; once -c: those and a cycle of 34 records")
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="timed runs per command")
+    parser.add_argument("--source", action="store_true", help="do not compile the bytecode first")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    bytecode = "bytecode as found" if args.source else compile_package()
+    with tempfile.TemporaryDirectory() as tmp, reference_store() as url:
         config = Path(tmp) / "benchd.toml"
         subprocess.run([*benchd_command(), "init", str(config)], check=True, capture_output=True)
-        env_key = "BRAIN_API_KEY"  # validate needs no key; set one anyway, as a user would
-        os.environ.setdefault(env_key, "bench-key")
-        print(f"{args.runs} runs each, in turn; seconds", flush=True)
-        print("\n".join(report(measure(commands(config), args.runs))))
+        # validate needs no key; once needs the store's, which the starter config names too
+        os.environ[KEY_ENV] = STORE_KEY
+        cmds = commands(config, once_config(Path(tmp), url))
+        print(f"{args.runs} runs each, in turn; seconds; {bytecode}", flush=True)
+        print("\n".join(report(measure(cmds, args.runs))))
     return 0
 
 
