@@ -42,7 +42,6 @@ from benchd.logging import get_logger
 from benchd.probe import INTERNAL, ProbeRunner
 from benchd.result import CycleResult
 from benchd.store.target import Progress
-from benchd.surfacers.status import result_to_json
 from benchd.surfacers.table import TerminalProgress, render_many
 
 __all__ = ["cli_thresholds", "exit_code", "register"]
@@ -295,6 +294,8 @@ def say_read_only(result: CycleResult) -> None:
 
 
 def _print_json(results: Sequence[CycleResult]) -> None:
+    from benchd.surfacers.status import result_to_json  # with its result book: JSON only
+
     probes = [result_to_json(r) for r in results]  # with the thresholds each result carries
     document = {"schema": 1, "benchd_version": __version__, "probes": probes}
     print(json.dumps(document, indent=2, sort_keys=False))
