@@ -19,7 +19,8 @@ reference store's is not counted).
 
 The package's bytecode is compiled first (``python -m compileall``), as an
 install does: with ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``,
-every run would compile benchd's modules again (``--source`` measures that).
+every run would compile benchd's modules again (``--source`` leaves the
+bytecode as it finds it: with no ``__pycache__``, that is what it measures).
 
     .venv/bin/python bench/cli_startup.py [--runs 10] [--source]
 """
