@@ -76,14 +76,17 @@ def test_a_command_imports_its_own_module_and_no_other(tmp_path: Path) -> None:
     assert "numpy" not in modules and "httpx" not in modules
 
 
-def test_once_imports_an_output_format_only_when_it_writes_it(tmp_path: Path) -> None:
-    """The JSON document (with the daemon's result book) is imported for --format json only."""
+def test_once_imports_neither_the_web_stack_nor_an_output_it_does_not_write(tmp_path: Path) -> None:
+    """No web server or metrics; the JSON document (and result book) for --format json only."""
     code, modules = loaded_modules(tmp_path, "once", "--help")
     assert code == 0
     assert "benchd.commands.once" in modules and "benchd.probe" in modules  # it did load
     formats = {"benchd.surfacers.status", "benchd.surfacers.result_book",
                "benchd.surfacers.junit", "benchd.surfacers.trec_run"}  # fmt: skip
     assert formats & modules == set()
+    daemon = {"prometheus_client", "starlette", "uvicorn", "benchd.web", "benchd.daemon",
+              "benchd.refstore", "benchd.surfacers.prometheus"}  # fmt: skip
+    assert {m for m in modules if m in daemon or m.split(".")[0] in daemon} == set()
 
 
 def fake_rich(tmp_path: Path) -> dict[str, str]:
