@@ -10,7 +10,10 @@ where its interpreter has it, else on httpx with one client per worker (one
 shared httpx client serializes its workers on its pool). Each runs in its
 own process, measured with ``wait4``: wall time, CPU (user + system) and
 peak RSS. The store counts the requests it answers, so CPU per request is
-the client's CPU over the requests it sent. Pairs alternate which side runs
+the client's CPU over the requests it sent. benchd's bytecode is compiled
+first, as an install does (with ``PYTHONDONTWRITEBYTECODE`` set and stale or no
+``__pycache__``, every ``benchd once`` would compile its modules again, while
+the plain client's library comes compiled). Pairs alternate which side runs
 first; each pair is printed, then every figure and its ratio (benchd over
 the plain client) as min/median/max over the pairs, with the load average
 each run began at. Run from the repo root::
@@ -467,6 +470,15 @@ def one_pair(workdir: Path, fixture: Path, args: argparse.Namespace, n: int) -> 
     return runs["benchd"], runs["plain"]
 
 
+def compile_package() -> str:
+    """Compile benchd's bytecode once, as an install does; what was done, in words."""
+    import benchd
+
+    argv = [sys.executable, "-m", "compileall", "-q", str(Path(benchd.__file__).parent)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 10^6 records")
@@ -495,6 +507,7 @@ def main() -> None:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     print(f"cleanup = {args.cleanup!r}; benchd's figures as ratios of the plain client's")
+    print(compile_package())
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="benchd-scale-") as tmp:
         workdir = Path(tmp)
