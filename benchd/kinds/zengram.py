@@ -520,26 +520,27 @@ class ZengramStore(StoreOverHttp):
     def _prepare(self, record: Record) -> dict[str, Any]:
         """The import record: benchd's id (or none) and mark, forced into the namespace."""
         ns = self.config.namespace
-        out = dict(record.memory)
+        memory, fid = record.memory, record.fixture_id
+        out = dict(memory)
         out["client_id"] = ns  # never the fixture's own
         out.pop("active", None)  # never seed inactive records
-        if record.fixture_id:
+        if fid:
             # The store keys facts by key and statuses by subject across tenants: never
             # write a fixture's own (or none, whose fallbacks are global too).
-            out.update(namespaced_fields(ns, record.fixture_id, record.memory))
+            out.update(namespaced_fields(ns, fid, memory))
         stamp = out.get("created_at")
         if stamp is None:
             out["created_at"] = self._fill_time()
-            if record.fixture_id:
+            if fid:
                 self._filled_ms = self._last_fill_ms
-        else:
-            out["created_at"] = wire.to_ms(stamp)
+        elif type(stamp) is not str or "." in stamp or "," in stamp:
+            out["created_at"] = wire.to_ms(stamp)  # no fraction of a second: kept as it is
         metadata = out.get("metadata")
         if isinstance(metadata, dict):
             out["metadata"] = {**metadata, OWNER_KEY: dict(record.mark)}
         else:
             out["metadata"] = {OWNER_KEY: dict(record.mark)}
-        if self.config.keep_ids or not record.fixture_id:
+        if self.config.keep_ids or not fid:
             out["id"] = record.store_id
         else:
             out.pop("id", None)

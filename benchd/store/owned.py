@@ -118,13 +118,15 @@ def namespaced_fields(namespace: str, fixture_id: str, record: Mapping[str, Any]
     fallbacks (the content hash, ``unknown``) are global too. Fields the
     record neither has nor needs are left out.
     """
+    kind = record.get("type") or "event"
+    needed = _FILLED.get(kind if type(kind) is str else str(kind))
+    if "key" not in record and "subject" not in record:  # most records: neither is given
+        return {} if needed is None else {needed: owned_id(namespace, fixture_id)}
     fields: dict[str, str] = {}
     for name in GLOBAL_KEYED:
         value = record.get(name)
         if value is not None and value != "":
             fields[name] = owned_id(namespace, value if type(value) is str else str(value))
-    kind = record.get("type") or "event"
-    needed = _FILLED.get(kind if type(kind) is str else str(kind))
     if needed is not None and needed not in fields:
         fields[needed] = owned_id(namespace, fixture_id)  # the record's own id
     return fields
