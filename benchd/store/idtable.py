@@ -67,21 +67,20 @@ class ListedTable(Mapping[str, Listed]):
             return
         if self.extras:
             self.extras.pop(record.id, None)
-        flags = _LISTED
-        if record.written_as is not None:
-            flags |= _AS_ID
-        if record.kept is None:
+        kept, created = record.kept, record.created_s
+        flags = _LISTED if record.written_as is None else _LISTED | _AS_ID
+        if kept is None:
             flags |= _NO_KEPT
-        elif self._width < 0:
-            self._width = len(record.kept)
-            self._kept = bytearray(self._width * len(self._flags))
-        if record.kept is not None:
+        else:
+            if self._width < 0:
+                self._width = len(kept)
+                self._kept = bytearray(self._width * len(self._flags))
             start = at * self._width
-            self._kept[start : start + self._width] = record.kept
-        if record.created_s is not None or self._created is not None:
+            self._kept[start : start + self._width] = kept
+        if created is not None or self._created is not None:
             if self._created is None:
                 self._created = array("d", [math.nan]) * len(self._flags)
-            self._created[at] = math.nan if record.created_s is None else record.created_s
+            self._created[at] = math.nan if created is None else created
         if not self._flags[at]:
             self._count += 1
         self._flags[at] = flags
@@ -90,11 +89,12 @@ class ListedTable(Mapping[str, Listed]):
         """The position ``record`` is kept at; None where the arrays cannot say it exactly."""
         if record.lease is not None or record.digest is not None:
             return None
-        if record.written_as is not None and record.written_as != record.id:
+        written_as, kept, created = record.written_as, record.kept, record.created_s
+        if written_as is not None and written_as != record.id:
             return None
-        if record.kept is not None and 0 <= self._width != len(record.kept):
+        if kept is not None and 0 <= self._width != len(kept):
             return None
-        if record.created_s is not None and math.isnan(record.created_s):
+        if created is not None and created != created:  # NaN
             return None
         return self.owned.index(record.id)
 
@@ -278,15 +278,14 @@ class SeenIds:
 
     def add_new(self, ids: Iterable[str]) -> bool:
         """Add ``ids``; whether any of them was not seen before."""
-        hashes = [hash(i) for i in ids]
+        hashes: list[int] = list(map(hash, ids))
         if self._sorted is not None and hashes:
             import numpy as np
 
             wanted = np.array(hashes, dtype=np.int64)
             at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
-            known = self._sorted[at] == wanted
-            hashes = [h for h, old in zip(hashes, known, strict=True) if not old]
-        new = any(h not in self._recent for h in hashes)
+            hashes = wanted[self._sorted[at] != wanted].tolist()
+        new = not self._recent.issuperset(hashes)
         self._recent.update(hashes)
         if len(self._recent) >= self._merge_at:
             import numpy as np

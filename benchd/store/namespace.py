@@ -63,8 +63,9 @@ class Namespace:
         for _ in range(most + 2):  # a store's pages bring at least one record each
             page = await self.store.list_page(cursor)
             before = len(records)
+            add = records.add
             for record in page.records:
-                records.add(record)
+                add(record)
             if page.next is not None and not (page.new or len(records) > before):
                 raise TargetProtocolError(
                     f"{self.where()}: a listing page after {before} record(s) brings no "
