@@ -57,7 +57,7 @@ from benchd.kinds import zengram_wire as wire
 from benchd.kinds.over_http import FlowOverHttp, StoreOverHttp, delete_rechecked
 from benchd.result import TargetInfo
 from benchd.store.flow import content_of
-from benchd.store.idtable import SeenIds
+from benchd.store.idtable import ListedRows, SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
@@ -367,12 +367,13 @@ class ZengramStore(StoreOverHttp):
         created_at and a digest of what the import's dedup compares; never the text."""
         return self._listed_all(((sid, record),))[0]
 
-    def _listed_all(self, records: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Listed]:
-        """:meth:`_listed` of each (server id, record): a listing's 10^5 in one loop."""
+    def _listed_all(self, records: Iterable[tuple[str, Mapping[str, Any]]]) -> ListedRows:
+        """:meth:`_listed` of each (server id, record): a listing's 10^5 in one loop, as rows
+        (no object a record: the listing's table keeps most of them in arrays)."""
         ns = self.config.namespace
         compares = self.compares
-        out: list[Listed] = []
-        add = out.append
+        out = ListedRows()
+        add = out.rows.append
         for sid, record in records:
             metadata = record.get("metadata")
             mark = metadata.get(OWNER_KEY) if isinstance(metadata, dict) else None
@@ -388,10 +389,9 @@ class ZengramStore(StoreOverHttp):
             plain = mark is None or (type(mark) is dict and "instance" not in mark)
             stamp = record.get("created_at")
             add(
-                Listed(
+                (
                     sid,
                     written_as,
-                    None,
                     None if plain else holder_of(mark),
                     wire.kept_of(record) if compares else None,
                     wire.epoch_s(stamp) if stamp else None,

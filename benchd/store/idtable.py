@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, MutableSet
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping, MutableSet, Sequence
+from typing import TYPE_CHECKING, overload
 
+from benchd.store.lease import Holder
 from benchd.store.owned import OwnedIds
+from benchd.store.protocol import Listed
 
 if TYPE_CHECKING:
     import numpy as np
-from benchd.store.protocol import Listed
 
-__all__ = ["IdSet", "ListedTable", "SeenIds"]
+__all__ = ["IdSet", "ListedRows", "ListedTable", "Row", "SeenIds"]
 
 _LISTED = 1  # the position's record is listed
 _AS_ID = 2  # ... with ``written_as`` its own id (else None)
@@ -60,15 +61,46 @@ class ListedTable(Mapping[str, Listed]):
 
     def add(self, record: Listed) -> None:
         """Keep ``record`` under its id, replacing what that id held."""
-        at = self._slot(record)
-        if at is None:
-            self._drop(self.owned.index(record.id))
+        plain = record.lease is None and record.digest is None
+        if not self._put(record.id, record.written_as, plain, record.kept, record.created_s):
             self.extras[record.id] = record
+
+    def add_all(self, records: Iterable[Listed]) -> None:
+        """:meth:`add` each of ``records`` in turn; a :class:`ListedRows` row by row, its
+        records made only where kept as they came."""
+        if not isinstance(records, ListedRows):
+            for record in records:
+                self.add(record)
             return
+        put = self._put
+        for at, (sid, written_as, lease, kept, created) in enumerate(records.rows):
+            if not put(sid, written_as, lease is None, kept, created):
+                self.extras[sid] = records[at]
+
+    def _put(
+        self,
+        sid: str,
+        written_as: str | None,
+        plain: bool,
+        kept: bytes | None,
+        created: float | None,
+    ) -> bool:
+        """Keep a record by position (``plain``: it carries no lease and no digest); False
+        where the arrays cannot say it exactly (the caller keeps it by id)."""
+        at = None
+        if (
+            plain
+            and (written_as is None or written_as == sid)
+            and (kept is None or self._width < 0 or len(kept) == self._width)
+            and (created is None or created == created)  # not NaN
+        ):
+            at = self.owned.index(sid)
+        if at is None:
+            self._drop(self.owned.index(sid))
+            return False
         if self.extras:
-            self.extras.pop(record.id, None)
-        kept, created = record.kept, record.created_s
-        flags = _LISTED if record.written_as is None else _LISTED | _AS_ID
+            self.extras.pop(sid, None)
+        flags = _LISTED if written_as is None else _LISTED | _AS_ID
         if kept is None:
             flags |= _NO_KEPT
         else:
@@ -84,19 +116,7 @@ class ListedTable(Mapping[str, Listed]):
         if not self._flags[at]:
             self._count += 1
         self._flags[at] = flags
-
-    def _slot(self, record: Listed) -> int | None:
-        """The position ``record`` is kept at; None where the arrays cannot say it exactly."""
-        if record.lease is not None or record.digest is not None:
-            return None
-        written_as, kept, created = record.written_as, record.kept, record.created_s
-        if written_as is not None and written_as != record.id:
-            return None
-        if kept is not None and 0 <= self._width != len(kept):
-            return None
-        if created is not None and created != created:  # NaN
-            return None
-        return self.owned.index(record.id)
+        return True
 
     def _drop(self, at: int | None) -> None:
         if at is not None and self._flags[at]:
@@ -175,6 +195,41 @@ class ListedTable(Mapping[str, Listed]):
 
 
 _ONE_IF_SET = bytes([0] + [1] * 255)
+
+Row = tuple[str, str | None, Holder | None, bytes | None, float | None]
+"""A listed record without a digest: id, written_as, lease, kept, created_s."""
+
+
+class ListedRows(Sequence[Listed]):
+    """A page's records as rows (:data:`Row`), each made a :class:`Listed` only when read:
+    :meth:`ListedTable.add_all` keeps most of a page's records from their rows alone."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+
+    def append(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Listed: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Listed]: ...
+
+    def __getitem__(self, index: int | slice) -> Listed | list[Listed]:
+        if isinstance(index, slice):
+            return [_listed(row) for row in self.rows[index]]
+        return _listed(self.rows[index])
+
+
+def _listed(row: Row) -> Listed:
+    sid, written_as, lease, kept, created = row
+    return Listed(sid, written_as, None, lease, kept, created)
 
 
 class IdSet(MutableSet[str]):

@@ -63,9 +63,7 @@ class Namespace:
         for _ in range(most + 2):  # a store's pages bring at least one record each
             page = await self.store.list_page(cursor)
             before = len(records)
-            add = records.add
-            for record in page.records:
-                add(record)
+            records.add_all(page.records)
             if page.next is not None and not (page.new or len(records) > before):
                 raise TargetProtocolError(
                     f"{self.where()}: a listing page after {before} record(s) brings no "
