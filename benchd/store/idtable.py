@@ -137,6 +137,15 @@ class ListedTable(Mapping[str, Listed]):
             created_s=None if created is None or math.isnan(created) else created,
         )
 
+    def listed(self, store_id: str, at: int) -> Listed | None:
+        """``self.get(store_id)`` where ``store_id`` is benchd's id for corpus position ``at``
+        (the position not derived again from the id)."""
+        if self.extras:
+            found = self.extras.get(store_id)
+            if found is not None:
+                return found
+        return self._at(store_id, at) if self._flags[at] else None
+
     def position(self, store_id: str) -> int | None:
         """The corpus position ``store_id`` is listed at (by position), else None."""
         at = self.owned.index(store_id)

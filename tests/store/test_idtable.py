@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from benchd.store.idtable import IdSet, ListedRows, ListedTable, SeenIds
 from benchd.store.lease import Holder
 from benchd.store.listing import Listing, digest, fingerprint
+from benchd.store.namespace import Namespace
 from benchd.store.owned import OwnedIds, legacy_sentinel_id, owned_id, sentinel_id, sentinel_text
 from benchd.store.protocol import Listed
 
@@ -161,3 +162,28 @@ def test_rows_added_at_once_keep_what_their_records_added_one_by_one_keep(
     assert dict(fast) == dict(slow) == {**{r.id: r for r in before}, **{r.id: r for r in records}}
     assert fast.extras == slow.extras and fast.by_position == slow.by_position
     assert fast.listed_flags() == slow.listed_flags()
+
+
+class _Plan:
+    namespace = NS
+
+
+class _Store:
+    plan = _Plan()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(listed(), max_size=40), st.dictionaries(st.sampled_from(CORPUS), ids, max_size=3))
+def test_a_corpus_record_finds_its_listed_copy_as_a_lookup_by_its_server_id_does(
+    records: list[Listed], assigned: dict[str, str]
+) -> None:
+    """What the seeded corpus's records carry (the listing's copy of each) is the listing's
+    record under the fixture memory's server id, whether or not the store assigned it."""
+    ns = Namespace(_Store())  # type: ignore[arg-type]
+    ns.owned = OWNED
+    ns.server_ids = dict(assigned)
+    table, plain = _table(records)
+    for fid in [*CORPUS, "not-in-corpus"]:
+        record = ns.record({"id": fid}, Listing(table, OWNED))
+        assert record.listed == plain.get(ns.server_id(fid))
+        assert record.listed == ns.record({"id": fid}, Listing(plain, OWNED)).listed
