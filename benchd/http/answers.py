@@ -145,14 +145,16 @@ def _shallow(value: Any) -> bool:
     for _ in range(MAX_DEPTH):
         if not level:
             return True
-        below: list[Any] = []
-        add = below.append
-        for node in level:
-            for child in node.values() if type(node) is dict else node:
-                if type(child) is dict or type(child) is list:
-                    add(child)
-        level = below
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) in _CONTAINERS
+        ]
     return not level
+
+
+_CONTAINERS = frozenset((dict, list))  # what JSON nests: one set lookup a value
 
 
 class Spill:

@@ -69,12 +69,22 @@ def to_ms(stamp: object) -> object:
 def epoch_s(stamp: object) -> float | None:
     """An ISO 8601 ``created_at`` as epoch seconds (naive = UTC), or None if it is not one
     (as the fixture's dates are read: :func:`benchd.fixtures.checks.created_s`)."""
+    if type(stamp) is str:  # a listed record's: parsed here, one call fewer a record
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            return created_s(stamp)
+        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
     return created_s(stamp)
 
 
-def active(page: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The active records of a page, by server id."""
-    return {str(r["id"]): r for r in page if r.get("active", True) is not False}
+def active(
+    page: Sequence[dict[str, Any]], ids: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The active records of a page, by server id (``ids``: the page's, where known)."""
+    if ids is None:
+        return {str(r["id"]): r for r in page if r.get("active", True) is not False}
+    return {sid: r for sid, r in zip(ids, page, strict=True) if r.get("active", True) is not False}
 
 
 def content_digest(text: str) -> bytes:
@@ -207,5 +217,9 @@ def export_page(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]], 
     page = data.get("memories") if isinstance(data, dict) else None
     if not isinstance(page, list):
         raise TargetProtocolError(f"{what}: answer has no 'memories' array")
-    records = [r for r in page[:size] if isinstance(r, dict) and label(r.get("id"))]
+    records = [
+        r
+        for r in page[:size]  # an id that is a text needs no label made of it
+        if isinstance(r, dict) and ((type(rid := r.get("id")) is str and rid != "") or label(rid))
+    ]
     return records, bool(data.get("has_more")) and len(page) > 0

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, MutableSet
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping, MutableSet, Sequence
+from typing import TYPE_CHECKING, overload
 
+from benchd.store.lease import Holder
 from benchd.store.owned import OwnedIds
+from benchd.store.protocol import Listed
 
 if TYPE_CHECKING:
     import numpy as np
-from benchd.store.protocol import Listed
 
-__all__ = ["IdSet", "ListedTable", "SeenIds"]
+__all__ = ["IdSet", "ListedRows", "ListedTable", "Row", "SeenIds"]
 
 _LISTED = 1  # the position's record is listed
 _AS_ID = 2  # ... with ``written_as`` its own id (else None)
@@ -60,43 +61,62 @@ class ListedTable(Mapping[str, Listed]):
 
     def add(self, record: Listed) -> None:
         """Keep ``record`` under its id, replacing what that id held."""
-        at = self._slot(record)
-        if at is None:
-            self._drop(self.owned.index(record.id))
+        plain = record.lease is None and record.digest is None
+        if not self._put(record.id, record.written_as, plain, record.kept, record.created_s):
             self.extras[record.id] = record
+
+    def add_all(self, records: Iterable[Listed]) -> None:
+        """:meth:`add` each of ``records`` in turn; a :class:`ListedRows` row by row, its
+        records made only where kept as they came."""
+        if not isinstance(records, ListedRows):
+            for record in records:
+                self.add(record)
             return
+        put = self._put
+        for at, (sid, written_as, lease, kept, created) in enumerate(records.rows):
+            if not put(sid, written_as, lease is None, kept, created):
+                self.extras[sid] = records[at]
+
+    def _put(
+        self,
+        sid: str,
+        written_as: str | None,
+        plain: bool,
+        kept: bytes | None,
+        created: float | None,
+    ) -> bool:
+        """Keep a record by position (``plain``: it carries no lease and no digest); False
+        where the arrays cannot say it exactly (the caller keeps it by id)."""
+        at = None
+        if (
+            plain
+            and (written_as is None or written_as == sid)
+            and (kept is None or self._width < 0 or len(kept) == self._width)
+            and (created is None or created == created)  # not NaN
+        ):
+            at = self.owned.index(sid)
+        if at is None:
+            self._drop(self.owned.index(sid))
+            return False
         if self.extras:
-            self.extras.pop(record.id, None)
-        flags = _LISTED
-        if record.written_as is not None:
-            flags |= _AS_ID
-        if record.kept is None:
+            self.extras.pop(sid, None)
+        flags = _LISTED if written_as is None else _LISTED | _AS_ID
+        if kept is None:
             flags |= _NO_KEPT
-        elif self._width < 0:
-            self._width = len(record.kept)
-            self._kept = bytearray(self._width * len(self._flags))
-        if record.kept is not None:
+        else:
+            if self._width < 0:
+                self._width = len(kept)
+                self._kept = bytearray(self._width * len(self._flags))
             start = at * self._width
-            self._kept[start : start + self._width] = record.kept
-        if record.created_s is not None or self._created is not None:
+            self._kept[start : start + self._width] = kept
+        if created is not None or self._created is not None:
             if self._created is None:
                 self._created = array("d", [math.nan]) * len(self._flags)
-            self._created[at] = math.nan if record.created_s is None else record.created_s
+            self._created[at] = math.nan if created is None else created
         if not self._flags[at]:
             self._count += 1
         self._flags[at] = flags
-
-    def _slot(self, record: Listed) -> int | None:
-        """The position ``record`` is kept at; None where the arrays cannot say it exactly."""
-        if record.lease is not None or record.digest is not None:
-            return None
-        if record.written_as is not None and record.written_as != record.id:
-            return None
-        if record.kept is not None and 0 <= self._width != len(record.kept):
-            return None
-        if record.created_s is not None and math.isnan(record.created_s):
-            return None
-        return self.owned.index(record.id)
+        return True
 
     def _drop(self, at: int | None) -> None:
         if at is not None and self._flags[at]:
@@ -116,6 +136,15 @@ class ListedTable(Mapping[str, Listed]):
             kept=kept,
             created_s=None if created is None or math.isnan(created) else created,
         )
+
+    def listed(self, store_id: str, at: int) -> Listed | None:
+        """``self.get(store_id)`` where ``store_id`` is benchd's id for corpus position ``at``
+        (the position not derived again from the id)."""
+        if self.extras:
+            found = self.extras.get(store_id)
+            if found is not None:
+                return found
+        return self._at(store_id, at) if self._flags[at] else None
 
     def position(self, store_id: str) -> int | None:
         """The corpus position ``store_id`` is listed at (by position), else None."""
@@ -175,6 +204,41 @@ class ListedTable(Mapping[str, Listed]):
 
 
 _ONE_IF_SET = bytes([0] + [1] * 255)
+
+Row = tuple[str, str | None, Holder | None, bytes | None, float | None]
+"""A listed record without a digest: id, written_as, lease, kept, created_s."""
+
+
+class ListedRows(Sequence[Listed]):
+    """A page's records as rows (:data:`Row`), each made a :class:`Listed` only when read:
+    :meth:`ListedTable.add_all` keeps most of a page's records from their rows alone."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+
+    def append(self, row: Row) -> None:
+        self.rows.append(row)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Listed: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Listed]: ...
+
+    def __getitem__(self, index: int | slice) -> Listed | list[Listed]:
+        if isinstance(index, slice):
+            return [_listed(row) for row in self.rows[index]]
+        return _listed(self.rows[index])
+
+
+def _listed(row: Row) -> Listed:
+    sid, written_as, lease, kept, created = row
+    return Listed(sid, written_as, None, lease, kept, created)
 
 
 class IdSet(MutableSet[str]):
@@ -278,21 +342,22 @@ class SeenIds:
 
     def add_new(self, ids: Iterable[str]) -> bool:
         """Add ``ids``; whether any of them was not seen before."""
-        hashes = [hash(i) for i in ids]
+        hashes: list[int] = list(map(hash, ids))
         if self._sorted is not None and hashes:
             import numpy as np
 
             wanted = np.array(hashes, dtype=np.int64)
             at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
-            known = self._sorted[at] == wanted
-            hashes = [h for h, old in zip(hashes, known, strict=True) if not old]
-        new = any(h not in self._recent for h in hashes)
+            hashes = wanted[self._sorted[at] != wanted].tolist()
+        new = not self._recent.issuperset(hashes)
         self._recent.update(hashes)
         if len(self._recent) >= self._merge_at:
             import numpy as np
 
             merged = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
             old = np.empty(0, dtype=np.int64) if self._sorted is None else self._sorted
-            self._sorted = np.union1d(old, merged)
+            # No hash is in both (a recent one was new to the array): the union is the two
+            # sorted together (a radix sort; np.union1d's unique is many times slower).
+            self._sorted = np.sort(np.concatenate((old, merged)), kind="stable")
             self._recent = set()
         return new

@@ -229,7 +229,10 @@ class Holder:
 
 def holder_of(mark: Any) -> Holder | None:
     """The lease in a sentinel's ``benchd_owner`` metadata; None for a sentinel without one."""
-    if not isinstance(mark, Mapping) or "instance" not in mark:
+    if type(mark) is dict:  # the usual mark (a listed record's): no ABC check
+        if "instance" not in mark:
+            return None
+    elif not isinstance(mark, Mapping) or "instance" not in mark:
         return None
     try:
         return Holder(

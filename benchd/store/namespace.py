@@ -63,8 +63,7 @@ class Namespace:
         for _ in range(most + 2):  # a store's pages bring at least one record each
             page = await self.store.list_page(cursor)
             before = len(records)
-            for record in page.records:
-                records.add(record)
+            records.add_all(page.records)
             if page.next is not None and not (page.new or len(records) > before):
                 raise TargetProtocolError(
                     f"{self.where()}: a listing page after {before} record(s) brings no "
@@ -125,8 +124,18 @@ class Namespace:
         """What the flow writes for a fixture memory: benchd's id and mark."""
         fid = str(memory["id"])
         sid = self.owned.store_id(fid)
-        listed = None if listing is None else listing.records.get(self.server_id(fid))
+        listed = None if listing is None else self._listed_copy(fid, sid, listing)
         return Record(sid, fid, memory, owner_mark(self.owned.namespace, fid), listed)
+
+    def _listed_copy(self, fid: str, sid: str, listing: Listing) -> Listed | None:
+        """``listing``'s record of fixture memory ``fid`` (benchd's id for it: ``sid``), under
+        its :meth:`server_id`; from the table by the corpus position where it is benchd's id."""
+        records = listing.records
+        if fid not in self.server_ids and isinstance(records, ListedTable):
+            at = self.owned.position(fid) if records.owned is self.owned else None
+            if at is not None:
+                return records.listed(sid, at)
+        return records.get(self.server_id(fid))
 
     def server_id(self, fixture_id: str) -> str:
         """The id the store holds a fixture memory under: as listed, else benchd's own id."""

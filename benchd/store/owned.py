@@ -229,10 +229,11 @@ class OwnedIds:
         under it is benchd's copy of that memory); the last position where the
         fixture repeats an id.
         """
-        if not store_id.startswith(self.prefix):
+        prefix = self.prefix
+        if not store_id.startswith(prefix):
             return None
-        rest = store_id[len(self.prefix) :]
-        if rest.startswith("#"):
+        rest = store_id[len(prefix) :]
+        if rest[:1] == "#":
             fid = self._hashed.get(store_id)
             return None if fid is None else self._ids[fid]
         return self._ids.get(rest) if len(store_id) <= MAX_ID_CHARS else None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import tracemalloc
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd.http.answers import INLINE_DECODE_BYTES, BodyBuffer, Spill
+from benchd.errors import TargetProtocolError
+from benchd.http.answers import INLINE_DECODE_BYTES, MAX_DEPTH, BodyBuffer, Spill, loads
 
 
 @settings(max_examples=30, deadline=None)
@@ -48,3 +52,27 @@ def test_a_body_past_the_inline_size_spills_whole() -> None:
     with open(body.path, "rb") as file:
         assert file.read() == data
     body.discard()
+
+
+def _nested(levels: int, leaf: Any) -> Any:
+    """``leaf`` under ``levels`` containers in all, objects and arrays alternating."""
+    value = leaf
+    for n in range(levels):
+        value = {"k": value} if n % 2 else [value]
+    return value
+
+
+@pytest.mark.parametrize("levels", [63, 64, 65, 66])
+def test_one_deep_branch_among_many_flat_records_is_found_at_its_depth(levels: int) -> None:
+    """A listing page: many flat records and empty arrays, one value nested ``levels`` deep
+    (the page and its array counted); only past MAX_DEPTH is it refused."""
+    records: list[Any] = [
+        {"id": f"r{i}", "tags": [], "n": i, "metadata": {"a": {"b": 1}}} for i in range(300)
+    ]
+    records[150]["deep"] = _nested(levels - 3, 1)  # under the page, its array, the record
+    body = json.dumps({"memories": records, "has_more": False}).encode()
+    if levels <= MAX_DEPTH:
+        assert loads(body, "GET /export")["memories"][0]["id"] == "r0"
+    else:
+        with pytest.raises(TargetProtocolError, match="deeper than 64 levels"):
+            loads(body, "GET /export")

@@ -16,9 +16,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd.store.idtable import IdSet, ListedTable, SeenIds
+from benchd.store.idtable import IdSet, ListedRows, ListedTable, SeenIds
 from benchd.store.lease import Holder
 from benchd.store.listing import Listing, digest, fingerprint
+from benchd.store.namespace import Namespace
 from benchd.store.owned import OwnedIds, legacy_sentinel_id, owned_id, sentinel_id, sentinel_text
 from benchd.store.protocol import Listed
 
@@ -133,3 +134,56 @@ def test_a_table_of_the_corpus_keeps_no_object_per_record() -> None:
     assert len(table) == 1000 and not table.extras
     assert table[owned_id(NS, "doc-7")].created_s == 7.0
     assert table.position(owned_id(NS, "doc-7")) == 7
+
+
+@st.composite
+def row(draw: Any) -> tuple[str, str | None, Holder | None, bytes | None, float | None]:
+    """A listed record as a kind gives it in rows: no digest; a date may be NaN."""
+    record = draw(listed())
+    moment = draw(st.one_of(st.just(record.created_s), st.just(float("nan"))))
+    return record.id, record.written_as, record.lease, record.kept, moment
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(row(), max_size=40), st.lists(listed(), max_size=5))
+def test_rows_added_at_once_keep_what_their_records_added_one_by_one_keep(
+    rows: list[tuple[str, str | None, Holder | None, bytes | None, float | None]],
+    before: list[Listed],
+) -> None:
+    page = ListedRows()
+    for one in rows:
+        page.append(one)
+    records = [Listed(sid, wa, None, lease, kept, at) for sid, wa, lease, kept, at in rows]
+    assert len(page) == len(records) and list(page) == records and page[1:3] == records[1:3]
+    fast, slow = _table(before)[0], _table(before)[0]  # a listing's earlier pages
+    fast.add_all(page)
+    for record in records:
+        slow.add(record)
+    assert dict(fast) == dict(slow) == {**{r.id: r for r in before}, **{r.id: r for r in records}}
+    assert fast.extras == slow.extras and fast.by_position == slow.by_position
+    assert fast.listed_flags() == slow.listed_flags()
+
+
+class _Plan:
+    namespace = NS
+
+
+class _Store:
+    plan = _Plan()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(listed(), max_size=40), st.dictionaries(st.sampled_from(CORPUS), ids, max_size=3))
+def test_a_corpus_record_finds_its_listed_copy_as_a_lookup_by_its_server_id_does(
+    records: list[Listed], assigned: dict[str, str]
+) -> None:
+    """What the seeded corpus's records carry (the listing's copy of each) is the listing's
+    record under the fixture memory's server id, whether or not the store assigned it."""
+    ns = Namespace(_Store())  # type: ignore[arg-type]
+    ns.owned = OWNED
+    ns.server_ids = dict(assigned)
+    table, plain = _table(records)
+    for fid in [*CORPUS, "not-in-corpus"]:
+        record = ns.record({"id": fid}, Listing(table, OWNED))
+        assert record.listed == plain.get(ns.server_id(fid))
+        assert record.listed == ns.record({"id": fid}, Listing(plain, OWNED)).listed

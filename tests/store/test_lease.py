@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import memory_kind
@@ -270,3 +271,16 @@ def test_a_read_only_home_keeps_the_token_in_the_temp_directory(
     let_go(key)
     assert held_token(key) == token
     let_go(key)
+
+
+@pytest.mark.parametrize("wrap", [dict, MappingProxyType])
+def test_a_lease_is_read_from_any_mapping_and_never_from_a_mark_without_one(wrap: Any) -> None:
+    mark = {"namespace": "ns", "instance": "h", "pid": "12", "token": "t", "heartbeat": 3,
+            "ttl_s": 60, "fixture_hash": "x", "role": "once", "released": True}  # fmt: skip
+    assert lease_module.holder_of(wrap(mark)) == lease_module.Holder(
+        "h", 12, "t", 3.0, 60.0, "x", "once", True
+    )
+    assert lease_module.holder_of(wrap({"namespace": "ns", "fixture_id": "f1"})) is None
+    assert lease_module.holder_of(wrap({**mark, "pid": "not a pid"})) is None
+    for not_a_mark in (None, "instance", ["instance"], 7):
+        assert lease_module.holder_of(not_a_mark) is None
