@@ -28,6 +28,7 @@ from benchd.http import client as client_module
 from benchd.http.answers import MAX_HEADERS
 from benchd.http.client import PREPARED_KEPT, Clients, open_clients
 from benchd.http.sender import PoolSender, open_connection
+from benchd.http.writer import RequestWriter
 
 
 @dataclass(frozen=True)
@@ -109,13 +110,13 @@ def test_a_cleanups_deletes_do_not_push_a_repeated_search_out_of_the_replay(
 ) -> None:
     raw, got = server
     built: list[str] = []
-    prepare = PoolSender.prepare
+    write = RequestWriter.write
 
-    def counting(request: httpx.Request) -> Any:
-        built.append(request.method)
-        return prepare(request)
+    def counting(self: RequestWriter, method: str, path: str, kwargs: Any) -> Any:
+        built.append(method)
+        return write(self, method, path, kwargs)
 
-    monkeypatch.setattr(PoolSender, "prepare", staticmethod(counting))
+    monkeypatch.setattr(RequestWriter, "write", counting)
     clients = open_clients(_Connection(raw.url), {})
     search = ("GET", "/memory/search", {"q": "harbor ferry", "limit": 10})
     deletes = [("DELETE", f"/memory/r{i}", {}) for i in range(PREPARED_KEPT + 44)]
