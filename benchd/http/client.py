@@ -199,14 +199,17 @@ class RetryingClient:
         if deadline_s is not None:
             kwargs["timeout"] = deadline_s
         deadline = deadline_s if deadline_s is not None else self._deadline_s
+        if self._sender is not None:  # the pool bounds the attempt on its own timers
+            spec = self._prepare(self._sender, method, path, kwargs)
+            try:
+                return await self._sender.send(spec, where, _finite(deadline))
+            except TargetTimeout:
+                raise _late(where) from None
         try:
             with anyio.fail_after(deadline):
-                if self._sender is not None:
-                    spec = self._prepare(self._sender, method, path, kwargs)
-                    return await self._sender.send(spec, where, deadline or math.inf)
                 return await self._send_over_httpx(method, path, where, deadline, kwargs)
         except TimeoutError:
-            raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
+            raise _late(where) from None
 
     async def _send_over_httpx(
         self, method: str, path: str, where: str, deadline: float | None, kwargs: dict[str, Any]
@@ -267,6 +270,16 @@ class RetryingClient:
             return None
         ceiling = min(policy.max_backoff_s, policy.backoff_s * (2**attempt))
         return random.uniform(0.0, ceiling)  # full jitter
+
+
+def _late(where: str) -> TargetTimeout:
+    """An attempt that outlived its deadline, whichever path carried it."""
+    return TargetTimeout(f"{where}: no complete answer within the timeout")
+
+
+def _finite(deadline: float | None) -> float:
+    """A deadline for the pool: None (no timeout) is an endless one."""
+    return math.inf if deadline is None else deadline
 
 
 PREPARED_KEPT = 256
