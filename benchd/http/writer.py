@@ -33,8 +33,12 @@ _SIZED = frozenset({"POST", "PUT", "PATCH"})  # httpx says Content-Length: 0 wit
 _OWN_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding"})
 _DROPPED = b"connection"  # RequestSpec.from_httpx drops it (the pool keeps connections alive)
 _MAX_URL = 65536  # httpx refuses a URL component longer than this
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-"""httpx's JSON body settings (``httpx._content.encode_json``): the same bytes."""
+_JSON = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+)
+"""httpx's JSON body settings (``httpx._content.encode_json``): the same bytes. Bodies are
+trees (decoded fixture records, rendered templates): no container is remembered to find
+a cycle, a third of the encoding's time; a cyclic body still fails (RecursionError)."""
 
 _SCALARS = (str, int, float)
 

@@ -185,6 +185,13 @@ def test_a_body_json_cannot_carry_fails_as_httpx_fails() -> None:
         assert str(ours.value) == str(theirs.value)
 
 
+def test_a_body_that_contains_itself_fails_and_is_never_sent() -> None:
+    looped: list[Any] = [1]
+    looped.append(looped)
+    with pytest.raises(RecursionError):
+        _writer(_clients()).write("POST", "/x", {"json": {"data": looped}})
+
+
 @pytest.mark.parametrize(
     "url", ["http://127.0.0.1:9", "https://store.example", "http://[::1]:8080/a/b/", "http://h"]
 )
