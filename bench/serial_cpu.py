@@ -7,6 +7,10 @@ paths of the same zengram target:
 
 - **serial**: ``target.search(query)`` — what the serial pass sends (the
   adapter's retrying httpx client, error map, decode, mapping to fixture ids);
+- **built**: the same, with the client's replayed requests forgotten before
+  each one, so each is written anew, as every import, delete and listing
+  page is (:class:`benchd.http.writer.RequestWriter`, or httpx where it
+  cannot);
 - **load**: the target's ``load_sender`` at concurrency 1 — the load engine's
   own transport (``benchd.http.sender``), same parsing and mapping.
 
@@ -82,7 +86,9 @@ async def timed(send: Callable[[int], Awaitable[object]], n: int) -> float:
     return (cpu_s() - start) / n
 
 
-async def measure(config_path: Path, rounds: int) -> tuple[list[float], list[float], int]:
+async def measure(
+    config_path: Path, rounds: int
+) -> tuple[list[float], list[float], list[float], int]:
     from benchd.assemble import load_parts
     from benchd.config.load import load_config
     from benchd.cycle import _search_query, run_cycle
@@ -103,15 +109,23 @@ async def measure(config_path: Path, rounds: int) -> tuple[list[float], list[flo
         async def serial(i: int) -> object:
             return await target.search(queries[i % n])
 
+        replayed = getattr(target, "store", target)._http._prepared  # the retrying client's
+
+        async def built(i: int) -> object:
+            replayed.clear()
+            return await target.search(queries[i % n])
+
         serial_s: list[float] = []
+        built_s: list[float] = []
         load_s: list[float] = []
         async with target.load_sender(queries, concurrency=1, timeout_s=60.0) as fire:
             await serial(0)  # connections open, caches warm: neither path pays a first send
             await fire(0)
             for _ in range(rounds):
                 serial_s.append(await timed(serial, max(n, 200)))
+                built_s.append(await timed(built, max(n, 200)))
                 load_s.append(await timed(fire, max(n, 200)))
-        return serial_s, load_s, max(n, 200)
+        return serial_s, built_s, load_s, max(n, 200)
     finally:
         await target.aclose()
 
@@ -141,7 +155,7 @@ def main() -> None:
         try:
             load0 = os.getloadavg()[0]
             started = time.monotonic()
-            serial_s, load_s, n = anyio.run(
+            serial_s, built_s, load_s, n = anyio.run(
                 measure, write_config(workdir, store.url, fixture), args.rounds
             )
             wall = time.monotonic() - started
@@ -152,6 +166,7 @@ def main() -> None:
     print(f"load average {load0:.2f} before, {os.getloadavg()[0]:.2f} after")
     print("CPU per request (this process; the store apart):")
     print(show("serial", serial_s))
+    print(show("built", built_s))
     print(show("load", load_s))
     print(
         f"ratio serial / load: {min(serial_s) / min(load_s):.2f}x best, "

@@ -57,6 +57,7 @@ from benchd.http.error_map import (
     too_large,
 )
 from benchd.http.sender import Connect, PoolSender, RequestSpec, open_connection
+from benchd.http.writer import RequestWriter
 from benchd.progress import WaitClock, report_wait, waited_window
 from benchd.store.target import note_service_time
 
@@ -95,11 +96,13 @@ class RetryingClient:
 
     Each attempt goes through ``sender`` where one is given (the adapters':
     :func:`open_clients`), else through the httpx client itself (a proxy, an
-    MCP session). With a sender, a request without a body (a search, a
-    listing page, a lease read) is built and serialized once and replayed
-    while it is among the last :data:`PREPARED_KEPT` asked, as the load pass
-    replays its searches: httpx's request building (URL parsing and merging)
-    costs as much CPU as the exchange.
+    MCP session). With a sender, a request is written straight to its bytes
+    by a :class:`~benchd.http.writer.RequestWriter` (the bytes httpx would
+    build; httpx builds those it does not write): httpx's request building
+    (URL parsing and merging) costs as much CPU as the exchange. A request
+    without a body (a search, a listing page, a lease read) is serialized
+    once and replayed while it is among the last :data:`PREPARED_KEPT` asked,
+    as the load pass replays its searches.
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class RetryingClient:
     ) -> None:
         self._client = client
         self._sender = sender
+        self._writer = None if sender is None else RequestWriter.of(client)
         self._prepared: dict[tuple[Any, ...], RequestSpec] = {}
         self.context = context  # what its errors name: the kind's API, the key's source
         self._policy = policy
@@ -195,14 +199,17 @@ class RetryingClient:
         if deadline_s is not None:
             kwargs["timeout"] = deadline_s
         deadline = deadline_s if deadline_s is not None else self._deadline_s
+        if self._sender is not None:  # the pool bounds the attempt on its own timers
+            spec = self._prepare(self._sender, method, path, kwargs)
+            try:
+                return await self._sender.send(spec, where, _finite(deadline))
+            except TargetTimeout:
+                raise _late(where) from None
         try:
             with anyio.fail_after(deadline):
-                if self._sender is not None:
-                    spec = self._prepare(self._sender, method, path, kwargs)
-                    return await self._sender.send(spec, where, deadline or math.inf)
                 return await self._send_over_httpx(method, path, where, deadline, kwargs)
         except TimeoutError:
-            raise TargetTimeout(f"{where}: no complete answer within the timeout") from None
+            raise _late(where) from None
 
     async def _send_over_httpx(
         self, method: str, path: str, where: str, deadline: float | None, kwargs: dict[str, Any]
@@ -231,7 +238,10 @@ class RetryingClient:
         key = _replay_key(method, path, kwargs)
         spec = None if key is None else self._prepared.get(key)
         if spec is None:
-            spec = sender.prepare(self._client.build_request(method, path, **kwargs))
+            writer = self._writer
+            spec = None if writer is None else writer.write(method, path, kwargs)
+            if spec is None:
+                spec = sender.prepare(self._client.build_request(method, path, **kwargs))
             if key is not None:
                 if len(self._prepared) >= PREPARED_KEPT:
                     del self._prepared[next(iter(self._prepared))]  # the oldest
@@ -260,6 +270,16 @@ class RetryingClient:
             return None
         ceiling = min(policy.max_backoff_s, policy.backoff_s * (2**attempt))
         return random.uniform(0.0, ceiling)  # full jitter
+
+
+def _late(where: str) -> TargetTimeout:
+    """An attempt that outlived its deadline, whichever path carried it."""
+    return TargetTimeout(f"{where}: no complete answer within the timeout")
+
+
+def _finite(deadline: float | None) -> float:
+    """A deadline for the pool: None (no timeout) is an endless one."""
+    return math.inf if deadline is None else deadline
 
 
 PREPARED_KEPT = 256

@@ -421,8 +421,13 @@ class _Pool:
                 lambda: _Connection(self._buffer, self.max_bytes), self.host, self.port, self.ssl
             )
 
-    async def send(self, spec: RequestSpec, timeout_s: float) -> Answer:
-        """Send on an idle connection (or a new one); retry a stale idle one once."""
+    async def send(self, spec: RequestSpec, timeout_s: float, *, whole: bool = False) -> Answer:
+        """Send on an idle connection (or a new one); retry a stale idle one once.
+
+        ``timeout_s`` bounds connecting and, again, waiting for the answer; with
+        ``whole``, the attempt as a whole (each step gets what is left of it).
+        """
+        until = asyncio.get_running_loop().time() + timeout_s if whole else math.inf
         while self.idle:
             conn = self.idle.pop()
             if self.idle_s is not None and time.monotonic() - conn.idle_since > self.idle_s:
@@ -435,16 +440,19 @@ class _Pool:
                 break
             if conn.open:
                 try:
-                    return await self._exchange(conn, spec, timeout_s)
+                    return await self._exchange(conn, spec, _left(timeout_s, until))
                 except ConnectionError:
                     # Closed by the store while idle; safe to resend if nothing came back.
                     if conn.received or spec.method not in ("GET", "HEAD"):
                         raise
                 break
-        return await self._exchange(await self._connect(timeout_s), spec, timeout_s)
+        conn = await self._connect(_left(timeout_s, until))
+        return await self._exchange(conn, spec, _left(timeout_s, until))
 
     async def _exchange(self, conn: _Connection, spec: RequestSpec, timeout_s: float) -> Answer:
         try:
+            if timeout_s <= 0:
+                raise TimeoutError  # the attempt's time went on connecting: nothing is sent
             answer = await conn.exchange(spec.wire, timeout_s)
         except BaseException:
             conn.close()  # its state is unknown: never reuse it
@@ -461,10 +469,19 @@ class _Pool:
             self.idle.pop().close()
 
 
-async def _send(pool: _Pool, spec: RequestSpec, timeout_s: float, where: str = "") -> Answer:
+def _left(timeout_s: float, until: float) -> float:
+    """What a step of an attempt may take: ``timeout_s``, at most what is left until ``until``."""
+    if until == math.inf:
+        return timeout_s
+    return min(timeout_s, until - asyncio.get_running_loop().time())
+
+
+async def _send(
+    pool: _Pool, spec: RequestSpec, timeout_s: float, where: str = "", *, whole: bool = False
+) -> Answer:
     """Send one request; return its answer or raise a benchd error naming ``where``."""
     try:
-        return await pool.send(spec, timeout_s)
+        return await pool.send(spec, timeout_s, whole=whole)
     except Exception as exc:
         error = exchange_error(
             exc, where or spec.where, timeout_s=timeout_s, max_bytes=pool.max_bytes
@@ -573,8 +590,9 @@ class PoolSender:
     async def send(self, spec: RequestSpec, where: str, timeout_s: float) -> Answer:
         """One attempt: the request's whole answer, or a benchd error naming ``where``.
 
-        ``timeout_s`` bounds connecting and, again, waiting for the answer
-        (the caller bounds the attempt as a whole).
+        ``timeout_s`` bounds the attempt as a whole: connecting, writing the
+        request and reading its whole answer (on the pool's own timers, no
+        cancel scope of the caller's).
         """
         pool = self._pools.get(spec.origin)
         if pool is None:
@@ -583,7 +601,7 @@ class PoolSender:
                 spec.origin, self._keep, tls, self._max_bytes, self._idle_s, self._connect
             )
             self._pools[spec.origin] = pool
-        return await _send(pool, spec, timeout_s, where)
+        return await _send(pool, spec, timeout_s, where, whole=True)
 
     async def aclose(self) -> None:
         """Close every idle connection."""

@@ -25,9 +25,11 @@ from support import self_signed_cert
 
 from benchd.errors import TargetError, TargetUnreachable
 from benchd.http import client as client_module
+from benchd.http import sender as sender_module
 from benchd.http.answers import MAX_HEADERS
 from benchd.http.client import PREPARED_KEPT, Clients, open_clients
 from benchd.http.sender import PoolSender, open_connection
+from benchd.http.writer import RequestWriter
 
 
 @dataclass(frozen=True)
@@ -109,13 +111,13 @@ def test_a_cleanups_deletes_do_not_push_a_repeated_search_out_of_the_replay(
 ) -> None:
     raw, got = server
     built: list[str] = []
-    prepare = PoolSender.prepare
+    write = RequestWriter.write
 
-    def counting(request: httpx.Request) -> Any:
-        built.append(request.method)
-        return prepare(request)
+    def counting(self: RequestWriter, method: str, path: str, kwargs: Any) -> Any:
+        built.append(method)
+        return write(self, method, path, kwargs)
 
-    monkeypatch.setattr(PoolSender, "prepare", staticmethod(counting))
+    monkeypatch.setattr(RequestWriter, "write", counting)
     clients = open_clients(_Connection(raw.url), {})
     search = ("GET", "/memory/search", {"q": "harbor ferry", "limit": 10})
     deletes = [("DELETE", f"/memory/r{i}", {}) for i in range(PREPARED_KEPT + 44)]
@@ -338,3 +340,59 @@ def test_a_connection_idle_past_its_time_is_not_reused() -> None:
     """A load balancer may forget an idle connection silently: benchd does not wait on it."""
     assert anyio.run(_connections_for, 3, 3600.0) == 1
     assert anyio.run(_connections_for, 3, 0.001) == 3
+
+
+def _timed_out(clients: Clients) -> TargetError:
+    async def main() -> TargetError:
+        try:
+            with pytest.raises(TargetError) as failed:
+                await clients.http.request("POST", "/export/import", json={"data": []})
+        finally:
+            await clients.http.aclose()
+        return failed.value
+
+    return anyio.run(main)
+
+
+def test_one_deadline_bounds_connecting_and_the_answer_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool's own timers bound the whole attempt: the answer gets what connecting left."""
+    given: list[float] = []
+    exchange = sender_module._Connection.exchange
+
+    async def recorded(self: Any, wire: bytes, timeout_s: float) -> Any:
+        given.append(timeout_s)
+        return await exchange(self, wire, timeout_s)
+
+    monkeypatch.setattr(sender_module._Connection, "exchange", recorded)
+
+    class SlowToConnect(FakeStore):
+        async def __call__(self, factory: Any, host: str, port: int, tls: Any) -> Any:
+            await anyio.sleep(0.2)
+            return await super().__call__(factory, host, port, tls)
+
+    settings = _Connection("http://store.example", timeout_s=1.0)
+    error = _timed_out(open_clients(settings, {}, SlowToConnect(_never)))
+    assert error.kind == "timeout" and "no complete answer within the timeout" in str(error)
+    assert len(given) == 1 and given[0] <= 0.81
+
+
+def test_a_request_is_not_written_once_connecting_took_its_whole_time() -> None:
+    written: list[bytes] = []
+
+    class Stubborn(FakeStore):
+        """Connects whatever the deadline says, long after it."""
+
+        async def __call__(self, factory: Any, host: str, port: int, tls: Any) -> Any:
+            try:
+                await asyncio.sleep(1.0)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)  # and still comes up, past the deadline
+            protocol = await super().__call__(factory, host, port, tls)
+            protocol._transport.write = written.append
+            return protocol
+
+    settings = _Connection("http://store.example", timeout_s=0.1)
+    error = _timed_out(open_clients(settings, {}, Stubborn(lambda request: httpx.Response(200))))
+    assert error.kind == "timeout" and written == []
