@@ -220,6 +220,45 @@ def bootstrap_cis(
         raise ValueError("bootstrap_ci needs at least one value")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    values = matrix.tobytes()
+    key = (tuple(names), matrix.shape, values, level, n_resamples, seed, method)
+    with _cache_lock:
+        known = _intervals.get(key)
+        if known is not None:
+            _intervals.move_to_end(key)
+            return dict(known)
+    result = _intervals_of(names, matrix, level, n_resamples, seed, method)
+    if len(values) <= _INTERVALS_BYTES:
+        _keep_intervals(key, result)
+    return dict(result)
+
+
+_INTERVALS_BYTES = 8 << 20  # the values behind the intervals kept, all probes together
+_intervals: OrderedDict[tuple[Any, ...], dict[str, tuple[float, float]]] = OrderedDict()
+
+
+def _keep_intervals(key: tuple[Any, ...], result: dict[str, tuple[float, float]]) -> None:
+    """Keep ``result`` under ``key``, least recently used out past :data:`_INTERVALS_BYTES`."""
+    with _cache_lock:
+        _intervals[key] = result
+        while sum(len(k[2]) for k in _intervals) > _INTERVALS_BYTES:
+            _intervals.popitem(last=False)
+
+
+def _intervals_of(
+    names: list[str],
+    matrix: FloatArray,
+    level: float,
+    n_resamples: int,
+    seed: int,
+    method: CIMethod,
+) -> dict[str, tuple[float, float]]:
+    """:func:`bootstrap_cis` of a checked ``matrix`` (one column per name), uncached.
+
+    The intervals are a pure function of the values and the settings, so a
+    probe at rest, whose answers repeat cycle after cycle, reuses them.
+    """
+    n = matrix.shape[0]
     lo_q = _tail(level, n, method)
     means = _bootstrap_means(matrix, n_resamples, seed)
     lows = np.quantile(means, lo_q, axis=0)

@@ -9,6 +9,7 @@ from statistics import NormalDist, fmean
 import numpy as np
 import pytest
 
+from benchd.scoring import stats
 from benchd.scoring.stats import (
     bootstrap_ci,
     bootstrap_cis,
@@ -72,6 +73,25 @@ def test_bootstrap_cis_of_many_columns_equal_single_column_calls() -> None:
     batch = bootstrap_cis(columns, seed=11)
     for name, values in columns.items():
         assert batch[name] == pytest.approx(bootstrap_ci(values, seed=11), abs=1e-12)
+
+
+def test_bootstrap_cis_of_repeated_values_are_not_resampled_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(5)
+    columns = {f"m{i}": rng.random(16) for i in range(4)}
+    fresh = bootstrap_cis(columns, seed=23)
+    calls = []
+    real = stats._bootstrap_means
+    monkeypatch.setattr(stats, "_bootstrap_means", lambda *a: calls.append(1) or real(*a))
+    again = bootstrap_cis({k: list(v) for k, v in columns.items()}, seed=23)
+    again["m0"] = (0.0, 0.0)  # a caller's copy: the next call still gets the intervals
+    assert bootstrap_cis(columns, seed=23) == fresh
+    assert calls == []
+    assert bootstrap_cis(columns, seed=24) != fresh  # another seed: resampled
+    changed = {**columns, "m1": columns["m1"] + 0.25}
+    assert bootstrap_cis(changed, seed=23)["m1"] != fresh["m1"]
+    assert len(calls) == 2
 
 
 def test_bootstrap_ci_rejects_empty_input_and_a_bad_level() -> None:
