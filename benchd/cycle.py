@@ -55,6 +55,7 @@ from benchd.store.target import (
 __all__ = [
     "RATE_LIMITED_KINDS",
     "CycleFailure",
+    "ScoreMemo",
     "SerialAnswer",
     "load_pass",
     "load_quality",
@@ -148,19 +149,58 @@ class _Quality:
     expected: int
 
 
+@dataclass(slots=True)
+class ScoreMemo:
+    """One probe's per-query scores of its last cycle, by (query index, ranking).
+
+    A query's scores depend on its ranked ids, its judgments and the cut-offs
+    alone, and a probe at rest gets the same rankings cycle after cycle: its
+    runner keeps them here (the last cycle's only, for these queries and ks).
+    """
+
+    queries: Sequence[LabeledQuery] = ()
+    ks: tuple[int, ...] = ()
+    unranked: bool = False
+    scores: dict[tuple[int, tuple[str, ...]], dict[str, float]] = field(default_factory=dict)
+
+
+def _per_query(
+    queries: Sequence[LabeledQuery],
+    answers: Sequence[SerialAnswer],
+    ks: Sequence[int],
+    unranked: bool,
+    memo: ScoreMemo | None,
+) -> tuple[dict[str, float] | None, ...]:
+    """Each answered query's scores (None: unanswered), from ``memo`` where it had them."""
+    score = set_metrics if unranked else query_metrics
+    same = memo is not None and memo.queries is queries and memo.ks == tuple(ks)
+    known = memo.scores if memo is not None and same and memo.unranked == unranked else {}
+    kept: dict[tuple[int, tuple[str, ...]], dict[str, float]] = {}
+    out: list[dict[str, float] | None] = []
+    for i, (q, a) in enumerate(zip(queries, answers, strict=True)):
+        if a.ranked is None:
+            out.append(None)
+            continue
+        m = known.get((i, a.ranked))
+        if m is None:
+            m = score(a.ranked, q.relevance, ks)
+        kept[(i, a.ranked)] = m
+        out.append(dict(m))
+    if memo is not None:
+        memo.queries, memo.ks, memo.unranked, memo.scores = queries, tuple(ks), unranked, kept
+    return tuple(out)
+
+
 def _quality(
     queries: Sequence[LabeledQuery],
     answers: Sequence[SerialAnswer],
     ks: Sequence[int],
     *,
     unranked: bool = False,
+    memo: ScoreMemo | None = None,
 ) -> _Quality:
     """Score every answered query at the cut-offs ``ks`` (a set: whole); unanswered left out."""
-    score = set_metrics if unranked else query_metrics
-    per_query = tuple(
-        None if a.ranked is None else score(a.ranked, q.relevance, ks)
-        for q, a in zip(queries, answers, strict=True)
-    )
+    per_query = _per_query(queries, answers, ks, unranked, memo)
     scored = [(q, m) for q, m in zip(queries, per_query, strict=True) if m is not None]
     found = {} if unranked else dict.fromkeys(ks, 0)  # a set has no top k: recall says it
     expected = 0
@@ -243,6 +283,7 @@ class _Cycle:
     progress: Progress | None
     cycle: int
     read_rate: float | None = None
+    memo: ScoreMemo | None = None
     started_at: float = field(default_factory=time.time)
     phases: dict[str, float] = field(default_factory=dict)
     current: str = "info"
@@ -365,14 +406,16 @@ async def run_cycle(
     cycle: int = 1,
     progress: Progress | None = None,
     read_rate: float | None = None,
+    memo: ScoreMemo | None = None,
 ) -> CycleResult:
     """Run one cycle of ``probe`` against ``target`` within ``probe.timeout_s``.
 
     ``read_rate`` (requests per second) is this probe's share of its API key's
-    read budget (:mod:`benchd.budget`): the load pass is paced to it. Never
+    read budget (:mod:`benchd.budget`): the load pass is paced to it.
+    ``memo``: the probe's scores of its last cycle, reused and updated. Never
     raises for store failures.
     """
-    state = _Cycle(probe, fixture, target, progress, cycle, read_rate)
+    state = _Cycle(probe, fixture, target, progress, cycle, read_rate, memo)
     with waits_reported_to(state.on_wait, state.waits), anyio.move_on_after(probe.timeout_s):
         try:
             await _run(state)
@@ -438,7 +481,7 @@ def _assemble(state: _Cycle) -> CycleResult:
     """The one :class:`CycleResult` of a cycle that ran to its end."""
     probe, fixture, answers = state.probe, state.fixture, state.answers
     unranked = state.target.capabilities.unranked
-    quality = _quality(fixture.queries, answers, probe.k, unranked=unranked)
+    quality = _quality(fixture.queries, answers, probe.k, unranked=unranked, memo=state.memo)
     errors = Counter(a.error for a in answers if a.error is not None)
     if state.load is not None:
         errors.update({k: v for k, v in state.load.requests.items() if k != "ok"})

@@ -24,7 +24,7 @@ from benchd.assemble import check_parts, load_parts
 from benchd.budget import own_share, own_write_share
 from benchd.config.load import ProbeConfig
 from benchd.config.thresholds import Threshold
-from benchd.cycle import run_cycle
+from benchd.cycle import ScoreMemo, run_cycle
 from benchd.drift.tracker import DriftTracker
 from benchd.errors import BenchdError
 from benchd.fixtures.model import Fixture, load_fixture
@@ -127,6 +127,7 @@ class ProbeRunner:
             lease = self._holder(instance, role, force_lease)
         self.tracker, self.target = build_parts(probe, lease=lease, write_rate=self._write_share)
         self._closed = False
+        self._scores = ScoreMemo()  # the last cycle's per-query scores
 
     def _write_share(self) -> float | None:
         return self.write_rate
@@ -170,6 +171,7 @@ class ProbeRunner:
                 cycle=self.cycles,
                 progress=progress,
                 read_rate=self.read_rate,
+                memo=self._scores,
             )
         except Exception as exc:  # a bug in the cycle or in user code: this probe fails alone
             log_internal("cycle", self.probe.name, exc)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from benchd import cycle as cycle_module
 from benchd.config.budget import BudgetSettings
 from benchd.config.load import ProbeConfig, TargetConfig
 from benchd.config.secrets import Secret
@@ -315,3 +316,47 @@ async def test_a_fixture_file_changed_after_loading_fails_the_cycle_and_writes_n
     assert written, "the batches before the changed line were written"
     assert all(r["content"] in loaded for r in written)
     assert all(str(r["id"]).startswith("benchd:benchd-eval:m") for r in written)
+
+
+async def test_a_probe_at_rest_reuses_its_scores_and_they_equal_fresh_ones(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scored: list[str] = []
+    real = cycle_module.query_metrics
+    monkeypatch.setattr(
+        cycle_module, "query_metrics", lambda r, rel, ks: scored.append("x") or real(r, rel, ks)
+    )
+    runner = ProbeRunner(probe_for(store_url))
+    fixture = runner.fixture
+    try:
+        for n in range(3):
+            scored.clear()
+            result = await runner.run_once()
+            assert result.outcome == "success", result.error_message
+            answers = [cycle_module.SerialAnswer(q.ranked_ids, q.latency_s) for q in result.queries]
+            fresh = cycle_module._quality(fixture.queries, answers, (5, 10))
+            assert [q.metrics for q in result.queries] == list(fresh.per_query)
+            assert result.aggregate == fresh.aggregate
+            assert result.ci == fresh.ci
+            assert result.by_category == fresh.by_category
+            assert result.relevant_found == fresh.found
+            # the first cycle scores every query; later ones, same rankings, none
+            assert len(scored) == (len(fixture.queries) if n == 0 else 0) + len(fixture.queries)
+    finally:
+        await runner.aclose()
+
+
+def test_a_changed_ranking_or_other_cut_offs_are_scored_afresh() -> None:
+    queries = load_fixture(packaged_fixture("smoke")).queries
+    answers = [cycle_module.SerialAnswer(tuple(q.expected_ids), 0.01) for q in queries]
+    moved = [cycle_module.SerialAnswer(("nope", *queries[0].expected_ids), 0.01), *answers[1:]]
+    memo = cycle_module.ScoreMemo()
+    first = cycle_module._quality(queries, answers, (5, 10), memo=memo)
+    assert first.per_query[0] is not None
+    first.per_query[0]["ap"] = -1.0  # a result's copy: the memo keeps its own
+    for used, ks in ((moved, (5, 10)), (answers, (3,)), (answers, (5, 10)), (moved, (5, 10))):
+        got = cycle_module._quality(queries, used, ks, memo=memo)
+        fresh = cycle_module._quality(queries, used, ks)
+        assert got.per_query == fresh.per_query
+        assert got.aggregate == fresh.aggregate
+        assert got.ci == fresh.ci
