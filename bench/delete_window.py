@@ -73,11 +73,11 @@ async def _one(records: int, writes_per_min: int, relist: bool, paced: bool) -> 
         listings = 0
         list_page = t.store.list_page
 
-        async def counting(cursor: str | None) -> Any:
+        async def counting(cursor: str | None, *, compare: bool = True) -> Any:
             nonlocal listings
             if cursor is None:  # a listing's first page
                 listings += 1
-            return await list_page(cursor)
+            return await list_page(cursor, compare=compare)
 
         t.store.list_page = counting  # type: ignore[method-assign]
         try:

@@ -115,16 +115,17 @@ class RetrieverStore(StoreDefaults):
         endpoint = f"python:{self.settings.factory}"
         return TargetInfo(kind=self.settings.kind, endpoint=endpoint, model=model)
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
         answer = await self._run("list", cursor)
         items, following = answer if isinstance(answer, tuple) else (answer, None)
         if isinstance(items, str | bytes) or not isinstance(items, Sequence):
             raise self._error(f"list() returned {type(items).__name__}, expected a list")
-        records = [self._listed(item) for item in items]
+        records = [self._listed(item, compare) for item in items]
         return Page(records, None if following is None else str(following))
 
-    def _listed(self, item: Any) -> Listed:
-        """One listed record (a dict with its id and metadata, or a bare id)."""
+    def _listed(self, item: Any, compare: bool) -> Listed:
+        """One listed record (a dict with its id and metadata, or a bare id), fingerprinted
+        for ``unchanged`` where ``compare``."""
         record = item if isinstance(item, dict) else {"id": item}
         rid = record.get("id")
         if isinstance(rid, bool) or not isinstance(rid, str | int):
@@ -136,7 +137,8 @@ class RetrieverStore(StoreDefaults):
         if isinstance(mark, dict) and mark.get("namespace") == ns:
             fid = mark.get("fixture_id")
             written_as = owned_id(ns, str(fid)) if fid is not None else owned_prefix(ns)
-        return Listed(str(rid), written_as, lease=holder_of(mark), kept=fingerprint(record))
+        kept = fingerprint(record) if compare else None
+        return Listed(str(rid), written_as, lease=holder_of(mark), kept=kept)
 
     async def write(self, batch: Sequence[Record]) -> Counts:
         records = [_wire(r) for r in batch]

@@ -304,7 +304,9 @@ class VectorStore(StoreDefaults):
             canary=await self.embed.canary(),
         )
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
+        """One page of the namespace. ``compare`` changes nothing: ``unchanged`` compares
+        the text digest each listed record carries anyway (read from its mark)."""
         rows, after = await self.io.page(cursor, self.page_size)
         return Page([listed_of(self._id(sid), mark) for sid, mark in rows[: self.page_size]], after)
 

@@ -223,9 +223,6 @@ class ZengramStore(StoreOverHttp):
         self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
-        # Whether listed records are reduced for ``unchanged`` (off while the flow reads back
-        # what it wrote: benchd.store.listing.uncompared).
-        self.compares = True
         self._plan: tuple[ZengramConfig, SeedPlan] | None = None
         self._capabilities: tuple[ZengramConfig, Capabilities] | None = None
 
@@ -327,12 +324,13 @@ class ZengramStore(StoreOverHttp):
         ids, scores = await decode(answer.body, what, partial(wire.search_hits, sent, what))
         return Hits(ids, scores)
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
         """One ``GET /export`` page of the namespace's active records (cursor: the offset).
 
         Each page is cut to the page size asked for; a page with ``has_more``
         that brings no record not seen before is a ``decode`` error (a store
-        that pages forever must not hang the cycle).
+        that pages forever must not hang the cycle). ``compare``: whether each
+        record is fingerprinted for ``unchanged`` (``Listed.kept``).
         """
         offset = int(cursor or 0)
         if cursor is None:
@@ -341,7 +339,7 @@ class ZengramStore(StoreOverHttp):
         page, more = await self._fetch_page(offset)
         ids = [str(r["id"]) for r in page]
         active = wire.active(page, ids)
-        listed = self._listed_all(active.items())
+        listed = self._listed_all(active.items(), compare)
         self._paging_active += len(listed)
         if sentinel_id(self.config.namespace) in active:
             self._paging_sentinel = self._sentinel_in(page, self._paging_sentinel)
@@ -365,13 +363,15 @@ class ZengramStore(StoreOverHttp):
     def _listed(self, sid: str, record: Mapping[str, Any]) -> Listed:
         """A listed record: benchd's id from its mark (store-assigned ids), its lease, its
         created_at and a digest of what the import's dedup compares; never the text."""
-        return self._listed_all(((sid, record),))[0]
+        return self._listed_all(((sid, record),), True)[0]
 
-    def _listed_all(self, records: Iterable[tuple[str, Mapping[str, Any]]]) -> ListedRows:
+    def _listed_all(
+        self, records: Iterable[tuple[str, Mapping[str, Any]]], compare: bool
+    ) -> ListedRows:
         """:meth:`_listed` of each (server id, record): a listing's 10^5 in one loop, as rows
-        (no object a record: the listing's table keeps most of them in arrays)."""
+        (no object a record: the listing's table keeps most of them in arrays); fingerprinted
+        for ``unchanged`` only where ``compare``."""
         ns = self.config.namespace
-        compares = self.compares
         out = ListedRows()
         add = out.rows.append
         for sid, record in records:
@@ -393,7 +393,7 @@ class ZengramStore(StoreOverHttp):
                     sid,
                     written_as,
                     None if plain else holder_of(mark),
-                    wire.kept_of(record) if compares else None,
+                    wire.kept_of(record) if compare else None,
                     wire.epoch_s(stamp) if stamp else None,
                 )
             )

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Literal, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Literal
 
 from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.lease import Holder
@@ -32,10 +32,7 @@ __all__ = [
     "sentinel_digests",
     "text_fingerprint",
     "text_pair_fingerprint",
-    "uncompared",
 ]
-
-T = TypeVar("T")
 
 Which = Literal["current", "legacy"]
 """A sentinel of this benchd version, or of an earlier one (migrated)."""
@@ -283,17 +280,3 @@ def listing_limit(corpus: int) -> int:
     store that pages forever stops within a bounded number of records.
     """
     return max(MIN_LISTING_RECORDS, 2 * corpus + 1)
-
-
-async def uncompared(store: object, listing: Callable[[], Awaitable[T]]) -> T:
-    """``listing()``, its records not reduced for a keep decision: a read-back of what was
-    just written compares nothing, so a store that fingerprints each listed record for
-    ``unchanged`` (its ``compares`` attribute, else nothing changes) skips that while it
-    runs."""
-    if getattr(store, "compares", None) is not True:
-        return await listing()
-    store.compares = False  # type: ignore[attr-defined]
-    try:
-        return await listing()
-    finally:
-        store.compares = True  # type: ignore[attr-defined]

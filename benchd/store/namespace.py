@@ -55,13 +55,18 @@ class Namespace:
         at = f" at {plan.endpoint}" if plan.endpoint else ""
         return f"{plan.namespace_label} {plan.namespace!r}{at}"
 
-    async def list_namespace(self) -> Listing:
-        """The whole namespace, page by page; bounded in records and in pages."""
+    async def list_namespace(self, *, compare: bool = True) -> Listing:
+        """The whole namespace, page by page; bounded in records and in pages.
+
+        ``compare``: whether the listing needs what the kind's ``unchanged``
+        compares (``Listed.kept``); False where nothing will compare it (the
+        read-back that verifies a write), which spares the kind reducing each
+        record to it."""
         records = ListedTable(self.owned)  # the corpus's copies by position, in arrays
         cursor: str | None = None
         most = self.listing_limit
         for _ in range(most + 2):  # a store's pages bring at least one record each
-            page = await self.store.list_page(cursor)
+            page = await self.store.list_page(cursor, compare=compare)
             before = len(records)
             records.add_all(page.records)
             if page.next is not None and not (page.new or len(records) > before):

@@ -20,12 +20,15 @@ What a kind implements (:class:`Store`)
     What the store can do (:class:`Capabilities`). The flow skips what a
     store cannot do, and benchd says which guarantee the probe lacks
     (:meth:`Capabilities.lacks`) in ``validate``, ``/api/status`` and the docs.
-``list_page(cursor)``
+``list_page(cursor, *, compare=True)``
     One page of the records in benchd's namespace, each as a :class:`Listed`:
     the store's id, the id benchd wrote it under where the store keeps one
     beside its own (a column, a metadata mark), a digest of its text, the
-    lease where the record is benchd's sentinel, and a fingerprint of what
-    ``unchanged`` compares. A listing of 10^5 records is held whole, so a
+    lease where the record is benchd's sentinel, and, where ``compare`` is
+    True, a fingerprint of what ``unchanged`` compares (``Listed.kept``). The
+    flow passes ``compare=False`` where nothing will compare the listing (the
+    read-back that verifies a write): the kind leaves ``kept`` None then and
+    skips reducing each record to it. A listing of 10^5 records is held whole, so a
     Listed is small and fixed: reduce each record as its page arrives and
     keep nothing of the page. ``cursor`` is None for
     the first page and the page's ``next`` after; ``next = None`` ends the
@@ -169,7 +172,8 @@ class Listed:
     lease: Holder | None = None  # the lease, on benchd's sentinel where the store keeps one
     # What the kind's ``unchanged`` compares, reduced as the page arrives
     # (:func:`benchd.store.listing.fingerprint`): a listing keeps a few small fields per
-    # record, never its text or metadata. None: not comparable (the record is rewritten).
+    # record, never its text or metadata. None: not comparable (the record is rewritten),
+    # or not asked for (a listing paged with ``compare=False``).
     kept: bytes | None = None
     # When the store says the record was created (epoch seconds), where the kind needs it:
     # zengram sends the corpus's latest as date words' reference (the corpus's "now").
@@ -242,7 +246,7 @@ class Store(Protocol):
 
     async def info(self) -> TargetInfo: ...
 
-    async def list_page(self, cursor: str | None) -> Page: ...
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page: ...
 
     async def read_back(self, store_ids: Sequence[str]) -> Sequence[Listed]: ...
 

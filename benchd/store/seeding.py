@@ -23,7 +23,7 @@ from benchd.fixtures.stream import corpus_dates, memories_at
 from benchd.progress import report_poll
 from benchd.store.concurrency import chunks, run_bounded
 from benchd.store.deletion import Deleter
-from benchd.store.listing import Listing, uncompared
+from benchd.store.listing import Listing
 from benchd.store.namespace import READ_BACK_LIMIT, Namespace
 from benchd.store.ownership import Ownership
 from benchd.store.protocol import Counts, Record
@@ -150,7 +150,7 @@ class Seeder:
         the listing and after a read-back.
         """
         if listed is None:
-            listed = await uncompared(self.store, self._ns.list_namespace)
+            listed = await self._ns.list_namespace(compare=False)  # nothing compares it
         found = self._ns.learn(listed)
         missing = [f for f in ids if not found(f)]
         if progress is not None:

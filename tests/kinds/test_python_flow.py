@@ -14,6 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from benchd.config.load import ProbeConfig, parse_config
+from benchd.kinds import build_target
 from benchd.probe import ProbeRunner
 from benchd.store.owned import OWNER_KEY, owned_id, sentinel_id
 
@@ -194,3 +195,25 @@ async def test_an_index_only_retriever_still_works_and_is_reported_unverified(
     assert result.info is not None and any("not verified" in line for line in result.info.lacks)
     warnings = [e for e in logs if e["event"] == "python retriever unverified"]
     assert len(warnings) == 1 and "no listing" in warnings[0]["lacks"]
+
+
+async def test_only_the_listing_a_keep_decision_reads_fingerprints_its_records(
+    tmp_path: Path, shared: Any
+) -> None:
+    """The read-back that verifies a write leaves each record's ``kept`` None (nothing
+    compares it); the next cycle's listing fingerprints them and keeps the corpus."""
+    (probe,) = probes(tmp_path, "alpha")
+    target = build_target("python", probe.target.settings, probe.target.secret)
+    try:
+        first = await target.seed(MEMORIES)  # written, then read back
+        flow = await target.target()  # type: ignore[attr-defined]
+        read_back = flow.namespace.fresh
+        again = await target.seed(MEMORIES)  # the next cycle: its listing compares
+        kept = flow.namespace.fresh
+    finally:
+        await target.aclose()
+    corpus = [owned_id("benchd-alpha", m["id"]) for m in MEMORIES]
+    assert (first.imported, first.verified) == (5, 5)
+    assert [read_back.records[i].kept for i in corpus] == [None] * 5
+    assert (again.imported, again.unchanged, again.verified) == (0, 5, 5)
+    assert all(kept.records[i].kept is not None for i in corpus)

@@ -73,7 +73,7 @@ class MemoryStore(StoreDefaults):
     async def info(self) -> TargetInfo:
         return TargetInfo(kind="memory", endpoint="memory:")
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
         mine = sorted(i for i, r in TENANTS.items() if r["namespace"] == self.settings.namespace)
         start = int(cursor or 0)
         page = mine[start : start + self.settings.page]

@@ -372,11 +372,13 @@ class TemplatedStore(StoreOverHttp):
             return False
         return answer.status not in delete.gone
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
         """One export page: each record with ``fid`` (fixture id) / ``digest`` where listed.
 
         The cursor is ``"<page>:<offset>"``; pages are bounded by
         ``export.max_pages`` and each is cut to ``page_size`` records.
+        ``compare`` changes nothing: no record is kept unchanged (none has a
+        ``kept`` to skip).
         """
         export = self.config.export
         assert export is not None

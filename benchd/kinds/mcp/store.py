@@ -194,9 +194,10 @@ class McpStore(StoreDefaults):
             version = f"{server.name} {server.version}".strip()
         return TargetInfo(kind=KIND, endpoint=self.config.endpoint, model=model, version=version)
 
-    async def list_page(self, cursor: str | None) -> Page:
+    async def list_page(self, cursor: str | None, *, compare: bool = True) -> Page:
         """One page of the listing; lease records are read, not shown (the sentinel carries
-        the lease shown, on the last page)."""
+        the lease shown, on the last page). ``compare`` changes nothing: no record is kept
+        unchanged (none has a ``kept`` to skip)."""
         page = int(cursor or 0)
         ids, more = await self.tools.list_page(page)
         if page == 0:
