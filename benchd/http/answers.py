@@ -18,7 +18,7 @@ An answer passes these bounds before an adapter sees it:
 - **depth** — JSON nested deeper than :data:`MAX_DEPTH` is a ``decode``
   error (CPython's parser raises ``RecursionError`` near 1,000 levels, and
   any recursive walk of a deep value would too);
-- **time** — ``json.loads`` holds the interpreter for its whole run, in
+- **time** — decoding JSON holds the interpreter for its whole run, in
   proportion to the answer's size, and a thread does not help. So an answer
   over :data:`INLINE_DECODE_BYTES` (well above a listing page or a search
   answer; ``bench/decode_line.py``, figures in docs/load.md) is decoded in
@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import orjson
 from anyio.lowlevel import RunVar
 
 from benchd import redact
@@ -120,7 +121,27 @@ def _worker_limiter() -> anyio.CapacityLimiter:
 
 
 def loads(body: bytes, what: str) -> Any:
-    """``body`` as JSON, or :class:`TargetProtocolError` (kind ``decode``) naming ``what``."""
+    """``body`` as JSON, or :class:`TargetProtocolError` (kind ``decode``) naming ``what``.
+
+    The value and every error are ``json.loads``'s: orjson decodes first, and
+    whatever it refuses (NaN, a number beyond a double, a lone surrogate, a
+    BOM, UTF-16 or -32, anything malformed) or may read otherwise (an integer
+    beyond 64 bits, which it makes a float) is decoded again by ``json``.
+    """
+    try:
+        value = orjson.loads(body)
+    except Exception:  # whatever orjson refuses, json decides: its value or its error
+        return _json_loads(body, what)
+    shallow = _shallow_exact(value)
+    if shallow is None:
+        return _json_loads(body, what)
+    if not shallow:
+        raise _too_deep(what)
+    return value
+
+
+def _json_loads(body: bytes, what: str) -> Any:
+    """:func:`loads` by the ``json`` module alone."""
     try:
         value = json.loads(body)
     except RecursionError:
@@ -155,6 +176,31 @@ def _shallow(value: Any) -> bool:
 
 
 _CONTAINERS = frozenset((dict, list))  # what JSON nests: one set lookup a value
+_WATCHED = frozenset((dict, list, float))
+_INT64 = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
+
+
+def _shallow_exact(value: Any) -> bool | None:
+    """:func:`_shallow` on orjson's ``value``; None when it holds a float of magnitude at
+    least 2^63 (maybe an integer ``json`` keeps exact), unless it is already too deep."""
+    if value.__class__ is float:
+        return True if -_INT64 < value < _INT64 else None
+    level: list[Any] = [value] if value.__class__ in _CONTAINERS else []
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return True
+        found = [
+            child
+            for node in level
+            for child in (node.values() if node.__class__ is dict else node)
+            if child.__class__ in _WATCHED
+        ]
+        level = [child for child in found if child.__class__ is not float]
+        if len(level) < len(found) and not all(
+            -_INT64 < child < _INT64 for child in found if child.__class__ is float
+        ):
+            return None
+    return not level
 
 
 class Spill:
