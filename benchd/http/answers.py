@@ -123,11 +123,15 @@ def _worker_limiter() -> anyio.CapacityLimiter:
 def loads(body: bytes, what: str) -> Any:
     """``body`` as JSON, or :class:`TargetProtocolError` (kind ``decode``) naming ``what``.
 
-    The value and every error are ``json.loads``'s: orjson decodes first, and
-    whatever it refuses (NaN, a number beyond a double, a lone surrogate, a
-    BOM, UTF-16 or -32, anything malformed) or may read otherwise (an integer
-    beyond 64 bits, which it makes a float) is decoded again by ``json``.
+    The value and every error are ``json.loads``'s: orjson decodes an answer up
+    to :data:`INLINE_DECODE_BYTES` first, and whatever it refuses (NaN, a
+    number beyond a double, a lone surrogate, a BOM, UTF-16 or -32, anything
+    malformed) or may read otherwise (an integer beyond 64 bits, which it makes
+    a float) is decoded again by ``json``. A larger answer (in the decode
+    worker) is ``json``'s alone: orjson's peak memory is about twice json's.
     """
+    if len(body) > INLINE_DECODE_BYTES:
+        return _json_loads(body, what)
     try:
         value = orjson.loads(body)
     except Exception:  # whatever orjson refuses, json decides: its value or its error

@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from benchd.errors import TargetProtocolError
 from benchd.http import answers
-from benchd.http.answers import MAX_DEPTH, loads
+from benchd.http.answers import INLINE_DECODE_BYTES, MAX_DEPTH, loads
 
 WHAT = "GET /export"
 
@@ -243,3 +244,24 @@ def test_a_page_decodes_to_the_same_records() -> None:
     body = json.dumps(page).encode()
     _same(body)
     assert loads(body, WHAT) == page
+
+
+def _peak(decode: Any, body: bytes) -> int:
+    decode(body)  # caches warmed (orjson's keys) before measuring
+    tracemalloc.start()
+    try:
+        decode(body)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_answer_takes_no_more_memory_than_json_takes() -> None:
+    """Past the inline size (the decode worker's answers) json decodes alone: orjson's
+    peak is several times json's, and the worker's answers are bounded only by
+    max_response_bytes."""
+    records = [{"id": f"r{i}", "content": "x" * 40, "tags": [], "n": i} for i in range(9000)]
+    body = json.dumps({"memories": records, "has_more": False}).encode()
+    assert len(body) > INLINE_DECODE_BYTES
+    _same(body)
+    assert _peak(lambda b: loads(b, WHAT), body) <= 1.05 * _peak(json.loads, body)
