@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import compile_package, package_dir
+from load_common import compile_package, package_dir, zengram_config
 
 KEY_ENV = "BRAIN_API_KEY"
 STORE_KEY = "cli-startup-bench-key-0123456789"
@@ -87,28 +87,14 @@ def reference_store() -> Iterator[str]:
 
 def once_config(workdir: Path, url: str) -> Path:
     """One probe of the packaged smoke fixture against ``url``, kept between runs."""
-    config = workdir / "once.toml"
-    config.write_text(
-        f"""[[probe]]
-name = "startup"
-fixture = "{package_dir() / "data" / "smoke.json"}"
-k = [10]
-
-[probe.target]
-kind = "zengram"
-url = "{url}"
-api_key_env = "{KEY_ENV}"
-namespace = "cli-startup"
-cleanup = "never"
-
-[probe.load]
-mode = "serial"
-
-[probe.budget]
-unlimited = true
-"""
+    return zengram_config(
+        workdir / "once.toml",
+        name="startup",
+        url=url,
+        fixture=package_dir() / "data" / "smoke.json",
+        key_env=KEY_ENV,
+        namespace="cli-startup",
     )
-    return config
 
 
 def commands(config: Path, once: Path) -> dict[str, list[str]]:

@@ -40,6 +40,7 @@ __all__ = [
     "skip",
     "wait_for_port",
     "wrk_binary",
+    "zengram_config",
 ]
 
 LOCUST_VENV = Path("/tmp/locust-venv")
@@ -104,6 +105,49 @@ def compile_package() -> str:
     argv = [sys.executable, "-m", "compileall", "-q", str(package_dir())]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
+
+
+def zengram_config(
+    path: Path,
+    *,
+    name: str,
+    url: str,
+    fixture: str | Path,
+    key_env: str,
+    namespace: str,
+    cleanup: str = "never",
+    probe_timeout_s: float | None = None,
+    target_timeout_s: float | None = None,
+) -> Path:
+    """Write a config of one serial probe of ``fixture`` against a zengram store at ``url``.
+
+    Unlimited budget, k = 10. ``probe_timeout_s`` also sets an hour's interval (no
+    second cycle within a run); without it, and without ``target_timeout_s``,
+    benchd's defaults hold. Returns ``path``.
+    """
+    probe_times = f"interval_s = 3600.0\ntimeout_s = {probe_timeout_s}\n" if probe_timeout_s else ""
+    target_time = f"timeout_s = {target_timeout_s}\n" if target_timeout_s else ""
+    path.write_text(
+        f"""[[probe]]
+name = "{name}"
+fixture = "{fixture}"
+k = [10]
+{probe_times}
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{key_env}"
+namespace = "{namespace}"
+cleanup = "{cleanup}"
+{target_time}
+[probe.load]
+mode = "serial"
+
+[probe.budget]
+unlimited = true
+"""
+    )
+    return path
 
 
 def skip(reason: str) -> NoReturn:

@@ -341,31 +341,19 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, float,
 
 
 def write_config(workdir: Path, url: str, fixture: Path, cleanup: str) -> Path:
-    config = workdir / "benchd.toml"
-    config.write_text(
-        f"""[[probe]]
-name = "scale"
-fixture = "{fixture}"
-k = [10]
-interval_s = 3600.0
-timeout_s = 36000.0
+    from load_common import zengram_config  # here: not in the plain client's process
 
-[probe.target]
-kind = "zengram"
-url = "{url}"
-api_key_env = "{KEY_ENV}"
-namespace = "{NAMESPACE}"
-cleanup = "{cleanup}"
-timeout_s = 600.0
-
-[probe.load]
-mode = "serial"
-
-[probe.budget]
-unlimited = true
-"""
+    return zengram_config(
+        workdir / "benchd.toml",
+        name="scale",
+        url=url,
+        fixture=fixture,
+        key_env=KEY_ENV,
+        namespace=NAMESPACE,
+        cleanup=cleanup,
+        probe_timeout_s=36000.0,
+        target_timeout_s=600.0,
     )
-    return config
 
 
 def run_benchd(workdir: Path, store: Store, fixture: Path, cleanup: str) -> Run:
