@@ -164,76 +164,6 @@ def _bootstrap_means(matrix: FloatArray, n_resamples: int, seed: int) -> FloatAr
     return out
 
 
-_CACHE_BYTES = 64 << 20  # resample counts kept across cycles, all sizes and seeds together
-_cache: OrderedDict[tuple[int, int, int], list[npt.NDArray[np.unsignedinteger[Any]]]] = (
-    OrderedDict()
-)
-_cache_lock = threading.Lock()
-
-
-def _resample_counts(n: int, n_resamples: int, seed: int) -> list[npt.NDArray[Any]]:
-    """How often each row is drawn in each resample, chunk by chunk; cached per (n, R, seed).
-
-    The draws depend only on the row count, the resample count and the seed,
-    so a probe whose query count does not change draws them once, not every
-    cycle (they are half the bootstrap's work). Kept as small unsigned
-    integers, least recently used first out past :data:`_CACHE_BYTES`.
-    """
-    key = (n, n_resamples, seed)
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    rng = np.random.default_rng(seed)
-    chunks: list[npt.NDArray[Any]] = []
-    for size in _chunks(n_resamples, n):
-        idx = rng.integers(0, n, size=(size, n))
-        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * n).reshape(size, n)
-        chunks.append(counts.astype(np.min_scalar_type(int(counts.max(initial=0)))))
-    held = sum(c.nbytes for c in chunks)
-    if held <= _CACHE_BYTES:
-        with _cache_lock:
-            _cache[key] = chunks
-            while sum(c.nbytes for v in _cache.values() for c in v) > _CACHE_BYTES:
-                _cache.popitem(last=False)
-    return chunks
-
-
-def bootstrap_cis(
-    columns: Mapping[str, Values],
-    *,
-    level: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    method: CIMethod = "expanded",
-) -> dict[str, tuple[float, float]]:
-    """Bootstrap CIs of the mean of several equally long columns at once.
-
-    All columns are resampled with the same row indices (queries), which is
-    both faster and keeps the intervals of one cycle jointly consistent.
-    """
-    if not columns:
-        return {}
-    names = list(columns)
-    matrix = _as_matrix(np.column_stack([np.asarray(columns[k], dtype=float) for k in names]))
-    n = matrix.shape[0]
-    if n == 0:
-        raise ValueError("bootstrap_ci needs at least one value")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    values = matrix.tobytes()
-    key = (tuple(names), matrix.shape, values, level, n_resamples, seed, method)
-    with _cache_lock:
-        known = _intervals.get(key)
-        if known is not None:
-            return dict(known)
-    result = _intervals_of(names, matrix, level, n_resamples, seed, method)
-    if len(values) <= _INTERVALS_BYTES:
-        _keep_intervals(key, result)
-    return dict(result)
-
-
 class _SizedLRU(Generic[_K, _V]):
     """A map that drops its least recently used entries once their sizes sum past ``limit``.
 
@@ -274,6 +204,74 @@ class _SizedLRU(Generic[_K, _V]):
     def clear(self) -> None:
         self._entries.clear()
         self.total = 0
+
+
+_CACHE_BYTES = 64 << 20  # resample counts kept across cycles, all sizes and seeds together
+_cache: _SizedLRU[tuple[int, int, int], list[npt.NDArray[np.unsignedinteger[Any]]]] = _SizedLRU(
+    _CACHE_BYTES
+)
+_cache_lock = threading.Lock()
+
+
+def _resample_counts(n: int, n_resamples: int, seed: int) -> list[npt.NDArray[Any]]:
+    """How often each row is drawn in each resample, chunk by chunk; cached per (n, R, seed).
+
+    The draws depend only on the row count, the resample count and the seed,
+    so a probe whose query count does not change draws them once, not every
+    cycle (they are half the bootstrap's work). Kept as small unsigned
+    integers, least recently used first out past :data:`_CACHE_BYTES`.
+    """
+    key = (n, n_resamples, seed)
+    with _cache_lock:
+        known = _cache.get(key)
+        if known is not None:
+            return known
+    rng = np.random.default_rng(seed)
+    chunks: list[npt.NDArray[Any]] = []
+    for size in _chunks(n_resamples, n):
+        idx = rng.integers(0, n, size=(size, n))
+        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
+        counts = np.bincount(flat, minlength=size * n).reshape(size, n)
+        chunks.append(counts.astype(np.min_scalar_type(int(counts.max(initial=0)))))
+    held = sum(c.nbytes for c in chunks)
+    if held <= _CACHE_BYTES:
+        with _cache_lock:
+            _cache.put(key, chunks, held)
+    return chunks
+
+
+def bootstrap_cis(
+    columns: Mapping[str, Values],
+    *,
+    level: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    method: CIMethod = "expanded",
+) -> dict[str, tuple[float, float]]:
+    """Bootstrap CIs of the mean of several equally long columns at once.
+
+    All columns are resampled with the same row indices (queries), which is
+    both faster and keeps the intervals of one cycle jointly consistent.
+    """
+    if not columns:
+        return {}
+    names = list(columns)
+    matrix = _as_matrix(np.column_stack([np.asarray(columns[k], dtype=float) for k in names]))
+    n = matrix.shape[0]
+    if n == 0:
+        raise ValueError("bootstrap_ci needs at least one value")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    values = matrix.tobytes()
+    key = (tuple(names), matrix.shape, values, level, n_resamples, seed, method)
+    with _cache_lock:
+        known = _intervals.get(key)
+        if known is not None:
+            return dict(known)
+    result = _intervals_of(names, matrix, level, n_resamples, seed, method)
+    if len(values) <= _INTERVALS_BYTES:
+        _keep_intervals(key, result)
+    return dict(result)
 
 
 _INTERVALS_BYTES = 8 << 20  # the values behind the intervals kept, all probes together

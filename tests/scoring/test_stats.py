@@ -123,6 +123,19 @@ def test_the_kept_intervals_total_is_their_values_size_through_inserts_and_evict
     assert (len(kept), kept.total) == (0, 0)
 
 
+def test_the_kept_resample_counts_total_is_their_size_through_inserts_and_evictions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept: stats._SizedLRU[tuple[int, int, int], list[np.ndarray]] = stats._SizedLRU(100_000)
+    monkeypatch.setattr(stats, "_cache", kept)
+    rng = np.random.default_rng(9)
+    for n in (10, 30, 10, 45, 20, 30):  # 2,000 resamples of n rows, a byte a count
+        bootstrap_cis({"a": rng.random(n), "b": rng.random(n)}, seed=4)  # two: counted
+        chunks = [kept.get(key) or [] for key in list(kept)]
+        assert kept.total == sum(c.nbytes for each in chunks for c in each) <= kept.limit
+    assert sorted(n for n, _, _ in kept) == [20, 30]  # 45 evicted 30 and 10, 20 evicted 45
+
+
 def test_bootstrap_ci_rejects_empty_input_and_a_bad_level() -> None:
     with pytest.raises(ValueError, match="at least one value"):
         bootstrap_ci([])
