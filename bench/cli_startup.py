@@ -39,6 +39,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_common import compile_package, package_dir, zengram_config
+
 KEY_ENV = "BRAIN_API_KEY"
 STORE_KEY = "cli-startup-bench-key-0123456789"
 
@@ -60,20 +63,6 @@ def timed(argv: Sequence[str]) -> tuple[float, float]:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
-
-
-def package_dir() -> Path:
-    """The directory of the ``benchd`` package the command imports."""
-    code = "import benchd, pathlib; print(pathlib.Path(benchd.__file__).parent)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
-
-
-def compile_package() -> str:
-    """Compile the package's bytecode once, as an install does; what was done, in words."""
-    argv = [sys.executable, "-m", "compileall", "-q", str(package_dir())]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
 
 
 @contextmanager
@@ -98,28 +87,14 @@ def reference_store() -> Iterator[str]:
 
 def once_config(workdir: Path, url: str) -> Path:
     """One probe of the packaged smoke fixture against ``url``, kept between runs."""
-    config = workdir / "once.toml"
-    config.write_text(
-        f"""[[probe]]
-name = "startup"
-fixture = "{package_dir() / "data" / "smoke.json"}"
-k = [10]
-
-[probe.target]
-kind = "zengram"
-url = "{url}"
-api_key_env = "{KEY_ENV}"
-namespace = "cli-startup"
-cleanup = "never"
-
-[probe.load]
-mode = "serial"
-
-[probe.budget]
-unlimited = true
-"""
+    return zengram_config(
+        workdir / "once.toml",
+        name="startup",
+        url=url,
+        fixture=package_dir() / "data" / "smoke.json",
+        key_env=KEY_ENV,
+        namespace="cli-startup",
     )
-    return config
 
 
 def commands(config: Path, once: Path) -> dict[str, list[str]]:

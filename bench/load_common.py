@@ -1,6 +1,7 @@
-"""Shared plumbing for the load benchmarks: a static nginx target and Locust runs.
+"""Shared plumbing for the benchmarks: a static nginx target, Locust runs, benchd's bytecode.
 
-Not a benchmark itself; ``bench/load_*.py`` import it (run them from the repo root).
+Not a benchmark itself; ``bench/load_*.py``, ``bench/scale.py`` and
+``bench/cli_startup.py`` import it (run them from the repo root).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "LOCUST_VENV",
     "ProcessSampler",
     "canned_search_body",
+    "compile_package",
     "delay_server",
     "describe_machine",
     "free_port",
@@ -31,12 +33,14 @@ __all__ = [
     "missing",
     "nginx_binary",
     "nginx_serving",
+    "package_dir",
     "run_locust",
     "run_locust_sampled",
     "run_wrk",
     "skip",
     "wait_for_port",
     "wrk_binary",
+    "zengram_config",
 ]
 
 LOCUST_VENV = Path("/tmp/locust-venv")
@@ -87,6 +91,63 @@ def canned_search_body(n_results: int = 10) -> bytes:
     ]
     answer = {"query": "what did alice say about the deploy", "count": n_results}
     return json.dumps({**answer, "results": results}).encode()
+
+
+def package_dir() -> Path:
+    """The directory of the ``benchd`` package that ``python -m benchd`` imports here."""
+    code = "import benchd, pathlib; print(pathlib.Path(benchd.__file__).parent)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def compile_package() -> str:
+    """Compile the package's bytecode once, as an install does; what was done, in words."""
+    argv = [sys.executable, "-m", "compileall", "-q", str(package_dir())]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
+
+
+def zengram_config(
+    path: Path,
+    *,
+    name: str,
+    url: str,
+    fixture: str | Path,
+    key_env: str,
+    namespace: str,
+    cleanup: str = "never",
+    probe_timeout_s: float | None = None,
+    target_timeout_s: float | None = None,
+) -> Path:
+    """Write a config of one serial probe of ``fixture`` against a zengram store at ``url``.
+
+    Unlimited budget, k = 10. ``probe_timeout_s`` also sets an hour's interval (no
+    second cycle within a run); without it, and without ``target_timeout_s``,
+    benchd's defaults hold. Returns ``path``.
+    """
+    probe_times = f"interval_s = 3600.0\ntimeout_s = {probe_timeout_s}\n" if probe_timeout_s else ""
+    target_time = f"timeout_s = {target_timeout_s}\n" if target_timeout_s else ""
+    path.write_text(
+        f"""[[probe]]
+name = "{name}"
+fixture = "{fixture}"
+k = [10]
+{probe_times}
+[probe.target]
+kind = "zengram"
+url = "{url}"
+api_key_env = "{key_env}"
+namespace = "{namespace}"
+cleanup = "{cleanup}"
+{target_time}
+[probe.load]
+mode = "serial"
+
+[probe.budget]
+unlimited = true
+"""
+    )
+    return path
 
 
 def skip(reason: str) -> NoReturn:

@@ -341,31 +341,19 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, float,
 
 
 def write_config(workdir: Path, url: str, fixture: Path, cleanup: str) -> Path:
-    config = workdir / "benchd.toml"
-    config.write_text(
-        f"""[[probe]]
-name = "scale"
-fixture = "{fixture}"
-k = [10]
-interval_s = 3600.0
-timeout_s = 36000.0
+    from load_common import zengram_config  # here: not in the plain client's process
 
-[probe.target]
-kind = "zengram"
-url = "{url}"
-api_key_env = "{KEY_ENV}"
-namespace = "{NAMESPACE}"
-cleanup = "{cleanup}"
-timeout_s = 600.0
-
-[probe.load]
-mode = "serial"
-
-[probe.budget]
-unlimited = true
-"""
+    return zengram_config(
+        workdir / "benchd.toml",
+        name="scale",
+        url=url,
+        fixture=fixture,
+        key_env=KEY_ENV,
+        namespace=NAMESPACE,
+        cleanup=cleanup,
+        probe_timeout_s=36000.0,
+        target_timeout_s=600.0,
     )
-    return config
 
 
 def run_benchd(workdir: Path, store: Store, fixture: Path, cleanup: str) -> Run:
@@ -470,15 +458,6 @@ def one_pair(workdir: Path, fixture: Path, args: argparse.Namespace, n: int) -> 
     return runs["benchd"], runs["plain"]
 
 
-def compile_package() -> str:
-    """Compile benchd's bytecode once, as an install does; what was done, in words."""
-    import benchd
-
-    argv = [sys.executable, "-m", "compileall", "-q", str(Path(benchd.__file__).parent)]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return "bytecode compiled" if proc.returncode == 0 else "bytecode NOT compiled (read-only?)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also 10^6 records")
@@ -507,6 +486,8 @@ def main() -> None:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     print(f"cleanup = {args.cleanup!r}; benchd's figures as ratios of the plain client's")
+    from load_common import compile_package  # here: not in the plain client's process
+
     print(compile_package())
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="benchd-scale-") as tmp:

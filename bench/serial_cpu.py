@@ -41,6 +41,7 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
+from load_common import zengram_config
 from scale import KEY_ENV, Store
 
 KEY = "bench-scale-key-0123456789"
@@ -52,30 +53,15 @@ def cpu_s() -> float:
 
 
 def write_config(workdir: Path, url: str, fixture: str | Path) -> Path:
-    config = workdir / "benchd.toml"
-    config.write_text(
-        f"""[[probe]]
-name = "serial-cpu"
-fixture = "{fixture}"
-k = [10]
-interval_s = 3600.0
-timeout_s = 600.0
-
-[probe.target]
-kind = "zengram"
-url = "{url}"
-api_key_env = "{KEY_ENV}"
-namespace = "bench-serial-cpu"
-cleanup = "never"
-
-[probe.load]
-mode = "serial"
-
-[probe.budget]
-unlimited = true
-"""
+    return zengram_config(
+        workdir / "benchd.toml",
+        name="serial-cpu",
+        url=url,
+        fixture=fixture,
+        key_env=KEY_ENV,
+        namespace="bench-serial-cpu",
+        probe_timeout_s=600.0,
     )
-    return config
 
 
 async def timed(send: Callable[[int], Awaitable[object]], n: int) -> float:

@@ -545,11 +545,12 @@ async def _run_open(fire: Fire, n_queries: int, profile: LoadProfile) -> tuple[_
                 anchor, anchor_seq = gate.paused_until, seq
                 continue
             await sleep_until(scheduled, timer)
-            if gate.paused_until > scheduled or gate.rate_limited:
-                continue  # a 429 came in while the dispatcher waited
             if not await _acquire_before(slots, window_end):
                 drop(seq, n_total - seq)
                 break
+            if gate.paused_until > scheduled or gate.rate_limited:
+                slots.release()
+                continue  # a 429 came in while the dispatcher waited (for the time or a slot)
             tg.start_soon(send, seq, scheduled)
             seq += 1
     return recorder, gate

@@ -33,9 +33,9 @@ import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,8 @@ __all__ = [
 CIMethod = Literal["expanded", "percentile"]
 FloatArray = npt.NDArray[np.float64]
 Values = Sequence[float] | FloatArray
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _CELLS_PER_CHUNK = 1 << 21  # resamples x queries per chunk: bounds memory at ~16 MiB
 _EPS = 1e-12  # relative slack when comparing resampled statistics with the observed one
@@ -162,9 +164,51 @@ def _bootstrap_means(matrix: FloatArray, n_resamples: int, seed: int) -> FloatAr
     return out
 
 
+class _SizedLRU(Generic[_K, _V]):
+    """A map that drops its least recently used entries once their sizes sum past ``limit``.
+
+    The sum is kept as entries come and go (:attr:`total`), not added up again on
+    each insert. Not locked: its callers hold :data:`_cache_lock`.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._entries: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[_K]:
+        return iter(self._entries)
+
+    def get(self, key: _K) -> _V | None:
+        """The value under ``key`` (now the most recently used), else ``None``."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: _K, value: _V, size: int) -> None:
+        """Keep ``value`` under ``key``, counting ``size``; the oldest out past the limit."""
+        replaced = self._entries.pop(key, None)
+        if replaced is not None:
+            self.total -= replaced[1]
+        self._entries[key] = (value, size)
+        self.total += size
+        while self.total > self.limit:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.total -= dropped
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.total = 0
+
+
 _CACHE_BYTES = 64 << 20  # resample counts kept across cycles, all sizes and seeds together
-_cache: OrderedDict[tuple[int, int, int], list[npt.NDArray[np.unsignedinteger[Any]]]] = (
-    OrderedDict()
+_cache: _SizedLRU[tuple[int, int, int], list[npt.NDArray[np.unsignedinteger[Any]]]] = _SizedLRU(
+    _CACHE_BYTES
 )
 _cache_lock = threading.Lock()
 
@@ -179,9 +223,9 @@ def _resample_counts(n: int, n_resamples: int, seed: int) -> list[npt.NDArray[An
     """
     key = (n, n_resamples, seed)
     with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
+        known = _cache.get(key)
+        if known is not None:
+            return known
     rng = np.random.default_rng(seed)
     chunks: list[npt.NDArray[Any]] = []
     for size in _chunks(n_resamples, n):
@@ -192,9 +236,7 @@ def _resample_counts(n: int, n_resamples: int, seed: int) -> list[npt.NDArray[An
     held = sum(c.nbytes for c in chunks)
     if held <= _CACHE_BYTES:
         with _cache_lock:
-            _cache[key] = chunks
-            while sum(c.nbytes for v in _cache.values() for c in v) > _CACHE_BYTES:
-                _cache.popitem(last=False)
+            _cache.put(key, chunks, held)
     return chunks
 
 
@@ -225,7 +267,6 @@ def bootstrap_cis(
     with _cache_lock:
         known = _intervals.get(key)
         if known is not None:
-            _intervals.move_to_end(key)
             return dict(known)
     result = _intervals_of(names, matrix, level, n_resamples, seed, method)
     if len(values) <= _INTERVALS_BYTES:
@@ -234,15 +275,13 @@ def bootstrap_cis(
 
 
 _INTERVALS_BYTES = 8 << 20  # the values behind the intervals kept, all probes together
-_intervals: OrderedDict[tuple[Any, ...], dict[str, tuple[float, float]]] = OrderedDict()
+_intervals: _SizedLRU[tuple[Any, ...], dict[str, tuple[float, float]]] = _SizedLRU(_INTERVALS_BYTES)
 
 
 def _keep_intervals(key: tuple[Any, ...], result: dict[str, tuple[float, float]]) -> None:
     """Keep ``result`` under ``key``, least recently used out past :data:`_INTERVALS_BYTES`."""
     with _cache_lock:
-        _intervals[key] = result
-        while sum(len(k[2]) for k in _intervals) > _INTERVALS_BYTES:
-            _intervals.popitem(last=False)
+        _intervals.put(key, result, len(key[2]))
 
 
 def _intervals_of(

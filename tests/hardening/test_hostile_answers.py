@@ -23,12 +23,12 @@ import ssl
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from connection_support import ConnectionSettings
 from hostile_store import RawAnswers, response
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,22 +156,9 @@ async def via_client(url: str) -> bytes:
         return _read(answer.body)
 
 
-@dataclass(frozen=True)
-class _Connection:
-    """The connection keys every HTTP target kind has (``ClientSettings``)."""
-
-    url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 60.0
-    max_retries: int = 0
-    backoff_s: float = 0.0
-    max_retry_after_s: float = 0.0
-    max_response_bytes: int = LIMIT
-
-
 async def via_adapter(url: str) -> bytes:
     """As the adapters send: open_clients' retrying client over benchd's own pool."""
-    clients = open_clients(_Connection(url), {})
+    clients = open_clients(ConnectionSettings(url, timeout_s=60.0, max_response_bytes=LIMIT), {})
     try:
         answer = await clients.http.request("GET", "/memory/search")
         assert "content-encoding" not in answer.headers

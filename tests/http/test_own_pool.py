@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from connection_support import ConnectionSettings
 from fake_store import FakeStore
 from hostile_store import RawAnswers, response
 from support import self_signed_cert
@@ -30,17 +30,6 @@ from benchd.http.answers import MAX_HEADERS
 from benchd.http.client import PREPARED_KEPT, Clients, open_clients
 from benchd.http.sender import PoolSender, open_connection
 from benchd.http.writer import RequestWriter
-
-
-@dataclass(frozen=True)
-class _Connection:
-    url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
-    max_retries: int = 0
-    backoff_s: float = 0.0
-    max_retry_after_s: float = 0.0
-    max_response_bytes: int = 1 << 20
 
 
 @pytest.fixture
@@ -72,7 +61,7 @@ def test_each_request_sent_is_the_one_asked_when_requests_are_replayed(
     server: tuple[RawAnswers, list[tuple[str, str]]],
 ) -> None:
     raw, got = server
-    clients = open_clients(_Connection(raw.url), {"x-api-key": "k"})
+    clients = open_clients(ConnectionSettings(raw.url), {"x-api-key": "k"})
     a = {"q": "harbor ferry", "limit": 11, "client_id": "ns"}
     b = {"q": "harbor ferry", "limit": 11, "client_id": "ns", "reference_date": "2026-05-01"}
     asked = [
@@ -98,7 +87,7 @@ def test_requests_kept_for_replay_are_bounded(
     server: tuple[RawAnswers, list[tuple[str, str]]],
 ) -> None:
     raw, got = server
-    clients = open_clients(_Connection(raw.url), {})
+    clients = open_clients(ConnectionSettings(raw.url), {})
     asked = [("GET", "/export", {"offset": i}) for i in range(PREPARED_KEPT + 10)]
     asked += [("GET", "/export", {"offset": 0})]  # dropped as the oldest: built again, the same
     _send_all(clients, asked)
@@ -118,7 +107,7 @@ def test_a_cleanups_deletes_do_not_push_a_repeated_search_out_of_the_replay(
         return write(self, method, path, kwargs)
 
     monkeypatch.setattr(RequestWriter, "write", counting)
-    clients = open_clients(_Connection(raw.url), {})
+    clients = open_clients(ConnectionSettings(raw.url), {})
     search = ("GET", "/memory/search", {"q": "harbor ferry", "limit": 10})
     deletes = [("DELETE", f"/memory/r{i}", {}) for i in range(PREPARED_KEPT + 44)]
     _send_all(clients, [search, *deletes, search])
@@ -147,7 +136,7 @@ def test_a_proxy_named_for_the_store_carries_its_requests(
     monkeypatch.setattr(client_module, "open_connection", counted)
     _no_proxies(monkeypatch)
     relayed: list[tuple[str, str]] = []
-    store, health = _Connection(raw.url), [("GET", "/health", {})]
+    store, health = ConnectionSettings(raw.url), [("GET", "/health", {})]
     with RawAnswers() as proxy:
         proxy.route = lambda m, target: relayed.append((m, target)) or response(200, b"{}")
         _send_all(open_clients(store, {}), health)  # straight to the store, over the pool
@@ -177,7 +166,7 @@ HOSTILE = {
 
 def _failure(url: str) -> tuple[str, str]:
     async def main() -> tuple[str, str]:
-        clients = open_clients(_Connection(url), {})
+        clients = open_clients(ConnectionSettings(url), {})
         try:
             await clients.http.request("GET", "/health")
         except TargetError as exc:
@@ -220,7 +209,8 @@ def test_a_fake_store_is_sent_to_over_benchds_own_pool(monkeypatch: pytest.Monke
             connections.append(f"{host}:{port}")
             return await super().__call__(factory, host, port, tls)
 
-    clients = open_clients(_Connection("http://store.example"), {"x-api-key": "k"}, Counted(answer))
+    settings = ConnectionSettings("http://store.example")
+    clients = open_clients(settings, {"x-api-key": "k"}, Counted(answer))
     _send_all(clients, [("GET", "/health", {}), ("GET", "/health", {})])
     assert seen == [("GET", "/health", "k")] * 2
     assert connections == ["store.example:80"]
@@ -252,7 +242,7 @@ def test_failures_a_fake_store_plays_are_judged_as_the_networks(
         calls.append(request.method)
         return played(request)
 
-    settings = _Connection("http://store.example", timeout_s=0.5, max_retries=1)
+    settings = ConnectionSettings("http://store.example", timeout_s=0.5, max_retries=1)
     clients = open_clients(settings, {}, FakeStore(answer))
 
     async def main() -> TargetError:
@@ -286,7 +276,7 @@ async def _https_answer(cert: Path, key: Path) -> int:
     server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=served)
     port = server.sockets[0].getsockname()[1]
     async with server:
-        clients = open_clients(_Connection(f"https://127.0.0.1:{port}"), {})
+        clients = open_clients(ConnectionSettings(f"https://127.0.0.1:{port}"), {})
         try:
             return (await clients.http.request("GET", "/health")).status
         finally:
@@ -372,7 +362,7 @@ def test_one_deadline_bounds_connecting_and_the_answer_together(
             await anyio.sleep(0.2)
             return await super().__call__(factory, host, port, tls)
 
-    settings = _Connection("http://store.example", timeout_s=1.0)
+    settings = ConnectionSettings("http://store.example", timeout_s=1.0)
     error = _timed_out(open_clients(settings, {}, SlowToConnect(_never)))
     assert error.kind == "timeout" and "no complete answer within the timeout" in str(error)
     assert len(given) == 1 and given[0] <= 0.81
@@ -393,6 +383,6 @@ def test_a_request_is_not_written_once_connecting_took_its_whole_time() -> None:
             protocol._transport.write = written.append
             return protocol
 
-    settings = _Connection("http://store.example", timeout_s=0.1)
+    settings = ConnectionSettings("http://store.example", timeout_s=0.1)
     error = _timed_out(open_clients(settings, {}, Stubborn(lambda request: httpx.Response(200))))
     assert error.kind == "timeout" and written == []

@@ -12,12 +12,12 @@ import asyncio
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from connection_support import ConnectionSettings
 from fake_store import FakeStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,17 +27,6 @@ from benchd.http.sender import PoolSender, RequestSpec
 from benchd.http.writer import RequestWriter
 
 KEY = "sk-writer-secret-0123"
-
-
-@dataclass(frozen=True)
-class _Connection:
-    url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
-    max_retries: int = 0
-    backoff_s: float = 0.0
-    max_retry_after_s: float = 0.0
-    max_response_bytes: int = 1 << 20
 
 
 class _Recorded(FakeStore):
@@ -69,7 +58,7 @@ class _Recorded(FakeStore):
 
 
 def _clients(url: str = "http://store.example:8080/api", connect: Any = None) -> Clients:
-    settings = _Connection(url, headers={"X-Custom": "one", "Accept": "application/json"})
+    settings = ConnectionSettings(url, headers={"X-Custom": "one", "Accept": "application/json"})
     return open_clients(settings, {"x-api-key": KEY}, connect or _Recorded())
 
 

@@ -94,6 +94,48 @@ def test_bootstrap_cis_of_repeated_values_are_not_resampled_again(
     assert len(calls) == 2
 
 
+def test_the_kept_intervals_total_is_their_values_size_through_inserts_and_evictions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept: stats._SizedLRU[tuple[object, ...], dict[str, tuple[float, float]]]
+    kept = stats._SizedLRU(3000)
+    monkeypatch.setattr(stats, "_intervals", kept)
+    rng = np.random.default_rng(7)
+    sizes = [16, 40, 8, 64, 24, 16, 90, 8]  # rows; 2 columns of float64: 16 bytes a row
+    columns = [{"a": rng.random(n), "b": rng.random(n)} for n in sizes]
+    evicted = False
+    for seed, column in enumerate(columns * 2):
+        before = len(kept)
+        bootstrap_cis(column, seed=seed % 3)
+        evicted |= len(kept) <= before
+        assert kept.total == sum(len(key[2]) for key in kept) <= kept.limit
+    assert evicted
+    newest = next(reversed(list(kept)))
+    stats._keep_intervals(newest, {"a": (0.0, 1.0)})  # the same key again: counted once
+    assert kept.total == sum(len(key[2]) for key in kept)
+    oldest, second, *_ = kept
+    assert kept.get(oldest) is not None  # used: now the newest, the next to go is another
+    bootstrap_cis({"c": rng.random(250)}, seed=0)  # 2,000 bytes: evicts
+    assert oldest in list(kept)
+    assert second not in list(kept)
+    assert kept.total == sum(len(key[2]) for key in kept) <= kept.limit
+    kept.clear()
+    assert (len(kept), kept.total) == (0, 0)
+
+
+def test_the_kept_resample_counts_total_is_their_size_through_inserts_and_evictions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kept: stats._SizedLRU[tuple[int, int, int], list[np.ndarray]] = stats._SizedLRU(100_000)
+    monkeypatch.setattr(stats, "_cache", kept)
+    rng = np.random.default_rng(9)
+    for n in (10, 30, 10, 45, 20, 30):  # 2,000 resamples of n rows, a byte a count
+        bootstrap_cis({"a": rng.random(n), "b": rng.random(n)}, seed=4)  # two: counted
+        chunks = [kept.get(key) or [] for key in list(kept)]
+        assert kept.total == sum(c.nbytes for each in chunks for c in each) <= kept.limit
+    assert sorted(n for n, _, _ in kept) == [20, 30]  # 45 evicted 30 and 10, 20 evicted 45
+
+
 def test_bootstrap_ci_rejects_empty_input_and_a_bad_level() -> None:
     with pytest.raises(ValueError, match="at least one value"):
         bootstrap_ci([])
