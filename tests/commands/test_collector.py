@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from support import BenchdProcess
 
-import benchd.commands.once as once
 from benchd.cli import main
 from benchd.commands.collector import YOUNG_THRESHOLD, for_cycles
+from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
 from benchd.refstore.testing import make_config
 
@@ -84,13 +84,13 @@ def test_once_runs_its_cycles_with_the_settings_and_undoes_them(
 ) -> None:
     monkeypatch.setenv("GC_KEY", KEY)
     seen: list[tuple[int, int]] = []
-    run_once = once.ProbeRunner.run_once
+    run_once = ProbeRunner.run_once
 
     async def watched(self: Any, **kwargs: Any) -> Any:
         seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
         return await run_once(self, **kwargs)
 
-    monkeypatch.setattr(once.ProbeRunner, "run_once", watched)
+    monkeypatch.setattr(ProbeRunner, "run_once", watched)
     before = (gc.get_threshold(), gc.get_freeze_count())
     assert main(["once", "--config", str(config(tmp_path, store.url)), "-f", "json"]) == 0
     ((threshold, frozen),) = seen
@@ -114,7 +114,7 @@ def test_a_reloading_daemon_freezes_once_and_its_frozen_set_does_not_grow(
         for n in (1, 2, 3):  # a changed probe: its fixture loaded and its runner built anew
             config(tmp_path, store.url, interval_s=3600.0 + n)
             daemon.signal(signal.SIGHUP)
-            daemon.wait_for(lambda _, n=n: reloads(daemon) == n)  # type: ignore[misc]
+            daemon.wait_for(lambda _, n=n: reloads(daemon) == n)
         assert daemon.stop() == 0
     events = [e for e in daemon.events if str(e.get("event", "")).startswith("gc.")]
     assert [e["event"] for e in events] == ["gc.freeze", "gc.unfreeze"], json.dumps(events)
