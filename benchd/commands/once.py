@@ -20,6 +20,7 @@ from typing import Any
 
 from benchd import __version__, redact
 from benchd.budget import Plan, plan_budgets
+from benchd.commands.collector import for_cycles
 from benchd.config.load import Config, load_config, with_adopted_namespaces
 from benchd.config.locate import locate_config
 from benchd.config.thresholds import (
@@ -234,24 +235,25 @@ async def run_probes(
     plan = plan_budgets(config, {n: (len(f.memories), len(f.queries)) for n, f in fixtures.items()})
     for line in budget_lines(plan, config.path):
         print(line, file=sys.stderr)
-    for probe in config.probes:
-        runner = ProbeRunner(
-            probe,
-            fixture=fixtures[probe.name],
-            read_rate=plan.read_rates.get(probe.name),
-            write_rate=plan.write_rates.get(probe.name),
-            instance=config.server.instance or None,
-            role="once",  # beside a live daemon: measure, never write
-            force_lease=force,
-            thresholds=thresholds,
-        )
-        try:
-            result = await runner.run_once(progress=_progress(probe.name))
-            await _leave(runner, probe.timeout_s)
-        finally:
-            await runner.aclose()
-        results.append(result)
-        say_read_only(result)
+    with for_cycles():  # the fixtures are loaded: frozen with the imports
+        for probe in config.probes:
+            runner = ProbeRunner(
+                probe,
+                fixture=fixtures[probe.name],
+                read_rate=plan.read_rates.get(probe.name),
+                write_rate=plan.write_rates.get(probe.name),
+                instance=config.server.instance or None,
+                role="once",  # beside a live daemon: measure, never write
+                force_lease=force,
+                thresholds=thresholds,
+            )
+            try:
+                result = await runner.run_once(progress=_progress(probe.name))
+                await _leave(runner, probe.timeout_s)
+            finally:
+                await runner.aclose()
+            results.append(result)
+            say_read_only(result)
     return results
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchd.commands.collector import for_cycles
 from benchd.config.load import load_config, parse_listen, with_adopted_namespaces
 from benchd.config.locate import locate_config
 from benchd.errors import EXIT_OK, OutputError
@@ -126,7 +127,7 @@ async def _handle(args: argparse.Namespace) -> int:
     # Until the daemon's own handler is installed a SIGHUP would kill the process
     # (its default action); a reload before start-up has nothing to reload anyway.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    with pid_file(args.pid_file):
+    with pid_file(args.pid_file), for_cycles():  # before the daemon loads a fixture
         if config is not None:
             if args.adopt_namespace:
                 config = with_adopted_namespaces(config, args.adopt_namespace)
