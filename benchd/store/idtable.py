@@ -62,7 +62,8 @@ class ListedTable(Mapping[str, Listed]):
     def add(self, record: Listed) -> None:
         """Keep ``record`` under its id, replacing what that id held."""
         plain = record.lease is None and record.digest is None
-        if not self._put(record.id, record.written_as, plain, record.kept, record.created_s):
+        at = self.owned.index(record.id)
+        if not self._put(record.id, at, record.written_as, plain, record.kept, record.created_s):
             self.extras[record.id] = record
 
     def add_all(self, records: Iterable[Listed]) -> None:
@@ -72,21 +73,24 @@ class ListedTable(Mapping[str, Listed]):
             for record in records:
                 self.add(record)
             return
-        put = self._put
-        for at, (sid, written_as, lease, kept, created) in enumerate(records.rows):
-            if not put(sid, written_as, lease is None, kept, created):
-                self.extras[sid] = records[at]
+        put, rows = self._put, records.rows
+        positions = self.owned.indexes([row[0] for row in rows])
+        for n, (sid, written_as, lease, kept, created) in enumerate(rows):
+            if not put(sid, positions[n], written_as, lease is None, kept, created):
+                self.extras[sid] = records[n]
 
     def _put(
         self,
         sid: str,
+        index: int | None,
         written_as: str | None,
         plain: bool,
         kept: bytes | None,
         created: float | None,
     ) -> bool:
-        """Keep a record by position (``plain``: it carries no lease and no digest); False
-        where the arrays cannot say it exactly (the caller keeps it by id)."""
+        """Keep a record by position (``index``: ``owned.index(sid)``; ``plain``: it carries
+        no lease and no digest); False where the arrays cannot say it exactly (the caller
+        keeps it by id)."""
         at = None
         if (
             plain
@@ -94,9 +98,9 @@ class ListedTable(Mapping[str, Listed]):
             and (kept is None or self._width < 0 or len(kept) == self._width)
             and (created is None or created == created)  # not NaN
         ):
-            at = self.owned.index(sid)
+            at = index
         if at is None:
-            self._drop(self.owned.index(sid))
+            self._drop(index)
             return False
         if self.extras:
             self.extras.pop(sid, None)
@@ -252,8 +256,7 @@ class IdSet(MutableSet[str]):
         self._flags = bytearray(len(owned))
         self._count = 0
         self._other: set[str] = set()
-        for store_id in ids:
-            self.add(store_id)
+        self.update(ids)
 
     @classmethod
     def of_table(cls, table: ListedTable, ids: Iterable[str] = ()) -> IdSet:
@@ -261,8 +264,7 @@ class IdSet(MutableSet[str]):
         out = cls(table.owned)
         out._flags = bytearray(table.listed_flags())
         out._count = table.by_position
-        for store_id in ids:
-            out.add(store_id)
+        out.update(ids)
         return out
 
     def add(self, value: str) -> None:
@@ -296,8 +298,16 @@ class IdSet(MutableSet[str]):
         return self._count + len(self._other)
 
     def update(self, ids: Iterable[str]) -> None:
-        for store_id in ids:
-            self.add(store_id)
+        """:meth:`add` each of ``ids``, their positions looked up in one loop."""
+        ids = ids if isinstance(ids, list | tuple) else list(ids)
+        flags, other, count = self._flags, self._other, self._count
+        for store_id, at in zip(ids, self.owned.indexes(ids), strict=True):
+            if at is None:
+                other.add(store_id)
+            elif not flags[at]:
+                flags[at] = 1
+                count += 1
+        self._count = count
 
     def others(self) -> Iterator[str]:
         """The ids not kept by position."""

@@ -115,6 +115,37 @@ def test_held_ids_beside_a_new_listing_are_the_sets_answer(
     assert set(Listing(table, OWNED).held_beside(IdSet(other, plain))) == expected
 
 
+prefix = OWNED.prefix
+odd_ids = st.one_of(
+    ids,
+    st.sampled_from(
+        [prefix, prefix + "#", prefix + "#abc", prefix + "x" * 140, prefix + "m1 ", "benchd:"]
+    ),
+    st.builds(lambda tail: prefix + tail, st.text(max_size=130)),  # any length, '#' or not
+    st.text(max_size=20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(odd_ids, max_size=40), st.lists(st.tuples(st.booleans(), odd_ids), max_size=10))
+def test_ids_looked_up_in_one_loop_find_what_each_looked_up_alone_finds(
+    store_ids: list[str], before: list[tuple[bool, str]]
+) -> None:
+    """``indexes`` and the bulk ``update`` it serves say what ``index`` and ``add`` say one
+    id at a time, for benchd's ids, hashed ones, over-long ones and any other string."""
+    assert OWNED.indexes(store_ids) == [OWNED.index(s) for s in store_ids]
+    assert OWNED.indexes(iter(store_ids)) == [OWNED.index(s) for s in store_ids]
+    bulk, one_by_one = IdSet(OWNED), IdSet(OWNED)
+    for add, sid in before:
+        for held in (bulk, one_by_one):
+            (held.add if add else held.discard)(sid)
+    bulk.update(s for s in store_ids)
+    for sid in store_ids:
+        one_by_one.add(sid)
+    assert set(bulk) == set(one_by_one) and len(bulk) == len(one_by_one)
+    assert set(IdSet(OWNED, store_ids)) == set(store_ids)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([f"id-{i}" for i in range(60)]), max_size=8)))
 def test_seen_ids_tell_a_page_with_nothing_new_as_a_set_would(pages: list[list[str]]) -> None:
