@@ -66,6 +66,7 @@ from benchd.store.owned import (
     namespaced_fields,
     owned_id,
     owned_prefix,
+    owner_mark,
     sentinel_id,
 )
 from benchd.store.protocol import (
@@ -76,6 +77,7 @@ from benchd.store.protocol import (
     Page,
     Recheck,
     Record,
+    RecordRows,
     SeededCorpus,
     SeedPlan,
 )
@@ -456,6 +458,10 @@ class ZengramStore(StoreOverHttp):
         return [] if found is None else [found.listed]
 
     async def write(self, batch: Sequence[Record]) -> Counts:
+        if isinstance(batch, RecordRows):  # the corpus's records as rows: no Record each
+            ns, prepare = batch.namespace, self._import_record
+            records = [prepare(s, f, m, owner_mark(ns, f)) for s, f, m in batch.rows]
+            return await self._import_batch(records)
         return await self._import_batch([self._prepare(r) for r in batch])
 
     async def write_sentinel(self, record: Record) -> None:
@@ -540,8 +546,14 @@ class ZengramStore(StoreOverHttp):
 
     def _prepare(self, record: Record) -> dict[str, Any]:
         """The import record: benchd's id (or none) and mark, forced into the namespace."""
+        mark = dict(record.mark)
+        return self._import_record(record.store_id, record.fixture_id, record.memory, mark)
+
+    def _import_record(
+        self, store_id: str, fid: str, memory: Mapping[str, Any], mark: dict[str, Any]
+    ) -> dict[str, Any]:
+        """:meth:`_prepare` of a record's parts (``mark``: a copy of its mark, taken as is)."""
         ns = self.config.namespace
-        memory, fid = record.memory, record.fixture_id
         out = dict(memory)
         out["client_id"] = ns  # never the fixture's own
         out.pop("active", None)  # never seed inactive records
@@ -558,11 +570,11 @@ class ZengramStore(StoreOverHttp):
             out["created_at"] = wire.to_ms(stamp)  # no fraction of a second: kept as it is
         metadata = out.get("metadata")
         if isinstance(metadata, dict):
-            out["metadata"] = {**metadata, OWNER_KEY: dict(record.mark)}
+            out["metadata"] = {**metadata, OWNER_KEY: mark}
         else:
-            out["metadata"] = {OWNER_KEY: dict(record.mark)}
+            out["metadata"] = {OWNER_KEY: mark}
         if self.config.keep_ids or not fid:
-            out["id"] = record.store_id
+            out["id"] = store_id
         else:
             out.pop("id", None)
         return out

@@ -18,10 +18,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from benchd.errors import TargetProtocolError
+from benchd.store.concurrency import chunks
 from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.listing import Listing, listing_limit
-from benchd.store.owned import OwnedIds, legacy_sentinel_id, owner_mark, sentinel_id
-from benchd.store.protocol import Listed, Record, Store
+from benchd.store.owned import (
+    MAX_ID_CHARS,
+    OwnedIds,
+    legacy_sentinel_id,
+    owner_mark,
+    sentinel_id,
+)
+from benchd.store.protocol import Listed, Record, RecordRow, RecordRows, Store
 
 __all__ = ["READ_BACK_LIMIT", "Namespace"]
 
@@ -124,6 +131,20 @@ class Namespace:
         """The corpus's records, made as they are read (never a list of 10^5 beside it); with
         ``listing``, each with its record as listed there."""
         return (self.record(m, listing) for m in memories)
+
+    def rows(self, memories: Iterable[Mapping[str, Any]]) -> Iterator[RecordRow]:
+        """:meth:`records` without a listing, as rows: ``(benchd's id, fixture id, memory)``."""
+        owned = self.owned
+        prefix, room, store_id = owned.prefix, MAX_ID_CHARS - len(owned.prefix), owned.store_id
+        for memory in memories:
+            fid = str(memory["id"])
+            plain = len(fid) <= room and fid[:1] != "#"  # as owned_id writes it
+            yield (prefix + fid if plain else store_id(fid)), fid, memory
+
+    def batches(self, rows: Iterable[RecordRow], size: int) -> Iterator[RecordRows]:
+        """``rows`` in batches of ``size`` (the last shorter), cut as they are read."""
+        ns = self.owned.namespace
+        return (RecordRows(ns, batch) for batch in chunks(rows, size))
 
     def record(self, memory: Mapping[str, Any], listing: Listing | None = None) -> Record:
         """What the flow writes for a fixture memory: benchd's id and mark."""

@@ -5,10 +5,11 @@ give (encoded as the HTTP client encodes a body)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 
 from benchd.kinds import zengram_wire as wire
@@ -201,3 +202,30 @@ def test_namespaced_fields_are_what_they_were(memory: dict[str, Any]) -> None:
 def test_to_ms_is_what_it_was(stamp: object) -> None:
     assert wire.to_ms(stamp) == reference_to_ms(stamp)
     assert type(wire.to_ms(stamp)) is type(reference_to_ms(stamp))
+
+
+@pytest.mark.parametrize("keep_ids", [True, False])
+def test_a_batch_of_rows_is_sent_as_the_same_batch_of_records(keep_ids: bool) -> None:
+    """The seeder's batches (rows, no Record each) give the import body its Records give."""
+    by_rows, by_records = stores(keep_ids)
+    sent: dict[str, list[bytes]] = {}
+
+    def capture(store: ZengramStore, key: str) -> None:
+        async def import_batch(batch: Sequence[Any]) -> tuple[int, int, int]:
+            sent[key] = [as_sent(r) for r in batch]
+            return len(batch), 0, 0
+
+        store._import_batch = import_batch  # type: ignore[method-assign]
+
+    capture(by_rows, "rows")
+    capture(by_records, "records")
+    with_ids = [m if "id" in m else {"id": f"derived-{n}", **m} for n, m in enumerate(memories())]
+    namespace = Namespace(by_rows)
+    namespace.own(tuple(str(m["id"]) for m in with_ids))
+    (batch,) = namespace.batches(namespace.rows(with_ids), len(with_ids))
+    assert anyio.run(by_rows.write, batch) == (len(with_ids), 0, 0)
+    assert batch._records is None  # the kind read the rows: no Record was made
+    assert anyio.run(by_records.write, [namespace.record(m) for m in with_ids])
+    assert sent["rows"] == sent["records"] and len(sent["rows"]) == len(with_ids)
+    assert by_rows._filled_ms == by_records._filled_ms is not None
+    assert by_rows._last_fill_ms == by_records._last_fill_ms
