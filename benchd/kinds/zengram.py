@@ -61,6 +61,7 @@ from benchd.store.idtable import ListedRows, SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
 from benchd.store.owned import (
+    MAX_ID_CHARS,
     OWNER_KEY,
     namespace_problem,
     namespaced_fields,
@@ -113,6 +114,21 @@ def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
     ids = {str(r["id"]) for r in records if r.get("id") is not None}
     contents = {wire.key(r)[1] for r in records}
     return lambda sid, content: sid in ids or content in contents
+
+
+def _written_as(namespace: str, prefix: str, sid: str, fid: object) -> str:
+    """``owned_id(namespace, fid)`` (``prefix``: the namespace's); ``sid`` itself where that
+    is the id benchd derives plainly, without making the string again."""
+    text = fid if type(fid) is str else str(fid)
+    cut = len(prefix)
+    if (
+        len(sid) == cut + len(text) <= MAX_ID_CHARS
+        and text[:1] != "#"
+        and sid.startswith(prefix)
+        and sid.endswith(text)
+    ):
+        return sid
+    return owned_id(namespace, text)
 
 
 def _non_negative(v: float) -> str | None:
@@ -374,6 +390,7 @@ class ZengramStore(StoreOverHttp):
         (no object a record: the listing's table keeps most of them in arrays); fingerprinted
         for ``unchanged`` only where ``compare``."""
         ns = self.config.namespace
+        prefix = owned_prefix(ns)
         out = ListedRows()
         add = out.rows.append
         for sid, record in records:
@@ -382,10 +399,7 @@ class ZengramStore(StoreOverHttp):
             written_as = None
             if isinstance(mark, dict) and mark.get("namespace") == ns:
                 fid = mark.get("fixture_id")
-                if fid is None:
-                    written_as = owned_prefix(ns)
-                else:
-                    written_as = owned_id(ns, fid if type(fid) is str else str(fid))
+                written_as = prefix if fid is None else _written_as(ns, prefix, sid, fid)
                 written_as = sid if written_as == sid else written_as  # one string, not two
             # a mark without a lease (every record's but the sentinel's) needs no holder_of
             plain = mark is None or (type(mark) is dict and "instance" not in mark)
