@@ -337,13 +337,18 @@ class SeenIds:
     from one that does: a page of 500 ids all colliding with earlier ones by
     chance does not happen. Recent hashes sit in a set, merged into a sorted
     numpy array every ``merge_at`` (numpy is imported then: ``validate``
-    builds a store without it).
+    builds a store without it). A bit filter beside the array (a bit per
+    hash's top bits, 16 to 32 bits per hash held) rules out most of a page's
+    hashes without a search of the array: only the few it cannot rule out
+    are looked up.
     """
 
-    __slots__ = ("_merge_at", "_recent", "_sorted")
+    __slots__ = ("_bits", "_filter", "_merge_at", "_recent", "_sorted")
 
     def __init__(self, merge_at: int = MERGE_AT) -> None:
         self._sorted: np.ndarray | None = None
+        self._filter: np.ndarray | None = None  # uint8, a bit per slot of the top bits
+        self._bits = 0  # log2 of the filter's slots
         self._recent: set[int] = set()
         self._merge_at = merge_at
 
@@ -357,17 +362,65 @@ class SeenIds:
             import numpy as np
 
             wanted = np.array(hashes, dtype=np.int64)
-            at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
-            hashes = wanted[self._sorted[at] != wanted].tolist()
+            hashes = wanted[~self._in_sorted(wanted)].tolist()
         new = not self._recent.issuperset(hashes)
         self._recent.update(hashes)
         if len(self._recent) >= self._merge_at:
             import numpy as np
 
-            merged = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-            old = np.empty(0, dtype=np.int64) if self._sorted is None else self._sorted
-            # No hash is in both (a recent one was new to the array): the union is the two
-            # sorted together (a radix sort; np.union1d's unique is many times slower).
-            self._sorted = np.sort(np.concatenate((old, merged)), kind="stable")
+            merged = np.sort(np.fromiter(self._recent, dtype=np.int64, count=len(self._recent)))
+            # No hash is in both (a recent one was new to the array): the union is the recent
+            # ones put in their places, one copy of the array (not a sort of it all again).
+            held = self._sorted
+            self._sorted = (
+                merged if held is None else np.insert(held, np.searchsorted(held, merged), merged)
+            )
             self._recent = set()
+            self._note(merged)
         return new
+
+    def _in_sorted(self, wanted: np.ndarray) -> np.ndarray:
+        """Which of ``wanted`` (int64) the sorted array holds, as a bool array."""
+        import numpy as np
+
+        assert self._sorted is not None and self._filter is not None
+        maybe = np.flatnonzero(self._marked(wanted))  # the filter cannot rule these out
+        found = np.zeros(len(wanted), dtype=bool)
+        if len(maybe):
+            held = self._sorted
+            candidates = wanted[maybe]
+            at = np.minimum(np.searchsorted(held, candidates), len(held) - 1)
+            found[maybe] = held[at] == candidates
+        return found
+
+    def _slots(self, hashes: np.ndarray) -> np.ndarray:
+        """Each hash's slot in the filter: its top ``_bits`` bits."""
+        import numpy as np
+
+        slots: np.ndarray = np.right_shift(hashes.view(np.uint64), np.uint64(64 - self._bits))
+        return slots
+
+    def _marked(self, hashes: np.ndarray) -> np.ndarray:
+        """Whether each hash's filter bit is set (every held hash's is)."""
+        import numpy as np
+
+        assert self._filter is not None
+        slots = self._slots(hashes)
+        bit = (slots & np.uint64(7)).astype(np.uint8)
+        marked: np.ndarray = ((self._filter[slots >> np.uint64(3)] >> bit) & 1).astype(bool)
+        return marked
+
+    def _note(self, merged: np.ndarray) -> None:
+        """Set the filter bits of ``merged`` (just added to the array); the filter made anew,
+        at 32 bits a hash held, once it holds fewer than 16."""
+        import numpy as np
+
+        assert self._sorted is not None
+        held = len(self._sorted)
+        if self._filter is None or held * 16 > (1 << self._bits):
+            self._bits = min(63, max(16, (held * 32 - 1).bit_length()))
+            self._filter = np.zeros(1 << (self._bits - 3), dtype=np.uint8)
+            merged = self._sorted
+        slots = self._slots(merged)
+        bits = (np.uint64(1) << (slots & np.uint64(7))).astype(np.uint8)
+        np.bitwise_or.at(self._filter, slots >> np.uint64(3), bits)

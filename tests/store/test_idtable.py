@@ -156,6 +156,32 @@ def test_seen_ids_tell_a_page_with_nothing_new_as_a_set_would(pages: list[list[s
         assert len(seen) == len(plain)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2999), max_size=120), max_size=40),
+    st.lists(st.integers(0, 3999), max_size=50),
+)
+def test_seen_ids_merged_often_and_filtered_still_answer_as_a_set_would(
+    pages: list[list[int]], probes: list[int]
+) -> None:
+    """Many merges (each recent hash put in its place in the array, the filter set anew as
+    the array grows): every page's answer, the count and the array are the set's."""
+    seen, plain = SeenIds(merge_at=16), set[str]()
+    for numbers in pages:
+        page = [f"id-{n}" for n in numbers]
+        assert seen.add_new(page) == (not plain.issuperset(page))
+        plain.update(page)
+        assert len(seen) == len(plain)
+    held = [] if seen._sorted is None else seen._sorted.tolist()
+    assert held == sorted(held) and len(set(held)) == len(held)
+    assert set(held) | seen._recent == {hash(i) for i in plain}
+    if seen._sorted is not None:
+        import numpy as np
+
+        wanted = np.array([hash(f"id-{n}") for n in probes], dtype=np.int64)
+        assert seen._in_sorted(wanted).tolist() == [h in set(held) for h in wanted.tolist()]
+
+
 def test_a_table_of_the_corpus_keeps_no_object_per_record() -> None:
     owned = OwnedIds(NS, [f"doc-{i}" for i in range(1000)])
     table = ListedTable(owned)
