@@ -474,7 +474,10 @@ class ZengramStore(StoreOverHttp):
     async def write(self, batch: Sequence[Record]) -> Counts:
         if isinstance(batch, RecordRows):  # the corpus's records as rows: no Record each
             ns, prepare = batch.namespace, self._import_record
-            records = [prepare(s, f, m, owner_mark(ns, f)) for s, f, m in batch.rows]
+            if ns != self.config.namespace:  # not this store's corpus: its records as made
+                return await self._import_batch([self._prepare(r) for r in batch])
+            # each row's id is owned_id(ns, fixture id): the record's own key or subject
+            records = [prepare(s, f, m, owner_mark(ns, f), s) for s, f, m in batch.rows]
             return await self._import_batch(records)
         return await self._import_batch([self._prepare(r) for r in batch])
 
@@ -564,9 +567,15 @@ class ZengramStore(StoreOverHttp):
         return self._import_record(record.store_id, record.fixture_id, record.memory, mark)
 
     def _import_record(
-        self, store_id: str, fid: str, memory: Mapping[str, Any], mark: dict[str, Any]
+        self,
+        store_id: str,
+        fid: str,
+        memory: Mapping[str, Any],
+        mark: dict[str, Any],
+        own_id: str | None = None,
     ) -> dict[str, Any]:
-        """:meth:`_prepare` of a record's parts (``mark``: a copy of its mark, taken as is)."""
+        """:meth:`_prepare` of a record's parts (``mark``: a copy of its mark, taken as is;
+        ``own_id``: ``owned_id(namespace, fid)`` where the caller has it)."""
         ns = self.config.namespace
         out = dict(memory)
         out["client_id"] = ns  # never the fixture's own
@@ -574,7 +583,7 @@ class ZengramStore(StoreOverHttp):
         if fid:
             # The store keys facts by key and statuses by subject across tenants: never
             # write a fixture's own (or none, whose fallbacks are global too).
-            out.update(namespaced_fields(ns, fid, memory))
+            out.update(namespaced_fields(ns, fid, memory, own_id))
         stamp = out.get("created_at")
         if stamp is None:
             out["created_at"] = self._fill_time()

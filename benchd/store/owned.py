@@ -109,19 +109,24 @@ GLOBAL_KEYED = ("key", "subject")
 _FILLED = {"fact": "key", "status": "subject"}  # the field each type is upserted by
 
 
-def namespaced_fields(namespace: str, fixture_id: str, record: Mapping[str, Any]) -> dict[str, str]:
+def namespaced_fields(
+    namespace: str, fixture_id: str, record: Mapping[str, Any], own_id: str | None = None
+) -> dict[str, str]:
     """The ``key``/``subject`` benchd writes for a fixture record in ``namespace``.
 
     A given value becomes ``benchd:<namespace>:<value>`` (:func:`owned_id`'s
     form); a fact without a key and a status without a subject get the
     record's own id (so the facts row names the memory), since the store's
     fallbacks (the content hash, ``unknown``) are global too. Fields the
-    record neither has nor needs are left out.
+    record neither has nor needs are left out. ``own_id``: the record's own
+    id, ``owned_id(namespace, fixture_id)``, where the caller has it.
     """
     kind = record.get("type") or "event"
     needed = _FILLED.get(kind if type(kind) is str else str(kind))
     if "key" not in record and "subject" not in record:  # most records: neither is given
-        return {} if needed is None else {needed: owned_id(namespace, fixture_id)}
+        if needed is None:
+            return {}
+        return {needed: own_id if own_id is not None else owned_id(namespace, fixture_id)}
     fields: dict[str, str] = {}
     for name in GLOBAL_KEYED:
         value = record.get(name)

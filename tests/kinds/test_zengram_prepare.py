@@ -16,7 +16,7 @@ from benchd.kinds import zengram_wire as wire
 from benchd.kinds.zengram import ZengramConfig, ZengramStore
 from benchd.store.namespace import Namespace
 from benchd.store.owned import GLOBAL_KEYED, OWNER_KEY, namespaced_fields, owned_id, sentinel_id
-from benchd.store.protocol import Record
+from benchd.store.protocol import Record, RecordRows
 
 NS = "bench-prep"
 FILL_FROM_MS = 10**13  # far ahead of the clock: each filled time is the one before + 1 ms
@@ -196,6 +196,9 @@ def test_namespaced_fields_are_what_they_were(memory: dict[str, Any]) -> None:
     fid = str(memory.get("id", "derived"))
     assert namespaced_fields(NS, fid, memory) == reference_fields(NS, fid, memory)
     assert list(namespaced_fields(NS, fid, memory)) == list(reference_fields(NS, fid, memory))
+    for odd in (fid, "#" + fid, "z" * 150):  # the record's own id given, hashed or not
+        given = namespaced_fields(NS, odd, memory, owned_id(NS, odd))
+        assert list(given.items()) == list(reference_fields(NS, odd, memory).items())
 
 
 @pytest.mark.parametrize("stamp", STAMPS)
@@ -220,6 +223,11 @@ def test_a_batch_of_rows_is_sent_as_the_same_batch_of_records(keep_ids: bool) ->
     capture(by_rows, "rows")
     capture(by_records, "records")
     with_ids = [m if "id" in m else {"id": f"derived-{n}", **m} for n, m in enumerate(memories())]
+    with_ids += [  # ids owned_id hashes, facts and statuses keyed by them
+        {"id": fid, "content": f"odd {n}", "type": kind}
+        for n, fid in enumerate(["#odd", "y" * 150, 42])
+        for kind in ("fact", "status")
+    ]
     namespace = Namespace(by_rows)
     namespace.own(tuple(str(m["id"]) for m in with_ids))
     (batch,) = namespace.batches(namespace.rows(with_ids), len(with_ids))
@@ -229,3 +237,19 @@ def test_a_batch_of_rows_is_sent_as_the_same_batch_of_records(keep_ids: bool) ->
     assert sent["rows"] == sent["records"] and len(sent["rows"]) == len(with_ids)
     assert by_rows._filled_ms == by_records._filled_ms is not None
     assert by_rows._last_fill_ms == by_records._last_fill_ms
+
+
+def test_a_batch_of_another_namespace_is_sent_as_its_records() -> None:
+    """Rows cut for another namespace than the store's: each record as its Record says."""
+    store, _ = stores(True)
+    sent: list[bytes] = []
+
+    async def import_batch(batch: Sequence[Any]) -> tuple[int, int, int]:
+        sent.extend(as_sent(r) for r in batch)
+        return len(batch), 0, 0
+
+    store._import_batch = import_batch  # type: ignore[method-assign]
+    batch = RecordRows("elsewhere", [("benchd:elsewhere:m1", "m1", {"content": "x"})])
+    anyio.run(store.write, batch)
+    assert sent == [as_sent(reference_prepare(stores(True)[1], batch[0]))]
+    assert b"benchd:elsewhere:m1" in sent[0] and b'"fixture_id":"m1"' in sent[0]
