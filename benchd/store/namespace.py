@@ -191,3 +191,16 @@ class Namespace:
             return fid in self.server_ids or listing.claims(fid)
 
         return found
+
+    def not_found(
+        self, ids: Sequence[str], found: Callable[[str], bool], listing: Listing
+    ) -> list[str]:
+        """``[f for f in ids if not found(f)]`` (``found``: :meth:`learn`'s for ``listing``).
+
+        Where ``ids`` are the corpus's, none twice, and the listing keeps its table over
+        them, every position it lists is found: only the others are asked."""
+        owned = self.owned
+        unlisted = listing.unlisted() if listing.owned is owned else None
+        if unlisted is None or len(owned.fixture_ids) != len(ids) or not owned.same_ids(ids):
+            return [f for f in ids if not found(f)]
+        return [ids[at] for at in unlisted if not found(ids[at])]

@@ -153,7 +153,7 @@ class Seeder:
         if listed is None:
             listed = await self._ns.list_namespace(compare=False)  # nothing compares it
         found = self._ns.learn(listed)
-        missing = [f for f in ids if not found(f)]
+        missing = self._ns.not_found(ids, found, listed)
         if progress is not None:
             progress(len(ids) - len(missing), len(ids))
         if missing:

@@ -244,3 +244,34 @@ def test_a_corpus_record_finds_its_listed_copy_as_a_lookup_by_its_server_id_does
         record = ns.record({"id": fid}, Listing(table, OWNED))
         assert record.listed == plain.get(ns.server_id(fid))
         assert record.listed == ns.record({"id": fid}, Listing(plain, OWNED)).listed
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(listed(), max_size=40),
+    st.lists(listed(), max_size=5),
+    st.booleans(),
+    st.lists(st.sampled_from(CORPUS), max_size=3),
+)
+def test_the_ids_a_verify_finds_missing_are_those_asked_one_by_one(
+    records: list[Listed], read_back: list[Listed], merged: bool, twice: list[str]
+) -> None:
+    """Only the positions a listing's table does not list are asked: the same ids missing,
+    in the same order, as asking each of the corpus (one repeated: each asked)."""
+    for corpus in (CORPUS, [*CORPUS, *twice]):
+        ns = Namespace(_Store())  # type: ignore[arg-type]
+        ids = tuple(corpus)
+        ns.own(ids)
+        table, plain = ListedTable(ns.owned), {}
+        for record in records:
+            table.add(record)
+            plain[record.id] = record
+        listing = Listing(table, ns.owned)
+        if merged:
+            listing = listing.merged({r.id: r for r in read_back})
+        found = ns.learn(listing)
+        expected = [f for f in ids if not found(f)]
+        assert ns.not_found(ids, found, listing) == expected
+        assert ns.not_found(list(ids), found, listing) == expected
+        slow = Listing(plain if not merged else dict(listing.records), ns.owned)
+        assert ns.not_found(ids, ns.learn(slow), slow) == expected
