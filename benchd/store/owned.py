@@ -199,9 +199,10 @@ class OwnedIds:
         self._order: tuple[str, ...] = order  # position -> fixture id
         self._ids = {f: i for i, f in enumerate(order)}  # fixture id -> its position
         self.fixture_ids: Set[str] = self._ids.keys()
+        room = MAX_ID_CHARS - len(self.prefix)  # the longest fixture id written plain
         self._hashed = {
-            owned_id(namespace, f): f for f in self.fixture_ids if not self._plain(f)
-        }  # owned id -> fixture id, where the owned id is a hash
+            owned_id(namespace, f): f for f in self.fixture_ids if len(f) > room or f[:1] == "#"
+        }  # owned id -> fixture id, where the owned id is a hash (not _written_plain)
         self.store_of: Mapping[str, str] = _StoreIds(self)
         self.fixture_of: Mapping[str, str] = _FixtureIds(self)
 

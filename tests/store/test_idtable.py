@@ -275,3 +275,25 @@ def test_the_ids_a_verify_finds_missing_are_those_asked_one_by_one(
         assert ns.not_found(list(ids), found, listing) == expected
         slow = Listing(plain if not merged else dict(listing.records), ns.owned)
         assert ns.not_found(ids, ns.learn(slow), slow) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([NS, "n" * 64, "n" * 65]),
+    st.lists(
+        st.one_of(st.text(max_size=8), st.builds(lambda n: "x" * n, st.integers(0, 130))),
+        max_size=20,
+    ),
+)
+def test_the_ids_owned_id_hashes_are_mapped_back(namespace: str, fixture_ids: list[str]) -> None:
+    """Exactly the fixture ids ``owned_id`` hashes (long, or starting with '#') are mapped
+    back from their hashed ids; every owned id finds its fixture id's last position."""
+    owned = OwnedIds(namespace, fixture_ids)
+    prefix = owned.prefix
+    assert owned._hashed == {
+        owned_id(namespace, f): f for f in fixture_ids if owned_id(namespace, f) != prefix + f
+    }
+    for fid in fixture_ids:
+        assert owned.index(owned_id(namespace, fid)) == max(
+            n for n, f in enumerate(fixture_ids) if f == fid
+        )
