@@ -73,11 +73,32 @@ class ListedTable(Mapping[str, Listed]):
             for record in records:
                 self.add(record)
             return
-        put, rows = self._put, records.rows
+        put, rows, flags, extras = self._put, records.rows, self._flags, self.extras
         positions = self.owned.indexes([row[0] for row in rows])
         for n, (sid, written_as, lease, kept, created) in enumerate(rows):
-            if not put(sid, positions[n], written_as, lease is None, kept, created):
-                self.extras[sid] = records[n]
+            at, dates, width = positions[n], self._created, self._width
+            if (  # the common row, kept by position here (else as _put keeps it)
+                at is not None
+                and lease is None
+                and (written_as is None or written_as == sid)
+                and (kept is None or len(kept) == width)
+                and dates is not None
+                and created is not None
+                and created == created  # not NaN
+                and not extras
+            ):
+                flag = _LISTED if written_as is None else _LISTED | _AS_ID
+                if kept is None:
+                    flag |= _NO_KEPT
+                else:
+                    start = at * width
+                    self._kept[start : start + width] = kept
+                dates[at] = created
+                if not flags[at]:
+                    self._count += 1
+                flags[at] = flag
+            elif not put(sid, at, written_as, lease is None, kept, created):
+                extras[sid] = records[n]
 
     def _put(
         self,
