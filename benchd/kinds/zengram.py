@@ -60,6 +60,7 @@ from benchd.store.flow import content_of
 from benchd.store.idtable import ListedRows, SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
+from benchd.store.namespace import RecordRows
 from benchd.store.owned import (
     MAX_ID_CHARS,
     OWNER_KEY,
@@ -78,7 +79,6 @@ from benchd.store.protocol import (
     Page,
     Recheck,
     Record,
-    RecordRows,
     SeededCorpus,
     SeedPlan,
 )

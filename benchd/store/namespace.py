@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from benchd.errors import TargetProtocolError
 from benchd.store.concurrency import chunks
@@ -28,12 +28,53 @@ from benchd.store.owned import (
     owner_mark,
     sentinel_id,
 )
-from benchd.store.protocol import Listed, Record, RecordRow, RecordRows, Store
+from benchd.store.protocol import Listed, Record, Store
 
-__all__ = ["READ_BACK_LIMIT", "Namespace"]
+__all__ = ["READ_BACK_LIMIT", "Namespace", "RecordRow", "RecordRows"]
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
+
+
+RecordRow = tuple[str, str, Mapping[str, Any]]
+"""A corpus record as a row: benchd's id, the fixture id, the fixture memory."""
+
+
+class RecordRows(Sequence[Record]):
+    """A batch of the corpus's records as rows (:data:`RecordRow`), read as the
+    :class:`Record` each stands for (benchd's mark made from the namespace and the fixture
+    id; nothing listed): a kind that reads ``rows`` writes the batch without those objects;
+    any other reading makes them once for the batch."""
+
+    __slots__ = ("_records", "namespace", "rows")
+
+    def __init__(self, namespace: str, rows: list[RecordRow]) -> None:
+        self.namespace = namespace
+        self.rows = rows
+        self._records: list[Record] | None = None
+
+    def records(self) -> list[Record]:
+        """The batch's records (made on the first call)."""
+        if self._records is None:
+            ns = self.namespace
+            self._records = [Record(s, f, m, owner_mark(ns, f)) for s, f, m in self.rows]
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        return self.records()[index]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
 
 
 class Namespace:

@@ -101,12 +101,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from benchd.result import TargetInfo
 from benchd.store.capabilities import Capabilities, Purged
 from benchd.store.lease import Holder
-from benchd.store.owned import owner_mark
 from benchd.store.target import SearchQuery
 
 if TYPE_CHECKING:
@@ -122,8 +121,6 @@ __all__ = [
     "Purged",
     "Recheck",
     "Record",
-    "RecordRow",
-    "RecordRows",
     "SeedPlan",
     "SeededCorpus",
     "Store",
@@ -161,46 +158,6 @@ class Record:
     mark: Mapping[str, Any]  # benchd's owner mark (namespace, fixture id; the lease)
     # As the latest listing shows it, where one does: given to ``seeded`` (None elsewhere)
     listed: Listed | None = None
-
-
-RecordRow = tuple[str, str, Mapping[str, Any]]
-"""A corpus record as a row: benchd's id, the fixture id, the fixture memory."""
-
-
-class RecordRows(Sequence[Record]):
-    """A batch of the corpus's records as rows (:data:`RecordRow`), read as the
-    :class:`Record` each stands for (benchd's mark made from the namespace and the fixture
-    id; nothing listed): a kind that reads ``rows`` writes the batch without those objects;
-    any other reading makes them once for the batch."""
-
-    __slots__ = ("_records", "namespace", "rows")
-
-    def __init__(self, namespace: str, rows: list[RecordRow]) -> None:
-        self.namespace = namespace
-        self.rows = rows
-        self._records: list[Record] | None = None
-
-    def records(self) -> list[Record]:
-        """The batch's records (made on the first call)."""
-        if self._records is None:
-            ns = self.namespace
-            self._records = [Record(s, f, m, owner_mark(ns, f)) for s, f, m in self.rows]
-        return self._records
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    @overload
-    def __getitem__(self, index: int) -> Record: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Record]: ...
-
-    def __getitem__(self, index: int | slice) -> Record | list[Record]:
-        return self.records()[index]
-
-    def __iter__(self) -> Iterator[Record]:
-        return iter(self.records())
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,9 +24,9 @@ from benchd.progress import report_poll
 from benchd.store.concurrency import run_bounded
 from benchd.store.deletion import Deleter
 from benchd.store.listing import Listing
-from benchd.store.namespace import READ_BACK_LIMIT, Namespace
+from benchd.store.namespace import READ_BACK_LIMIT, Namespace, RecordRow, RecordRows
 from benchd.store.ownership import Ownership
-from benchd.store.protocol import Counts, Record, RecordRow, RecordRows
+from benchd.store.protocol import Counts, Record
 from benchd.store.target import Progress, SearchQuery
 
 __all__ = ["CHECKPOINT_EVERY", "HELD_WRITES", "CorpusRecords", "Search", "Seeder", "content_of"]

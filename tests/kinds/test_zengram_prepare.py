@@ -14,9 +14,9 @@ import pytest
 
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.zengram import ZengramConfig, ZengramStore
-from benchd.store.namespace import Namespace
+from benchd.store.namespace import Namespace, RecordRows
 from benchd.store.owned import GLOBAL_KEYED, OWNER_KEY, namespaced_fields, owned_id, sentinel_id
-from benchd.store.protocol import Record, RecordRows
+from benchd.store.protocol import Record
 
 NS = "bench-prep"
 FILL_FROM_MS = 10**13  # far ahead of the clock: each filled time is the one before + 1 ms

@@ -8,8 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchd.store.namespace import Namespace
-from benchd.store.protocol import RecordRows
+from benchd.store.namespace import Namespace, RecordRows
 
 fixture_ids = st.one_of(
     st.text(max_size=20),
