@@ -60,12 +60,15 @@ from benchd.store.flow import content_of
 from benchd.store.idtable import ListedRows, SeenIds
 from benchd.store.lease import LeaseHolder, holder_of
 from benchd.store.listing import listing_limit
+from benchd.store.namespace import RecordRows
 from benchd.store.owned import (
+    MAX_ID_CHARS,
     OWNER_KEY,
     namespace_problem,
     namespaced_fields,
     owned_id,
     owned_prefix,
+    owner_mark,
     sentinel_id,
 )
 from benchd.store.protocol import (
@@ -111,6 +114,21 @@ def _any_of(records: Sequence[Mapping[str, Any]]) -> Keep:
     ids = {str(r["id"]) for r in records if r.get("id") is not None}
     contents = {wire.key(r)[1] for r in records}
     return lambda sid, content: sid in ids or content in contents
+
+
+def _written_as(namespace: str, prefix: str, sid: str, fid: object) -> str:
+    """``owned_id(namespace, fid)`` (``prefix``: the namespace's); ``sid`` itself where that
+    is the id benchd derives plainly, without making the string again."""
+    text = fid if type(fid) is str else str(fid)
+    cut = len(prefix)
+    if (
+        len(sid) == cut + len(text) <= MAX_ID_CHARS
+        and text[:1] != "#"
+        and sid.startswith(prefix)
+        and sid.endswith(text)
+    ):
+        return sid
+    return owned_id(namespace, text)
 
 
 def _non_negative(v: float) -> str | None:
@@ -372,6 +390,7 @@ class ZengramStore(StoreOverHttp):
         (no object a record: the listing's table keeps most of them in arrays); fingerprinted
         for ``unchanged`` only where ``compare``."""
         ns = self.config.namespace
+        prefix = owned_prefix(ns)
         out = ListedRows()
         add = out.rows.append
         for sid, record in records:
@@ -380,10 +399,7 @@ class ZengramStore(StoreOverHttp):
             written_as = None
             if isinstance(mark, dict) and mark.get("namespace") == ns:
                 fid = mark.get("fixture_id")
-                if fid is None:
-                    written_as = owned_prefix(ns)
-                else:
-                    written_as = owned_id(ns, fid if type(fid) is str else str(fid))
+                written_as = prefix if fid is None else _written_as(ns, prefix, sid, fid)
                 written_as = sid if written_as == sid else written_as  # one string, not two
             # a mark without a lease (every record's but the sentinel's) needs no holder_of
             plain = mark is None or (type(mark) is dict and "instance" not in mark)
@@ -456,6 +472,13 @@ class ZengramStore(StoreOverHttp):
         return [] if found is None else [found.listed]
 
     async def write(self, batch: Sequence[Record]) -> Counts:
+        if isinstance(batch, RecordRows):  # the corpus's records as rows: no Record each
+            ns, prepare = batch.namespace, self._import_record
+            if ns != self.config.namespace:  # not this store's corpus: its records as made
+                return await self._import_batch([self._prepare(r) for r in batch])
+            # each row's id is owned_id(ns, fixture id): the record's own key or subject
+            records = [prepare(s, f, m, owner_mark(ns, f), s) for s, f, m in batch.rows]
+            return await self._import_batch(records)
         return await self._import_batch([self._prepare(r) for r in batch])
 
     async def write_sentinel(self, record: Record) -> None:
@@ -540,15 +563,27 @@ class ZengramStore(StoreOverHttp):
 
     def _prepare(self, record: Record) -> dict[str, Any]:
         """The import record: benchd's id (or none) and mark, forced into the namespace."""
+        mark = dict(record.mark)
+        return self._import_record(record.store_id, record.fixture_id, record.memory, mark)
+
+    def _import_record(
+        self,
+        store_id: str,
+        fid: str,
+        memory: Mapping[str, Any],
+        mark: dict[str, Any],
+        own_id: str | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`_prepare` of a record's parts (``mark``: a copy of its mark, taken as is;
+        ``own_id``: ``owned_id(namespace, fid)`` where the caller has it)."""
         ns = self.config.namespace
-        memory, fid = record.memory, record.fixture_id
         out = dict(memory)
         out["client_id"] = ns  # never the fixture's own
         out.pop("active", None)  # never seed inactive records
         if fid:
             # The store keys facts by key and statuses by subject across tenants: never
             # write a fixture's own (or none, whose fallbacks are global too).
-            out.update(namespaced_fields(ns, fid, memory))
+            out.update(namespaced_fields(ns, fid, memory, own_id))
         stamp = out.get("created_at")
         if stamp is None:
             out["created_at"] = self._fill_time()
@@ -558,11 +593,11 @@ class ZengramStore(StoreOverHttp):
             out["created_at"] = wire.to_ms(stamp)  # no fraction of a second: kept as it is
         metadata = out.get("metadata")
         if isinstance(metadata, dict):
-            out["metadata"] = {**metadata, OWNER_KEY: dict(record.mark)}
+            out["metadata"] = {**metadata, OWNER_KEY: mark}
         else:
-            out["metadata"] = {OWNER_KEY: dict(record.mark)}
+            out["metadata"] = {OWNER_KEY: mark}
         if self.config.keep_ids or not fid:
-            out["id"] = record.store_id
+            out["id"] = store_id
         else:
             out.pop("id", None)
         return out

@@ -74,8 +74,13 @@ def epoch_s(stamp: object) -> float | None:
             moment = datetime.fromisoformat(stamp)
         except ValueError:
             return created_s(stamp)
-        return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+        if moment.tzinfo is None:  # UTC: the same seconds as the aware moment's timestamp()
+            return (moment - _NAIVE_EPOCH).total_seconds()
+        return moment.timestamp()
     return created_s(stamp)
+
+
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 
 
 def active(

@@ -62,7 +62,8 @@ class ListedTable(Mapping[str, Listed]):
     def add(self, record: Listed) -> None:
         """Keep ``record`` under its id, replacing what that id held."""
         plain = record.lease is None and record.digest is None
-        if not self._put(record.id, record.written_as, plain, record.kept, record.created_s):
+        at = self.owned.index(record.id)
+        if not self._put(record.id, at, record.written_as, plain, record.kept, record.created_s):
             self.extras[record.id] = record
 
     def add_all(self, records: Iterable[Listed]) -> None:
@@ -72,21 +73,45 @@ class ListedTable(Mapping[str, Listed]):
             for record in records:
                 self.add(record)
             return
-        put = self._put
-        for at, (sid, written_as, lease, kept, created) in enumerate(records.rows):
-            if not put(sid, written_as, lease is None, kept, created):
-                self.extras[sid] = records[at]
+        put, rows, flags, extras = self._put, records.rows, self._flags, self.extras
+        positions = self.owned.indexes([row[0] for row in rows])
+        for n, (sid, written_as, lease, kept, created) in enumerate(rows):
+            at, dates, width = positions[n], self._created, self._width
+            if (  # the common row, kept by position here (else as _put keeps it)
+                at is not None
+                and lease is None
+                and (written_as is None or written_as == sid)
+                and (kept is None or len(kept) == width)
+                and dates is not None
+                and created is not None
+                and created == created  # not NaN
+                and not extras
+            ):
+                flag = _LISTED if written_as is None else _LISTED | _AS_ID
+                if kept is None:
+                    flag |= _NO_KEPT
+                else:
+                    start = at * width
+                    self._kept[start : start + width] = kept
+                dates[at] = created
+                if not flags[at]:
+                    self._count += 1
+                flags[at] = flag
+            elif not put(sid, at, written_as, lease is None, kept, created):
+                extras[sid] = records[n]
 
     def _put(
         self,
         sid: str,
+        index: int | None,
         written_as: str | None,
         plain: bool,
         kept: bytes | None,
         created: float | None,
     ) -> bool:
-        """Keep a record by position (``plain``: it carries no lease and no digest); False
-        where the arrays cannot say it exactly (the caller keeps it by id)."""
+        """Keep a record by position (``index``: ``owned.index(sid)``; ``plain``: it carries
+        no lease and no digest); False where the arrays cannot say it exactly (the caller
+        keeps it by id)."""
         at = None
         if (
             plain
@@ -94,9 +119,9 @@ class ListedTable(Mapping[str, Listed]):
             and (kept is None or self._width < 0 or len(kept) == self._width)
             and (created is None or created == created)  # not NaN
         ):
-            at = self.owned.index(sid)
+            at = index
         if at is None:
-            self._drop(self.owned.index(sid))
+            self._drop(index)
             return False
         if self.extras:
             self.extras.pop(sid, None)
@@ -252,8 +277,7 @@ class IdSet(MutableSet[str]):
         self._flags = bytearray(len(owned))
         self._count = 0
         self._other: set[str] = set()
-        for store_id in ids:
-            self.add(store_id)
+        self.update(ids)
 
     @classmethod
     def of_table(cls, table: ListedTable, ids: Iterable[str] = ()) -> IdSet:
@@ -261,8 +285,7 @@ class IdSet(MutableSet[str]):
         out = cls(table.owned)
         out._flags = bytearray(table.listed_flags())
         out._count = table.by_position
-        for store_id in ids:
-            out.add(store_id)
+        out.update(ids)
         return out
 
     def add(self, value: str) -> None:
@@ -296,8 +319,16 @@ class IdSet(MutableSet[str]):
         return self._count + len(self._other)
 
     def update(self, ids: Iterable[str]) -> None:
-        for store_id in ids:
-            self.add(store_id)
+        """:meth:`add` each of ``ids``, their positions looked up in one loop."""
+        ids = ids if isinstance(ids, list | tuple) else list(ids)
+        flags, other, count = self._flags, self._other, self._count
+        for store_id, at in zip(ids, self.owned.indexes(ids), strict=True):
+            if at is None:
+                other.add(store_id)
+            elif not flags[at]:
+                flags[at] = 1
+                count += 1
+        self._count = count
 
     def others(self) -> Iterator[str]:
         """The ids not kept by position."""
@@ -327,13 +358,18 @@ class SeenIds:
     from one that does: a page of 500 ids all colliding with earlier ones by
     chance does not happen. Recent hashes sit in a set, merged into a sorted
     numpy array every ``merge_at`` (numpy is imported then: ``validate``
-    builds a store without it).
+    builds a store without it). A bit filter beside the array (a bit per
+    hash's top bits, 16 to 32 bits per hash held) rules out most of a page's
+    hashes without a search of the array: only the few it cannot rule out
+    are looked up.
     """
 
-    __slots__ = ("_merge_at", "_recent", "_sorted")
+    __slots__ = ("_bits", "_filter", "_merge_at", "_recent", "_sorted")
 
     def __init__(self, merge_at: int = MERGE_AT) -> None:
         self._sorted: np.ndarray | None = None
+        self._filter: np.ndarray | None = None  # uint8, a bit per slot of the top bits
+        self._bits = 0  # log2 of the filter's slots
         self._recent: set[int] = set()
         self._merge_at = merge_at
 
@@ -347,17 +383,65 @@ class SeenIds:
             import numpy as np
 
             wanted = np.array(hashes, dtype=np.int64)
-            at = np.minimum(np.searchsorted(self._sorted, wanted), len(self._sorted) - 1)
-            hashes = wanted[self._sorted[at] != wanted].tolist()
+            hashes = wanted[~self._in_sorted(wanted)].tolist()
         new = not self._recent.issuperset(hashes)
         self._recent.update(hashes)
         if len(self._recent) >= self._merge_at:
             import numpy as np
 
-            merged = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-            old = np.empty(0, dtype=np.int64) if self._sorted is None else self._sorted
-            # No hash is in both (a recent one was new to the array): the union is the two
-            # sorted together (a radix sort; np.union1d's unique is many times slower).
-            self._sorted = np.sort(np.concatenate((old, merged)), kind="stable")
+            merged = np.sort(np.fromiter(self._recent, dtype=np.int64, count=len(self._recent)))
+            # No hash is in both (a recent one was new to the array): the union is the recent
+            # ones put in their places, one copy of the array (not a sort of it all again).
+            held = self._sorted
+            self._sorted = (
+                merged if held is None else np.insert(held, np.searchsorted(held, merged), merged)
+            )
             self._recent = set()
+            self._note(merged)
         return new
+
+    def _in_sorted(self, wanted: np.ndarray) -> np.ndarray:
+        """Which of ``wanted`` (int64) the sorted array holds, as a bool array."""
+        import numpy as np
+
+        assert self._sorted is not None and self._filter is not None
+        maybe = np.flatnonzero(self._marked(wanted))  # the filter cannot rule these out
+        found = np.zeros(len(wanted), dtype=bool)
+        if len(maybe):
+            held = self._sorted
+            candidates = wanted[maybe]
+            at = np.minimum(np.searchsorted(held, candidates), len(held) - 1)
+            found[maybe] = held[at] == candidates
+        return found
+
+    def _slots(self, hashes: np.ndarray) -> np.ndarray:
+        """Each hash's slot in the filter: its top ``_bits`` bits."""
+        import numpy as np
+
+        slots: np.ndarray = np.right_shift(hashes.view(np.uint64), np.uint64(64 - self._bits))
+        return slots
+
+    def _marked(self, hashes: np.ndarray) -> np.ndarray:
+        """Whether each hash's filter bit is set (every held hash's is)."""
+        import numpy as np
+
+        assert self._filter is not None
+        slots = self._slots(hashes)
+        bit = (slots & np.uint64(7)).astype(np.uint8)
+        marked: np.ndarray = ((self._filter[slots >> np.uint64(3)] >> bit) & 1).astype(bool)
+        return marked
+
+    def _note(self, merged: np.ndarray) -> None:
+        """Set the filter bits of ``merged`` (just added to the array); the filter made anew,
+        at 32 bits a hash held, once it holds fewer than 16."""
+        import numpy as np
+
+        assert self._sorted is not None
+        held = len(self._sorted)
+        if self._filter is None or held * 16 > (1 << self._bits):
+            self._bits = min(63, max(16, (held * 32 - 1).bit_length()))
+            self._filter = np.zeros(1 << (self._bits - 3), dtype=np.uint8)
+            merged = self._sorted
+        slots = self._slots(merged)
+        bits = (np.uint64(1) << (slots & np.uint64(7))).astype(np.uint8)
+        np.bitwise_or.at(self._filter, slots >> np.uint64(3), bits)

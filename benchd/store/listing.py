@@ -170,6 +170,13 @@ class Listing:
         out.update(s for s in earlier if s not in self.claimed)
         return out
 
+    def unlisted(self) -> Iterator[int] | None:
+        """The corpus positions its table does not list by position, ascending (None: it
+        keeps no table over ``owned``)."""
+        if self._table is None:
+            return None
+        return _zeros(self._table.listed_flags())
+
     def fixture_listed(self, fixture_id: str) -> bool:
         """Whether any listed record of benchd's was written for ``fixture_id``."""
         at = self.owned.position(fixture_id)
@@ -265,6 +272,14 @@ class _Claimed(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._assigned) + (0 if self._table is None else self._table.by_position)
+
+
+def _zeros(flags: bytes) -> Iterator[int]:
+    """The positions of the zero bytes of ``flags``, ascending."""
+    at = flags.find(0)
+    while at >= 0:
+        yield at
+        at = flags.find(0, at + 1)
 
 
 MIN_LISTING_RECORDS = 20_000

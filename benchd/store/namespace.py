@@ -15,18 +15,66 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from benchd.errors import TargetProtocolError
+from benchd.store.concurrency import chunks
 from benchd.store.idtable import IdSet, ListedTable
 from benchd.store.listing import Listing, listing_limit
-from benchd.store.owned import OwnedIds, legacy_sentinel_id, owner_mark, sentinel_id
+from benchd.store.owned import (
+    MAX_ID_CHARS,
+    OwnedIds,
+    legacy_sentinel_id,
+    owner_mark,
+    sentinel_id,
+)
 from benchd.store.protocol import Listed, Record, Store
 
-__all__ = ["READ_BACK_LIMIT", "Namespace"]
+__all__ = ["READ_BACK_LIMIT", "Namespace", "RecordRow", "RecordRows"]
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
+
+
+RecordRow = tuple[str, str, Mapping[str, Any]]
+"""A corpus record as a row: benchd's id, the fixture id, the fixture memory."""
+
+
+class RecordRows(Sequence[Record]):
+    """A batch of the corpus's records as rows (:data:`RecordRow`), read as the
+    :class:`Record` each stands for (benchd's mark made from the namespace and the fixture
+    id; nothing listed): a kind that reads ``rows`` writes the batch without those objects;
+    any other reading makes them once for the batch."""
+
+    __slots__ = ("_records", "namespace", "rows")
+
+    def __init__(self, namespace: str, rows: list[RecordRow]) -> None:
+        self.namespace = namespace
+        self.rows = rows
+        self._records: list[Record] | None = None
+
+    def records(self) -> list[Record]:
+        """The batch's records (made on the first call)."""
+        if self._records is None:
+            ns = self.namespace
+            self._records = [Record(s, f, m, owner_mark(ns, f)) for s, f, m in self.rows]
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        return self.records()[index]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
 
 
 class Namespace:
@@ -125,6 +173,20 @@ class Namespace:
         ``listing``, each with its record as listed there."""
         return (self.record(m, listing) for m in memories)
 
+    def rows(self, memories: Iterable[Mapping[str, Any]]) -> Iterator[RecordRow]:
+        """:meth:`records` without a listing, as rows: ``(benchd's id, fixture id, memory)``."""
+        owned = self.owned
+        prefix, room, store_id = owned.prefix, MAX_ID_CHARS - len(owned.prefix), owned.store_id
+        for memory in memories:
+            fid = str(memory["id"])
+            plain = len(fid) <= room and fid[:1] != "#"  # as owned_id writes it
+            yield (prefix + fid if plain else store_id(fid)), fid, memory
+
+    def batches(self, rows: Iterable[RecordRow], size: int) -> Iterator[RecordRows]:
+        """``rows`` in batches of ``size`` (the last shorter), cut as they are read."""
+        ns = self.owned.namespace
+        return (RecordRows(ns, batch) for batch in chunks(rows, size))
+
     def record(self, memory: Mapping[str, Any], listing: Listing | None = None) -> Record:
         """What the flow writes for a fixture memory: benchd's id and mark."""
         fid = str(memory["id"])
@@ -170,3 +232,16 @@ class Namespace:
             return fid in self.server_ids or listing.claims(fid)
 
         return found
+
+    def not_found(
+        self, ids: Sequence[str], found: Callable[[str], bool], listing: Listing
+    ) -> list[str]:
+        """``[f for f in ids if not found(f)]`` (``found``: :meth:`learn`'s for ``listing``).
+
+        Where ``ids`` are the corpus's, none twice, and the listing keeps its table over
+        them, every position it lists is found: only the others are asked."""
+        owned = self.owned
+        unlisted = listing.unlisted() if listing.owned is owned else None
+        if unlisted is None or len(owned.fixture_ids) != len(ids) or not owned.same_ids(ids):
+            return [f for f in ids if not found(f)]
+        return [ids[at] for at in unlisted if not found(ids[at])]

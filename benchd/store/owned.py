@@ -109,19 +109,24 @@ GLOBAL_KEYED = ("key", "subject")
 _FILLED = {"fact": "key", "status": "subject"}  # the field each type is upserted by
 
 
-def namespaced_fields(namespace: str, fixture_id: str, record: Mapping[str, Any]) -> dict[str, str]:
+def namespaced_fields(
+    namespace: str, fixture_id: str, record: Mapping[str, Any], own_id: str | None = None
+) -> dict[str, str]:
     """The ``key``/``subject`` benchd writes for a fixture record in ``namespace``.
 
     A given value becomes ``benchd:<namespace>:<value>`` (:func:`owned_id`'s
     form); a fact without a key and a status without a subject get the
     record's own id (so the facts row names the memory), since the store's
     fallbacks (the content hash, ``unknown``) are global too. Fields the
-    record neither has nor needs are left out.
+    record neither has nor needs are left out. ``own_id``: the record's own
+    id, ``owned_id(namespace, fixture_id)``, where the caller has it.
     """
     kind = record.get("type") or "event"
     needed = _FILLED.get(kind if type(kind) is str else str(kind))
     if "key" not in record and "subject" not in record:  # most records: neither is given
-        return {} if needed is None else {needed: owned_id(namespace, fixture_id)}
+        if needed is None:
+            return {}
+        return {needed: own_id if own_id is not None else owned_id(namespace, fixture_id)}
     fields: dict[str, str] = {}
     for name in GLOBAL_KEYED:
         value = record.get(name)
@@ -194,9 +199,10 @@ class OwnedIds:
         self._order: tuple[str, ...] = order  # position -> fixture id
         self._ids = {f: i for i, f in enumerate(order)}  # fixture id -> its position
         self.fixture_ids: Set[str] = self._ids.keys()
+        room = MAX_ID_CHARS - len(self.prefix)  # the longest fixture id written plain
         self._hashed = {
-            owned_id(namespace, f): f for f in self.fixture_ids if not self._plain(f)
-        }  # owned id -> fixture id, where the owned id is a hash
+            owned_id(namespace, f): f for f in self.fixture_ids if len(f) > room or f[:1] == "#"
+        }  # owned id -> fixture id, where the owned id is a hash (not _written_plain)
         self.store_of: Mapping[str, str] = _StoreIds(self)
         self.fixture_of: Mapping[str, str] = _FixtureIds(self)
 
@@ -237,6 +243,17 @@ class OwnedIds:
             fid = self._hashed.get(store_id)
             return None if fid is None else self._ids[fid]
         return self._ids.get(rest) if len(store_id) <= MAX_ID_CHARS else None
+
+    def indexes(self, store_ids: Iterable[str]) -> list[int | None]:
+        """:meth:`index` of each of ``store_ids``, in one loop (a batch, a listing's page):
+        the plain ids benchd derives looked up inline, the rest through :meth:`index`."""
+        prefix, cut, get, index = self.prefix, len(self.prefix), self._ids.get, self.index
+        return [
+            get(sid[cut:])
+            if sid.startswith(prefix) and len(sid) <= MAX_ID_CHARS and sid[cut : cut + 1] != "#"
+            else index(sid)
+            for sid in store_ids
+        ]
 
     def same_ids(self, ids: Sequence[str]) -> bool:
         """Whether ``ids`` are this corpus's fixture ids, in the same order."""

@@ -21,10 +21,10 @@ import anyio.lowlevel
 
 from benchd.fixtures.stream import corpus_dates, memories_at
 from benchd.progress import report_poll
-from benchd.store.concurrency import chunks, run_bounded
+from benchd.store.concurrency import run_bounded
 from benchd.store.deletion import Deleter
 from benchd.store.listing import Listing
-from benchd.store.namespace import READ_BACK_LIMIT, Namespace
+from benchd.store.namespace import READ_BACK_LIMIT, Namespace, RecordRow, RecordRows
 from benchd.store.ownership import Ownership
 from benchd.store.protocol import Counts, Record
 from benchd.store.target import Progress, SearchQuery
@@ -73,11 +73,11 @@ class Seeder:
         """
         if self.store.plan.cleanup == "before" or not existing.claimed:
             # nothing listed to keep: the one pass is the writes'
-            records = self._ns.records(memories)
-            return await self._write_batches(records, len(memories), progress), 0
+            rows = self._ns.rows(memories)
+            return await self._write_batches(rows, len(memories), progress), 0
         keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
-        held: list[Record] | None = []  # what to write, while few: no second pass for it
+        held: list[RecordRow] | None = []  # what to write, while few: no second pass for it
         for n, record in enumerate(self._ns.records(memories)):
             if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
                 await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
@@ -92,7 +92,7 @@ class Seeder:
             ):
                 stale.append(record.store_id)  # only what the listing shows as benchd's
             if held is not None:
-                held.append(record)
+                held.append((record.store_id, record.fixture_id, record.memory))
                 held = held if len(held) <= HELD_WRITES else None
         if stale and self._deleter.may_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
@@ -100,32 +100,33 @@ class Seeder:
         kept = len(keep) - keep.count(0)
         if kept == len(memories):
             return (0, 0, 0), kept  # nothing to write: no second pass
-        to_write: Iterable[Record] = (
+        to_write: Iterable[RecordRow] = (
             held
             if held is not None
-            else (r for n, r in enumerate(self._ns.records(memories)) if not keep[n])
+            else (r for n, r in enumerate(self._ns.rows(memories)) if not keep[n])
         )
         counts = await self._write_batches(to_write, len(memories) - kept, progress)
         return counts, kept
 
     async def _write_batches(
-        self, records: Iterable[Record], total: int, progress: Progress | None
+        self, rows: Iterable[RecordRow], total: int, progress: Progress | None
     ) -> Counts:
-        """Write ``total`` records in batches, ``plan.concurrency`` at a time; summed counts.
+        """Write ``total`` records (as rows) in batches, ``plan.concurrency`` at a time;
+        summed counts.
 
         Batches are cut as the workers take them: only those in flight are held.
         """
         plan = self.store.plan
-        batches = chunks(records, plan.batch_size)
+        batches = self._ns.batches(rows, plan.batch_size)
         totals = [0, 0, 0]
         done = 0
 
-        async def one(batch: Sequence[Record]) -> None:
+        async def one(batch: RecordRows) -> None:
             nonlocal done
             self._ownership.check_lease_held()
             self._ns.changes += 1
             if self.store.capabilities.owned_ids:
-                self._ns.held.update(r.store_id for r in batch)
+                self._ns.held.update([row[0] for row in batch.rows])
             for i, n in enumerate(_clamped(await self.store.write(batch), len(batch))):
                 totals[i] += n
             done += len(batch)
@@ -152,7 +153,7 @@ class Seeder:
         if listed is None:
             listed = await self._ns.list_namespace(compare=False)  # nothing compares it
         found = self._ns.learn(listed)
-        missing = [f for f in ids if not found(f)]
+        missing = self._ns.not_found(ids, found, listed)
         if progress is not None:
             progress(len(ids) - len(missing), len(ids))
         if missing:

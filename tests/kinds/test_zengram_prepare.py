@@ -5,15 +5,16 @@ give (encoded as the HTTP client encodes a body)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 
 from benchd.kinds import zengram_wire as wire
 from benchd.kinds.zengram import ZengramConfig, ZengramStore
-from benchd.store.namespace import Namespace
+from benchd.store.namespace import Namespace, RecordRows
 from benchd.store.owned import GLOBAL_KEYED, OWNER_KEY, namespaced_fields, owned_id, sentinel_id
 from benchd.store.protocol import Record
 
@@ -195,9 +196,60 @@ def test_namespaced_fields_are_what_they_were(memory: dict[str, Any]) -> None:
     fid = str(memory.get("id", "derived"))
     assert namespaced_fields(NS, fid, memory) == reference_fields(NS, fid, memory)
     assert list(namespaced_fields(NS, fid, memory)) == list(reference_fields(NS, fid, memory))
+    for odd in (fid, "#" + fid, "z" * 150):  # the record's own id given, hashed or not
+        given = namespaced_fields(NS, odd, memory, owned_id(NS, odd))
+        assert list(given.items()) == list(reference_fields(NS, odd, memory).items())
 
 
 @pytest.mark.parametrize("stamp", STAMPS)
 def test_to_ms_is_what_it_was(stamp: object) -> None:
     assert wire.to_ms(stamp) == reference_to_ms(stamp)
     assert type(wire.to_ms(stamp)) is type(reference_to_ms(stamp))
+
+
+@pytest.mark.parametrize("keep_ids", [True, False])
+def test_a_batch_of_rows_is_sent_as_the_same_batch_of_records(keep_ids: bool) -> None:
+    """The seeder's batches (rows, no Record each) give the import body its Records give."""
+    by_rows, by_records = stores(keep_ids)
+    sent: dict[str, list[bytes]] = {}
+
+    def capture(store: ZengramStore, key: str) -> None:
+        async def import_batch(batch: Sequence[Any]) -> tuple[int, int, int]:
+            sent[key] = [as_sent(r) for r in batch]
+            return len(batch), 0, 0
+
+        store._import_batch = import_batch  # type: ignore[method-assign]
+
+    capture(by_rows, "rows")
+    capture(by_records, "records")
+    with_ids = [m if "id" in m else {"id": f"derived-{n}", **m} for n, m in enumerate(memories())]
+    with_ids += [  # ids owned_id hashes, facts and statuses keyed by them
+        {"id": fid, "content": f"odd {n}", "type": kind}
+        for n, fid in enumerate(["#odd", "y" * 150, 42])
+        for kind in ("fact", "status")
+    ]
+    namespace = Namespace(by_rows)
+    namespace.own(tuple(str(m["id"]) for m in with_ids))
+    (batch,) = namespace.batches(namespace.rows(with_ids), len(with_ids))
+    assert anyio.run(by_rows.write, batch) == (len(with_ids), 0, 0)
+    assert batch._records is None  # the kind read the rows: no Record was made
+    assert anyio.run(by_records.write, [namespace.record(m) for m in with_ids])
+    assert sent["rows"] == sent["records"] and len(sent["rows"]) == len(with_ids)
+    assert by_rows._filled_ms == by_records._filled_ms is not None
+    assert by_rows._last_fill_ms == by_records._last_fill_ms
+
+
+def test_a_batch_of_another_namespace_is_sent_as_its_records() -> None:
+    """Rows cut for another namespace than the store's: each record as its Record says."""
+    store, _ = stores(True)
+    sent: list[bytes] = []
+
+    async def import_batch(batch: Sequence[Any]) -> tuple[int, int, int]:
+        sent.extend(as_sent(r) for r in batch)
+        return len(batch), 0, 0
+
+    store._import_batch = import_batch  # type: ignore[method-assign]
+    batch = RecordRows("elsewhere", [("benchd:elsewhere:m1", "m1", {"content": "x"})])
+    anyio.run(store.write, batch)
+    assert sent == [as_sent(reference_prepare(stores(True)[1], batch[0]))]
+    assert b"benchd:elsewhere:m1" in sent[0] and b'"fixture_id":"m1"' in sent[0]

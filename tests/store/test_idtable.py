@@ -115,6 +115,37 @@ def test_held_ids_beside_a_new_listing_are_the_sets_answer(
     assert set(Listing(table, OWNED).held_beside(IdSet(other, plain))) == expected
 
 
+prefix = OWNED.prefix
+odd_ids = st.one_of(
+    ids,
+    st.sampled_from(
+        [prefix, prefix + "#", prefix + "#abc", prefix + "x" * 140, prefix + "m1 ", "benchd:"]
+    ),
+    st.builds(lambda tail: prefix + tail, st.text(max_size=130)),  # any length, '#' or not
+    st.text(max_size=20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(odd_ids, max_size=40), st.lists(st.tuples(st.booleans(), odd_ids), max_size=10))
+def test_ids_looked_up_in_one_loop_find_what_each_looked_up_alone_finds(
+    store_ids: list[str], before: list[tuple[bool, str]]
+) -> None:
+    """``indexes`` and the bulk ``update`` it serves say what ``index`` and ``add`` say one
+    id at a time, for benchd's ids, hashed ones, over-long ones and any other string."""
+    assert OWNED.indexes(store_ids) == [OWNED.index(s) for s in store_ids]
+    assert OWNED.indexes(iter(store_ids)) == [OWNED.index(s) for s in store_ids]
+    bulk, one_by_one = IdSet(OWNED), IdSet(OWNED)
+    for add, sid in before:
+        for held in (bulk, one_by_one):
+            (held.add if add else held.discard)(sid)
+    bulk.update(s for s in store_ids)
+    for sid in store_ids:
+        one_by_one.add(sid)
+    assert set(bulk) == set(one_by_one) and len(bulk) == len(one_by_one)
+    assert set(IdSet(OWNED, store_ids)) == set(store_ids)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([f"id-{i}" for i in range(60)]), max_size=8)))
 def test_seen_ids_tell_a_page_with_nothing_new_as_a_set_would(pages: list[list[str]]) -> None:
@@ -123,6 +154,32 @@ def test_seen_ids_tell_a_page_with_nothing_new_as_a_set_would(pages: list[list[s
         assert seen.add_new(page) == (not plain.issuperset(page))
         plain.update(page)
         assert len(seen) == len(plain)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 2999), max_size=120), max_size=40),
+    st.lists(st.integers(0, 3999), max_size=50),
+)
+def test_seen_ids_merged_often_and_filtered_still_answer_as_a_set_would(
+    pages: list[list[int]], probes: list[int]
+) -> None:
+    """Many merges (each recent hash put in its place in the array, the filter set anew as
+    the array grows): every page's answer, the count and the array are the set's."""
+    seen, plain = SeenIds(merge_at=16), set[str]()
+    for numbers in pages:
+        page = [f"id-{n}" for n in numbers]
+        assert seen.add_new(page) == (not plain.issuperset(page))
+        plain.update(page)
+        assert len(seen) == len(plain)
+    held = [] if seen._sorted is None else seen._sorted.tolist()
+    assert held == sorted(held) and len(set(held)) == len(held)
+    assert set(held) | seen._recent == {hash(i) for i in plain}
+    if seen._sorted is not None:
+        import numpy as np
+
+        wanted = np.array([hash(f"id-{n}") for n in probes], dtype=np.int64)
+        assert seen._in_sorted(wanted).tolist() == [h in set(held) for h in wanted.tolist()]
 
 
 def test_a_table_of_the_corpus_keeps_no_object_per_record() -> None:
@@ -187,3 +244,56 @@ def test_a_corpus_record_finds_its_listed_copy_as_a_lookup_by_its_server_id_does
         record = ns.record({"id": fid}, Listing(table, OWNED))
         assert record.listed == plain.get(ns.server_id(fid))
         assert record.listed == ns.record({"id": fid}, Listing(plain, OWNED)).listed
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(listed(), max_size=40),
+    st.lists(listed(), max_size=5),
+    st.booleans(),
+    st.lists(st.sampled_from(CORPUS), max_size=3),
+)
+def test_the_ids_a_verify_finds_missing_are_those_asked_one_by_one(
+    records: list[Listed], read_back: list[Listed], merged: bool, twice: list[str]
+) -> None:
+    """Only the positions a listing's table does not list are asked: the same ids missing,
+    in the same order, as asking each of the corpus (one repeated: each asked)."""
+    for corpus in (CORPUS, [*CORPUS, *twice]):
+        ns = Namespace(_Store())  # type: ignore[arg-type]
+        ids = tuple(corpus)
+        ns.own(ids)
+        table, plain = ListedTable(ns.owned), {}
+        for record in records:
+            table.add(record)
+            plain[record.id] = record
+        listing = Listing(table, ns.owned)
+        if merged:
+            listing = listing.merged({r.id: r for r in read_back})
+        found = ns.learn(listing)
+        expected = [f for f in ids if not found(f)]
+        assert ns.not_found(ids, found, listing) == expected
+        assert ns.not_found(list(ids), found, listing) == expected
+        slow = Listing(plain if not merged else dict(listing.records), ns.owned)
+        assert ns.not_found(ids, ns.learn(slow), slow) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from([NS, "n" * 64, "n" * 65]),
+    st.lists(
+        st.one_of(st.text(max_size=8), st.builds(lambda n: "x" * n, st.integers(0, 130))),
+        max_size=20,
+    ),
+)
+def test_the_ids_owned_id_hashes_are_mapped_back(namespace: str, fixture_ids: list[str]) -> None:
+    """Exactly the fixture ids ``owned_id`` hashes (long, or starting with '#') are mapped
+    back from their hashed ids; every owned id finds its fixture id's last position."""
+    owned = OwnedIds(namespace, fixture_ids)
+    prefix = owned.prefix
+    assert owned._hashed == {
+        owned_id(namespace, f): f for f in fixture_ids if owned_id(namespace, f) != prefix + f
+    }
+    for fid in fixture_ids:
+        assert owned.index(owned_id(namespace, fid)) == max(
+            n for n, f in enumerate(fixture_ids) if f == fid
+        )
