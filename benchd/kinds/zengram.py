@@ -37,12 +37,13 @@ from functools import partial
 from typing import Any, ClassVar, Literal
 
 import anyio
+import anyio.lowlevel
 import httpx
 
 from benchd.config.kinds import Starter, StoreCosts, UrlKeyCommon
 from benchd.config.schema import check, concurrency_problem, headers_problem, label_problem
 from benchd.config.secrets import Secret
-from benchd.errors import TargetProtocolError, TargetTimeout
+from benchd.errors import TargetError, TargetProtocolError, TargetTimeout
 from benchd.http.answers import decode
 from benchd.http.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -239,6 +240,8 @@ class ZengramStore(StoreOverHttp):
         self._paging_sentinel: bytes | None = None  # ... as the listing being paged shows it
         self._paging_active = 0  # active records of the listing being paged
         self._seen = SeenIds()  # ids of the listing being paged, active or not (hashes)
+        self._ahead: dict[int, Answer] = {}  # answers to listing pages asked for early, by offset
+        self._stride: tuple[int, int | None] | None = None  # the last page's length and total
         self._anchor: str | None = None  # the corpus's "now", sent as reference_date
         self._sentinel_ms: int | None = None  # the created_at benchd last wrote the sentinel at
         self._plan: tuple[ZengramConfig, SeedPlan] | None = None
@@ -354,12 +357,22 @@ class ZengramStore(StoreOverHttp):
         if cursor is None:
             self._paging_sentinel, self._paging_active = None, 0
             self._seen = SeenIds()
-        page, more = await self._fetch_page(offset)
-        ids = [str(r["id"]) for r in page]
-        active = wire.active(page, ids)
-        listed = self._listed_all(active.items(), compare)
+            self._stride = None
+        answer = self._ahead.pop(offset, None)
+        self._ahead.clear()  # a guess that missed
+        if answer is None:
+            answer = await self._http.request("GET", "/export", params=self._page_params(offset))
+        failed: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            try:
+                page, more, ids, listed = await self._read_page(tg, offset, answer, compare)
+            except Exception as exc:  # raised as it is, not in the task group's group
+                tg.cancel_scope.cancel()
+                failed = exc
+        if failed is not None:
+            raise failed
         self._paging_active += len(listed)
-        if sentinel_id(self.config.namespace) in active:
+        if sentinel_id(self.config.namespace) in ids:
             self._paging_sentinel = self._sentinel_in(page, self._paging_sentinel)
         if not page or not more:
             self._sentinel_content = self._paging_sentinel
@@ -368,6 +381,40 @@ class ZengramStore(StoreOverHttp):
             return Page(listed)
         self._check_progress(offset, ids, self._seen)
         return Page(listed, str(offset + len(page)), new=True)  # checked: inactive ones too
+
+    async def _read_page(
+        self, tg: anyio.abc.TaskGroup, offset: int, answer: Answer, compare: bool
+    ) -> tuple[list[dict[str, Any]], bool, list[str], ListedRows]:
+        """A listing page's answer decoded and its records listed while the store answers
+        the next page, asked for in ``tg`` before the work: at the offset the pages so far
+        point to where the last answer's total says it exists, else once this page is
+        decoded (kept for the next :meth:`list_page`)."""
+        stride, total = self._stride or (0, None)
+        guess = offset + stride if stride > 0 and total is not None else None
+        if guess is not None and total is not None and guess < total:
+            await self._ask_ahead(tg, guess)
+        what = f"GET {self._base}/export"
+        page, more, total = await decode(answer.body, what, partial(_page_total, EXPORT_PAGE, what))
+        self._stride = (len(page), total)
+        following = offset + len(page) if page and more else None
+        if following is not None and following != guess:
+            await self._ask_ahead(tg, following)
+        ids = [str(r["id"]) for r in page]
+        active = wire.active(page, ids)
+        return page, more, ids, self._listed_all(active.items(), compare)
+
+    async def _ask_ahead(self, tg: anyio.abc.TaskGroup, offset: int) -> None:
+        tg.start_soon(self._read_ahead, offset)
+        await anyio.lowlevel.checkpoint()  # the request is written before the work goes on
+
+    async def _read_ahead(self, offset: int) -> None:
+        """The answer to the page at ``offset``, kept for the next :meth:`list_page`; one that
+        fails is asked for again then (and fails there, with its error)."""
+        try:
+            answer = await self._http.request("GET", "/export", params=self._page_params(offset))
+        except TargetError:
+            return
+        self._ahead[offset] = answer
 
     def _sentinel_in(self, page: Sequence[Mapping[str, Any]], found: bytes | None) -> bytes | None:
         """The digest of the sentinel's text where ``page`` lists it active (its first such
@@ -708,6 +755,17 @@ class ZengramStore(StoreOverHttp):
         ``record_type`` only, and created after ``since``, where given (the API's
         ``type`` and ``since`` filters)."""
         what = f"GET {self._base}/export"
+        params = self._page_params(offset, size, record_type, since)
+        answer = await self._http.request("GET", "/export", params=params)
+        return await decode(answer.body, what, partial(wire.export_page, size, what))
+
+    def _page_params(
+        self,
+        offset: int,
+        size: int = EXPORT_PAGE,
+        record_type: str | None = None,
+        since: str | None = None,
+    ) -> dict[str, str | int]:
         params: dict[str, str | int] = {
             "client_id": self.config.namespace,
             "limit": size,
@@ -717,8 +775,7 @@ class ZengramStore(StoreOverHttp):
             params["type"] = record_type
         if since is not None:
             params["since"] = since
-        answer = await self._http.request("GET", "/export", params=params)
-        return await decode(answer.body, what, partial(wire.export_page, size, what))
+        return params
 
     def _check_progress(self, offset: int, ids: Iterable[str], seen: SeenIds) -> None:
         """A page (its ids) with has_more bringing no record not seen before: the paging is
@@ -759,6 +816,14 @@ class ZengramStore(StoreOverHttp):
             f"GET {self._base}/export: the namespace lists more than {most} records; benchd's "
             "namespace holds only its corpus: check the store's paging (has_more) or the namespace"
         )
+
+
+def _page_total(size: int, what: str, data: Any) -> tuple[list[dict[str, Any]], bool, int | None]:
+    """:func:`~benchd.kinds.zengram_wire.export_page`'s records and has_more, and the
+    answer's ``total`` (None where it is not a count)."""
+    records, more = wire.export_page(size, what, data)
+    total = data.get("total")
+    return records, more, total if type(total) is int and total >= 0 else None
 
 
 class ZengramTarget(FlowOverHttp):
