@@ -17,7 +17,10 @@ Frozen objects are never collected as cyclic garbage (reference counting still
 frees the others), so the freeze is made once, at start-up: a daemon freezes
 before its first fixture is loaded, and what a reload replaces (configs,
 fixtures, runners) stays collectable; reloads never add to the frozen set.
-On the way out both settings are undone.
+On the way out both settings are undone. A host process that froze objects
+itself before calling :func:`benchd.cli.main` keeps its freeze: when anything
+is frozen on entry, nothing is frozen or unfrozen here (:func:`gc.unfreeze`
+releases every frozen object, not only those one freeze made).
 """
 
 from __future__ import annotations
@@ -39,13 +42,18 @@ def for_cycles() -> Iterator[None]:
 
     Entry collects nothing first: the few objects start-up leaves as garbage
     are frozen with the rest (a full collection to free them costs more than
-    they hold), once, and a reload never adds to them.
+    they hold), once, and a reload never adds to them. When something is
+    already frozen (by the host process, or an enclosing ``for_cycles``), that
+    freeze is left as it is, on entry and on exit.
     """
     saved = gc.get_threshold()
-    gc.freeze()
+    freezes = gc.get_freeze_count() == 0
+    if freezes:
+        gc.freeze()
     gc.set_threshold(max(YOUNG_THRESHOLD, saved[0]), *saved[1:])
     try:
         yield
     finally:
         gc.set_threshold(*saved)
-        gc.unfreeze()
+        if freezes:
+            gc.unfreeze()

@@ -79,6 +79,36 @@ def test_within_the_threshold_is_raised_and_what_lived_is_frozen() -> None:
     assert any(o is alive for o in gc.get_objects())
 
 
+def test_a_freeze_made_before_entry_is_neither_added_to_nor_released() -> None:
+    host = [object()]  # tracked: frozen by the host below
+    gc.freeze()
+    try:
+        later = [object()]  # made after the host's freeze: must stay collectable
+        threshold = gc.get_threshold()
+        with for_cycles():
+            assert gc.get_threshold()[0] >= YOUNG_THRESHOLD
+            assert any(o is later for o in gc.get_objects())
+        assert gc.get_threshold() == threshold
+        assert gc.get_freeze_count() > 0
+        assert not any(o is host for o in gc.get_objects())  # still frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_once_keeps_a_freeze_its_host_process_made(
+    store: RefStoreThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GC_KEY", KEY)
+    host = [object()]
+    gc.freeze()
+    try:
+        assert main(["once", "--config", str(config(tmp_path, store.url)), "-f", "json"]) == 0
+        assert not any(o is host for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert any(o is host for o in gc.get_objects())
+
+
 def test_once_runs_its_cycles_with_the_settings_and_undoes_them(
     store: RefStoreThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
