@@ -365,14 +365,16 @@ class ZengramStore(StoreOverHttp):
         failed: Exception | None = None
         async with anyio.create_task_group() as tg:
             try:
-                page, more, ids, listed = await self._read_page(tg, offset, answer, compare)
+                page, more, ids, active, listed = await self._read_page(
+                    tg, offset, answer, compare
+                )
             except Exception as exc:  # raised as it is, not in the task group's group
                 tg.cancel_scope.cancel()
                 failed = exc
         if failed is not None:
             raise failed
         self._paging_active += len(listed)
-        if sentinel_id(self.config.namespace) in ids:
+        if sentinel_id(self.config.namespace) in active:  # else its copy here is inactive
             self._paging_sentinel = self._sentinel_in(page, self._paging_sentinel)
         if not page or not more:
             self._sentinel_content = self._paging_sentinel
@@ -384,7 +386,7 @@ class ZengramStore(StoreOverHttp):
 
     async def _read_page(
         self, tg: anyio.abc.TaskGroup, offset: int, answer: Answer, compare: bool
-    ) -> tuple[list[dict[str, Any]], bool, list[str], ListedRows]:
+    ) -> tuple[list[dict[str, Any]], bool, list[str], dict[str, dict[str, Any]], ListedRows]:
         """A listing page's answer decoded and its records listed while the store answers
         the next page, asked for in ``tg`` before the work: at the offset the pages so far
         point to where the last answer's total says it exists, else once this page is
@@ -401,7 +403,7 @@ class ZengramStore(StoreOverHttp):
             await self._ask_ahead(tg, following)
         ids = [str(r["id"]) for r in page]
         active = wire.active(page, ids)
-        return page, more, ids, self._listed_all(active.items(), compare)
+        return page, more, ids, active, self._listed_all(active.items(), compare)
 
     async def _ask_ahead(self, tg: anyio.abc.TaskGroup, offset: int) -> None:
         tg.start_soon(self._read_ahead, offset)

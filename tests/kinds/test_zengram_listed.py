@@ -113,6 +113,28 @@ async def test_the_sentinel_inactive_first_is_read_from_its_active_copy() -> Non
     assert target.store._sentinel_content == wire.content_digest(PAGE[10]["content"])
 
 
+async def test_a_later_page_with_the_sentinel_only_inactive_keeps_the_earlier_copy() -> None:
+    pages = {
+        0: ([PAGE[0], PAGE[1]], True),
+        2: ([{**PAGE[10], "active": False}, PAGE[2]], False),
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        page, more = pages[int(request.url.params["offset"])]
+        return httpx.Response(200, json={"memories": page, "has_more": more})
+
+    settings = ZengramConfig(url="http://127.0.0.1:9", namespace=NS, cleanup="never")
+    target = ZengramTarget(settings, Secret("k" * 20, "test"), connect=FakeStore(answer))
+    try:
+        first = await target.store.list_page(None)
+        last = await target.store.list_page(first.next)
+    finally:
+        await target.aclose()
+    assert first.next == "2" and last.next is None
+    assert [r.id for r in last.records] == ["foreign-1"]
+    assert target.store._sentinel_content == wire.content_digest(PAGE[0]["content"])
+
+
 async def test_a_listing_of_the_page_keeps_benchds_copy_by_position_and_the_rest_by_id() -> None:
     target = _target(PAGE)
     owned = OwnedIds(NS, ("f0", "f1", "f2", "7"))
