@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 from loopback_target import LoopbackTarget, httpx_fire, serve_target
 
-from benchd.errors import ConfigError
+import benchd.load as load_module
+from benchd.errors import ConfigError, TargetHTTPError
 from benchd.load import OUTCOMES, LoadProfile, LoadRun, run_load, sleep_until
 
 pytestmark = pytest.mark.anyio
@@ -260,20 +263,68 @@ def test_an_out_of_range_profile_is_a_config_error_naming_the_field(
         LoadProfile(**{field: value})  # type: ignore[arg-type]
 
 
+class LoadClock:
+    """benchd.load's clock in the test's hands: every read moves it one tick on, so reads
+    are ordered as they happened, and a worker's wait (``anyio.sleep``) moves it to the
+    wait's end at once. Its times are dyadic, so a pause's sums are exact."""
+
+    TICK = 2.0**-20
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1024.0
+        clock = SimpleNamespace(perf_counter=self.perf_counter, monotonic=time.monotonic)
+        monkeypatch.setattr(load_module, "time", clock)
+        monkeypatch.setattr(load_module, "anyio", _AnyioWith(self.sleep))
+
+    def perf_counter(self) -> float:
+        self.now += self.TICK
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.now += max(0.0, delay)
+        await anyio.lowlevel.checkpoint()
+
+
+class _AnyioWith:
+    """anyio as benchd.load sees it, with its own ``sleep``."""
+
+    def __init__(self, sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.sleep = sleep
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(anyio, name)
+
+
 async def test_a_429_pauses_every_closed_loop_worker_for_its_retry_after(
-    target: LoopbackTarget,
+    target: LoopbackTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target.statuses = {1: 429}
-    target.retry_after = b"0.2"
+    target.retry_after = b"0.25"
+    clock = LoadClock(monkeypatch)
+    sent: list[float] = []  # the pass's clock as each request reached fire
+    raised: list[float] = []  # and as each 429 left it, before the gate read the clock
     profile = LoadProfile(mode="closed", concurrency=2, requests=8)
-    run = await _run(target, 4, profile)
+    async with httpx.AsyncClient(base_url=target.base_url) as client:
+        fire = httpx_fire(client)
+
+        async def noting(query: int) -> tuple[str, ...]:
+            sent.append(clock.perf_counter())
+            try:
+                return await fire(query)
+            except TargetHTTPError as exc:
+                if exc.status == 429:
+                    raised.append(clock.perf_counter())
+                raise
+
+        run = await run_load(noting, 4, profile)
     limited = [i for i, c in enumerate(run.outcome) if OUTCOMES[c] != "ok"]
-    assert limited and not run.rate_limited  # 2 of 8: under the share bound
-    assert run.paused_s >= 0.2
-    for i in limited:
-        answered = run.end[i]
+    assert len(limited) == len(raised) == 2 and not run.rate_limited  # under the share bound
+    assert len(sent) == len(run) == 8
+    for answered in raised:
         # nothing was sent between a 429's answer and the end of its Retry-After
-        assert not [j for j in range(len(run)) if answered < run.start[j] < answered + 0.2 - 1e-3]
+        assert not [t for t in sent if answered < t < answered + 0.25]
+    assert run.paused_s == 0.25 * len(raised)
+    assert max(sent) > max(raised) + 0.25  # and sending went on after each pause
 
 
 async def test_a_429_without_retry_after_stops_the_pass_marked_rate_limited(
