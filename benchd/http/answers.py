@@ -136,7 +136,7 @@ def loads(body: bytes, what: str) -> Any:
         value = orjson.loads(body)
     except Exception:  # whatever orjson refuses, json decides: its value or its error
         return _json_loads(body, what)
-    shallow = _shallow_exact(value)
+    shallow = _shallow(value, exact=True)
     if shallow is None:
         return _json_loads(body, what)
     if not shallow:
@@ -161,50 +161,37 @@ def _too_deep(what: str) -> TargetProtocolError:
     return TargetProtocolError(f"{what}: answer nests JSON deeper than {MAX_DEPTH} levels")
 
 
-def _shallow(value: Any) -> bool:
+def _shallow(value: Any, exact: bool = False) -> bool | None:
     """Whether no container in ``value`` is nested deeper than :data:`MAX_DEPTH`.
 
-    Level by level, never recursive (its cost: docs/load.md).
+    ``exact`` (orjson's ``value``): None when it holds a float of magnitude at
+    least 2^63 (maybe an integer ``json`` keeps exact) or NaN. Level by level,
+    never recursive (its cost: docs/load.md); one type test a scalar.
     """
-    level: list[Any] = [value] if isinstance(value, dict | list) else []
-    for _ in range(MAX_DEPTH):
-        if not level:
-            return True
-        level = [
-            child
-            for node in level
-            for child in (node.values() if type(node) is dict else node)
-            if type(child) in _CONTAINERS
-        ]
-    return not level
+    if type(value) is float:
+        return True if not exact or -_INT64 < value < _INT64 else None
+    watched = _WATCHED if exact else _CONTAINERS
+    level: list[Any] = [value] if type(value) in _CONTAINERS else []
+    try:
+        for _ in range(MAX_DEPTH):
+            if not level:
+                return True
+            # the next level: the containers, and the floats out of range (few or none)
+            level = [
+                child
+                for node in level
+                for child in (node.values() if type(node) is dict else node)
+                if type(child) in watched
+                and (type(child) is not float or not -_INT64 < child < _INT64)
+            ]
+    except TypeError:  # a float out of range was in the level (iterated as a container)
+        return None
+    return None if float in map(type, level) else not level
 
 
 _CONTAINERS = frozenset((dict, list))  # what JSON nests: one set lookup a value
 _WATCHED = frozenset((dict, list, float))
 _INT64 = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
-
-
-def _shallow_exact(value: Any) -> bool | None:
-    """:func:`_shallow` on orjson's ``value``; None when it holds a float of magnitude at
-    least 2^63 (maybe an integer ``json`` keeps exact), unless it is already too deep."""
-    if value.__class__ is float:
-        return True if -_INT64 < value < _INT64 else None
-    level: list[Any] = [value] if value.__class__ in _CONTAINERS else []
-    for _ in range(MAX_DEPTH):
-        if not level:
-            return True
-        found = [
-            child
-            for node in level
-            for child in (node.values() if node.__class__ is dict else node)
-            if child.__class__ in _WATCHED
-        ]
-        level = [child for child in found if child.__class__ is not float]
-        if len(level) < len(found) and not all(
-            -_INT64 < child < _INT64 for child in found if child.__class__ is float
-        ):
-            return None
-    return not level
 
 
 class Spill:

@@ -193,6 +193,8 @@ _TOKENS = [b"NaN", b"-Infinity", b"\\ud800", b"\xed\xa0\x80", b"\xef\xbb\xbf", b
         b'"\xff"',
         b"[1,]",
         b"[1] [2]",
+        b'[[18446744073709551616, [1]], {"a": [2]}]',
+        b'[{"n": 1e19, "m": [[]]}, [[-9.3e18]]]',
     ],
 )
 def test_an_edge_decodes_or_fails_as_json_says(body: bytes) -> None:
@@ -216,6 +218,16 @@ def test_a_deep_answer_with_a_huge_integer_is_still_too_deep() -> None:
     _same(body)
     with pytest.raises(TargetProtocolError, match="deeper than 64 levels"):
         loads(body, WHAT)
+
+
+def test_a_huge_integer_at_the_deepest_level_allowed_stays_an_exact_integer() -> None:
+    body = b"[" * MAX_DEPTH + b"123456789012345678901234567890" + b"]" * MAX_DEPTH
+    _same(body)
+    value = loads(body, WHAT)
+    for _ in range(MAX_DEPTH):
+        (value,) = value
+    assert value == 123456789012345678901234567890
+    assert type(value) is int
 
 
 def test_a_huge_integer_stays_an_exact_integer() -> None:
