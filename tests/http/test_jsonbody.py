@@ -24,9 +24,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from connection_support import ConnectionSettings
+from fake_store import FakeStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchd.http.client import RetryingClient, RetryPolicy, open_clients
 from benchd.http.jsonbody import json_body
 
 
@@ -312,3 +315,75 @@ def test_a_sum_of_floats_too_large_is_still_sent_as_httpx_sends_it() -> None:
     body: dict[str, Any] = {"a": [1e308, 1e308, None], "b": -1e308}
     assert_as_httpx(body)
     assert math.isinf(sum(body["a"][:2]))  # overflows: json decides, and writes it
+
+
+# -- through benchd's client: the bytes that reach the store --------------------------
+
+BODY = {"x": 1e-05, "text": "ü 😀", "n": [2**63, -0.0, None]}
+ORJSON_BYTES = (
+    b'{"x":0.00001,"text":"\xc3\xbc \xf0\x9f\x98\x80","n":[9223372036854775808,-0.0,null]}'
+)
+
+
+def _heads(request: httpx.Request) -> list[tuple[bytes, bytes]]:
+    """The header lines but Content-Length, and Connection (benchd's pool keeps its own)."""
+    dropped = (b"content-length", b"connection")
+    return [(k.lower(), v) for k, v in request.headers.raw if k.lower() not in dropped]
+
+
+def _assert_sent_as_httpx_would(sent: httpx.Request, built: httpx.Request) -> None:
+    """``sent`` carries orjson's bytes for ``BODY``, ``built`` (httpx's) the same value, and
+    the headers are httpx's, Content-Length counted on the bytes sent."""
+    assert sent.content == json_body(BODY) == ORJSON_BYTES != built.content
+    assert exact(json.loads(sent.content)) == exact(json.loads(built.content))
+    assert sent.headers["content-length"] == str(len(sent.content))
+    assert _heads(sent) == _heads(built)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("headers", [None, {"Content-Type": "application/vnd+json"}])
+async def test_a_json_body_through_httpx_goes_out_as_json_body_writes_it(
+    headers: dict[str, str] | None,
+) -> None:
+    seen: list[httpx.Request] = []
+
+    async def store(request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    client = httpx.AsyncClient(
+        base_url="http://store.example", transport=httpx.MockTransport(store)
+    )
+    http = RetryingClient(client, RetryPolicy(), "http://store.example")  # a proxy's path
+    try:
+        await http.request("POST", "/export/import", json=BODY, headers=headers)
+        await http.request("POST", "/raw", json=BODY, content=b"[1]")  # httpx: content wins
+    finally:
+        await http.aclose()
+    built = client.build_request("POST", "/export/import", json=BODY, headers=headers)
+    _assert_sent_as_httpx_would(seen[0], built)
+    assert seen[0].headers["content-type"] == built.headers["content-type"]
+    assert seen[1].content == b"[1]" and "content-type" not in seen[1].headers
+
+
+@pytest.mark.anyio
+async def test_a_json_body_the_writer_leaves_to_httpx_goes_out_as_json_body_writes_it() -> None:
+    seen: list[httpx.Request] = []
+
+    def store(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={})
+
+    settings = ConnectionSettings("http://store.example:8080/api", headers={"X-Custom": "one"})
+    clients = open_clients(settings, {"x-api-key": "sk-json-body-0123"}, FakeStore(store))
+    try:
+        assert clients.http._writer is not None
+        assert clients.http._writer.write("POST", "/mémoire", {"json": BODY}) is None
+        await clients.http.request("POST", "/mémoire", json=BODY)  # built by httpx
+        await clients.http.request("POST", "/export/import", json=BODY)  # by the writer
+    finally:
+        await clients.http.aclose()
+    for sent, path in zip(seen, ["/mémoire", "/export/import"], strict=True):
+        built = clients.client.build_request("POST", path, json=BODY)
+        _assert_sent_as_httpx_would(sent, built)
