@@ -56,6 +56,7 @@ from benchd.http.error_map import (
     status_error,
     too_large,
 )
+from benchd.http.jsonbody import json_body
 from benchd.http.sender import Connect, PoolSender, RequestSpec, open_connection
 from benchd.http.writer import RequestWriter
 from benchd.progress import WaitClock, report_wait, waited_window
@@ -98,7 +99,8 @@ class RetryingClient:
     :func:`open_clients`), else through the httpx client itself (a proxy, an
     MCP session). With a sender, a request is written straight to its bytes
     by a :class:`~benchd.http.writer.RequestWriter` (the bytes httpx would
-    build; httpx builds those it does not write): httpx's request building
+    build; httpx builds those it does not write, a JSON body either way
+    encoded by :func:`~benchd.http.jsonbody.json_body`): httpx's request building
     (URL parsing and merging) costs as much CPU as the exchange. A request
     without a body (a search, a listing page, a lease read) is serialized
     once and replayed while it is among the last :data:`PREPARED_KEPT` asked,
@@ -215,7 +217,7 @@ class RetryingClient:
         self, method: str, path: str, where: str, deadline: float | None, kwargs: dict[str, Any]
     ) -> Answer:
         """One attempt through the httpx client (a proxy, an MCP session): the same error map."""
-        request = self._client.build_request(method, path, **kwargs)
+        request = _build(self._client, method, path, kwargs)
         try:
             response = await self._client.send(request, stream=True, follow_redirects=False)
             try:
@@ -241,7 +243,7 @@ class RetryingClient:
             writer = self._writer
             spec = None if writer is None else writer.write(method, path, kwargs)
             if spec is None:
-                spec = sender.prepare(self._client.build_request(method, path, **kwargs))
+                spec = sender.prepare(_build(self._client, method, path, kwargs))
             if key is not None:
                 if len(self._prepared) >= PREPARED_KEPT:
                     del self._prepared[next(iter(self._prepared))]  # the oldest
@@ -270,6 +272,22 @@ class RetryingClient:
             return None
         ceiling = min(policy.max_backoff_s, policy.backoff_s * (2**attempt))
         return random.uniform(0.0, ceiling)  # full jitter
+
+
+def _build(
+    client: httpx.AsyncClient, method: str, path: str, kwargs: Mapping[str, Any]
+) -> httpx.Request:
+    """``client.build_request(method, path, **kwargs)``, its ``json=`` body encoded by
+    :func:`~benchd.http.jsonbody.json_body` (the JSON value httpx would send, or its
+    error): Content-Length and then Content-Type (unless the request names one), as
+    httpx sets them for ``json=``."""
+    body = kwargs.get("json")
+    if body is None or any(kwargs.get(k) is not None for k in ("content", "data", "files")):
+        return client.build_request(method, path, **kwargs)  # httpx sends no JSON then
+    rest = {k: v for k, v in kwargs.items() if k != "json"}
+    request = client.build_request(method, path, content=json_body(body), **rest)
+    request.headers.setdefault("Content-Type", "application/json")
+    return request
 
 
 def _late(where: str) -> TargetTimeout:

@@ -2,11 +2,14 @@
 
 :class:`RequestWriter` writes the bytes httpx would build
 (``client.build_request``) and :meth:`~benchd.http.sender.RequestSpec.from_httpx`
-would serialize, byte for byte, for the requests the kinds send most: a path
-of plain characters under the client's base URL, scalar query parameters,
-a JSON body, string headers. The client's headers are encoded once, the
-query string with httpx's own escaping (:func:`urllib.parse.urlencode`, which
-:class:`httpx.QueryParams` uses), the body with httpx's JSON settings. Any
+would serialize, byte for byte but a JSON body's (below), for the requests the
+kinds send most: a path of plain characters under the client's base URL,
+scalar query parameters, a JSON body, string headers. The client's headers
+are encoded once, the query string with httpx's own escaping
+(:func:`urllib.parse.urlencode`, which :class:`httpx.QueryParams` uses). A
+JSON body is :func:`~benchd.http.jsonbody.json_body`'s: the JSON value httpx
+would send (or its error), in bytes that may differ where JSON allows it
+(``0.00001`` for ``1e-05``), its ``Content-Length`` counted on them. Any
 other request (a path httpx would escape or normalize, a raw body, a header
 httpx would add or replace itself) is left to httpx: :meth:`RequestWriter.write`
 answers None and the caller builds it there.
@@ -14,13 +17,13 @@ answers None and the caller builds it there.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlencode
 
 import httpx
 
+from benchd.http.jsonbody import json_body
 from benchd.http.sender import RequestSpec
 
 __all__ = ["RequestWriter"]
@@ -33,13 +36,6 @@ _SIZED = frozenset({"POST", "PUT", "PATCH"})  # httpx says Content-Length: 0 wit
 _OWN_HEADERS = frozenset({b"host", b"content-length", b"transfer-encoding"})
 _DROPPED = b"connection"  # RequestSpec.from_httpx drops it (the pool keeps connections alive)
 _MAX_URL = 65536  # httpx refuses a URL component longer than this
-_JSON = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-)
-"""httpx's JSON body settings (``httpx._content.encode_json``): the same bytes. Bodies are
-trees (decoded fixture records, rendered templates): no container is remembered to find
-a cycle, a third of the encoding's time; a cyclic body still fails (RecursionError)."""
-
 _SCALARS = (str, int, float)
 
 
@@ -109,7 +105,7 @@ class RequestWriter:
         if body is None:
             wire = line + head + b"\r\n\r\n"
         else:
-            content = _JSON.encode(body).encode("utf-8")
+            content = json_body(body)
             kind = b"" if typed else b"\r\nContent-Type: application/json"
             sized = b"\r\nContent-Length: %d%s\r\n\r\n" % (len(content), kind)
             wire = b"".join((line, head, sized, content))
