@@ -23,6 +23,11 @@ each run began at. Run from the repo root::
     .venv/bin/python bench/scale.py --full           # and 10^6 (--huge: the same)
     .venv/bin/python bench/scale.py --quick          # 10^3 and 10^4 only
     .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --pairs 3
+    .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --store-times
+
+(``--store-times`` also prints, for each run of requests of one route, the store
+process's CPU seconds and the seconds it had one of them to answer: where the store
+keeps a client waiting and where a client keeps the store idle.)
 
 (``--plain-python`` defaults to ``$BENCH_PLAIN_PYTHON``, else this
 interpreter.) The store and the clients share the machine: on a busy box
@@ -51,6 +56,17 @@ NAMESPACE = "bench-scale"
 KEY_ENV = "BENCH_SCALE_KEY"
 
 
+@dataclass(frozen=True)
+class Span:
+    """A run of requests of one route, as the store answered them."""
+
+    route: str
+    n: int
+    seconds: float  # from the previous run's last answer to this run's
+    cpu_s: float  # the store process's CPU over those seconds
+    busy_s: float  # ... and the time it had at least one request of the run to answer
+
+
 @dataclass
 class Run:
     """One client's run: wall, CPU and peak RSS of its process, phases and requests."""
@@ -60,7 +76,7 @@ class Run:
     rss_mib: float
     requests: int
     phases: dict[str, float] = field(default_factory=dict)
-    sequence: list[tuple[str, int, float]] = field(default_factory=list)  # runs of one route
+    sequence: list[Span] = field(default_factory=list)  # runs of one route
     load: float = 0.0  # the 1-minute load average as the run started
     library: str = "benchd"  # the plain client's HTTP library
 
@@ -76,8 +92,10 @@ def serve_store(port_file: str) -> None:
     """Serve the reference store (bm25, no limits) and count the requests it answers.
 
     ``GET /__requests`` answers the count and ``GET /__sequence`` the requests in the
-    order they came, runs of one method and path as ``[method path, count, seconds]``
-    (seconds from the previous run's last answer to this run's; neither counted itself).
+    order they came, runs of one method and path as ``[method path, count, end, cpu,
+    busy]``: the time of the run's last answer, the process's CPU seconds then, and the
+    seconds within the run during which at least one of its requests was being answered
+    (neither route counted itself).
     """
     import anyio
 
@@ -87,6 +105,7 @@ def serve_store(port_file: str) -> None:
 
     counted = [0]
     sequence: list[list[Any]] = []
+    answering = [0, 0.0]  # requests being answered, and since when (at least one)
 
     def counting(app: Any) -> Any:
         async def wrapped(scope: Any, receive: Any, send: Any) -> None:
@@ -104,10 +123,20 @@ def serve_store(port_file: str) -> None:
                 if sequence and sequence[-1][0] == route:
                     sequence[-1][1] += 1
                 else:
-                    sequence.append([route, 1, 0.0])
+                    sequence.append([route, 1, 0.0, 0.0, 0.0])
                 run = sequence[-1]
-                await app(scope, receive, send)
-                run[2] = max(run[2], time.perf_counter())  # the run's last answer
+                if not answering[0]:
+                    answering[1] = time.perf_counter()
+                answering[0] += 1
+                try:
+                    await app(scope, receive, send)
+                finally:
+                    answering[0] -= 1
+                    now = time.perf_counter()
+                    run[2] = max(run[2], now)  # the run's last answer
+                    run[3] = time.process_time()
+                    run[4] += now - answering[1]  # busy since the last answer or start
+                    answering[1] = now
                 return
             await app(scope, receive, send)
 
@@ -153,13 +182,19 @@ class Store:
 
         return int(httpx.get(self.url + "/__requests").text)
 
-    def sequence(self) -> list[tuple[str, int]]:
-        """The requests answered so far, in order, as runs of one route."""
+    def sequence(self) -> list[Span]:
+        """The requests answered so far, in order, as runs of one route: each its seconds
+        and the store's CPU seconds since the previous run's last answer, and its busy
+        seconds (the first run's seconds and CPU are its own end's, none)."""
         import httpx
 
         runs = httpx.get(self.url + "/__sequence").json()
-        ends = [end for _, _, end in runs]
-        return [(r, n, e - s) for (r, n, e), s in zip(runs, [ends[0], *ends], strict=False)]
+        ends = [(end, cpu) for _, _, end, cpu, _ in runs]
+        starts = [ends[0], *ends]
+        return [
+            Span(r, n, e - s, c - sc, busy)
+            for (r, n, e, c, busy), (s, sc) in zip(runs, starts, strict=False)
+        ]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -402,7 +437,9 @@ def rows_of(benchd: Run, plain: Run) -> list[tuple[str, float, float]]:
     return rows
 
 
-def report_pair(records: int, n: int, first: str, benchd: Run, plain: Run) -> None:
+def report_pair(
+    records: int, n: int, first: str, benchd: Run, plain: Run, store_times: bool = False
+) -> None:
     print(f"\n== {records:,} records, {QUERIES} queries: pair {n} ({first} first) ==")
     print(f"{'':24}{'benchd once':>14}{'plain ' + plain.library:>16}{'ratio':>9}")
     for name, b, p in rows_of(benchd, plain):
@@ -410,7 +447,34 @@ def report_pair(records: int, n: int, first: str, benchd: Run, plain: Run) -> No
     print(f"{'load average (1 min)':24}{benchd.load:14.2f}{plain.load:16.2f}")
     for who, run in (("benchd once", benchd), ("plain", plain)):
         print(f"  {who} requests in order: {sequence_text(run.sequence)}")
+    if store_times:
+        for who, run in (("benchd once", benchd), ("plain", plain)):
+            print(f"  the store's time, {who}:")
+            print(store_times_text(run.sequence))
     sys.stdout.flush()
+
+
+def store_times_text(sequence: list[Span], most: int = 40) -> str:
+    """Runs of many requests, each with its seconds, the store's CPU and busy seconds over
+    them, and those per request; the rest summed (where the client keeps the store waiting
+    and where the store keeps the client waiting)."""
+    lines: list[str] = []
+    rest = [0.0, 0.0, 0.0, 0.0]  # requests, seconds, CPU, busy
+    for span in sequence:
+        if span.n > 1 and len(lines) < most:
+            lines.append(
+                f"    {span.route} x{span.n}: {span.seconds:.2f} s, store CPU "
+                f"{span.cpu_s:.2f} s, busy {span.busy_s:.2f} s "
+                f"({1000 * span.cpu_s / span.n:.1f} / {1000 * span.busy_s / span.n:.1f} ms each)"
+            )
+        else:
+            for at, value in enumerate((span.n, span.seconds, span.cpu_s, span.busy_s)):
+                rest[at] += value
+    lines.append(
+        f"    other {rest[0]:.0f} requests: {rest[1]:.2f} s, store CPU {rest[2]:.2f} s, "
+        f"busy {rest[3]:.2f} s"
+    )
+    return "\n".join(lines)
 
 
 def spread(values: list[float]) -> str:
@@ -435,9 +499,9 @@ def report_pairs(records: int, pairs: list[tuple[Run, Run]]) -> None:
     sys.stdout.flush()
 
 
-def sequence_text(sequence: list[tuple[str, int, float]], most: int = 40) -> str:
+def sequence_text(sequence: list[Span], most: int = 40) -> str:
     """Runs of one route as ``route xN (seconds)``, the first ``most`` of them."""
-    runs = [f"{route} x{n} ({s:.1f}s)" if n > 1 else route for route, n, s in sequence]
+    runs = [f"{s.route} x{s.n} ({s.seconds:.1f}s)" if s.n > 1 else s.route for s in sequence]
     more = f", ... ({len(runs) - most} more runs)" if len(runs) > most else ""
     return ", ".join(runs[:most]) + more
 
@@ -471,6 +535,11 @@ def main() -> None:
         default=os.environ.get("BENCH_PLAIN_PYTHON", sys.executable),
         help="the interpreter of the plain client (one with aiohttp; else httpx is used)",
     )
+    parser.add_argument(
+        "--store-times",
+        action="store_true",
+        help="also print each run of requests' store CPU and busy seconds (a diagnostic)",
+    )
     parser.add_argument("--serve-store", help=argparse.SUPPRESS)
     parser.add_argument("--plain", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -502,7 +571,8 @@ def main() -> None:
             pairs = []
             for n in range(1, max(1, args.pairs) + 1):
                 benchd, plain = one_pair(workdir, fixture, args, n)
-                report_pair(records, n, "benchd" if n % 2 else "plain", benchd, plain)
+                first = "benchd" if n % 2 else "plain"
+                report_pair(records, n, first, benchd, plain, args.store_times)
                 pairs.append((benchd, plain))
             report_pairs(records, pairs)
 
