@@ -36,6 +36,7 @@ __all__ = [
     "same_field",
     "search_hits",
     "to_ms",
+    "written_kept",
 ]
 
 _SUB_MS = re.compile(r"[T ]\d\d:\d\d:\d\d[.,]\d{4,}")  # a time finer than milliseconds
@@ -117,6 +118,23 @@ def kept_of(record: Mapping[str, Any]) -> bytes | None:
     parts = [dedup]
     for name in GLOBAL_KEYED:
         value = record.get(name)
+        part = _ABSENT if value is None else fingerprint(value)
+        if part is None:
+            return None
+        parts.append(part)
+    return b"".join(parts)
+
+
+def written_kept(memory: Mapping[str, Any], fields: Mapping[str, str]) -> bytes | None:
+    """:func:`kept_of` of ``memory`` stored as benchd writes it: ``fields`` (the namespaced
+    ``key``/``subject``) in place of its own. A listed copy keeping these bytes has the
+    memory's content and type and every one of ``fields``."""
+    dedup = _dedup(memory)
+    if dedup is None:
+        return None
+    parts = [dedup]
+    for name in GLOBAL_KEYED:
+        value = fields[name] if name in fields else memory.get(name)
         part = _ABSENT if value is None else fingerprint(value)
         if part is None:
             return None
