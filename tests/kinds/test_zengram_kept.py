@@ -180,3 +180,42 @@ async def test_a_store_assigning_its_ids_compares_one_by_one() -> None:
         assert store.kept_as_written([(owned_id(NS, "e"), "e", FIXTURES[0])]) is None
     finally:
         await store.aclose()
+
+
+async def test_a_key_holding_the_records_own_id_is_kept_without_a_digest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key or subject benchd fills (the record's own id) is kept as a constant on both
+    sides (no digest a record), yet tells a copy keyed otherwise from one keyed by its id."""
+    import benchd.kinds.zengram_wire as wire
+
+    digests: list[object] = []
+    real = wire.fingerprint
+
+    def counted(*values: object) -> bytes | None:
+        digests.append(values)
+        return real(*values)
+
+    monkeypatch.setattr(wire, "fingerprint", counted)
+    store = ZengramStore(ZengramConfig(url="http://127.0.0.1:9", namespace=NS), None)
+    try:
+        fact, status = FIXTURES[1], FIXTURES[3]  # keyed by their own ids as written
+        for memory in (fact, status):
+            fid = str(memory["id"])
+            sid, mark = owned_id(NS, fid), owner_mark(NS, fid)
+            listed = store._listed(sid, store._import_record(sid, fid, memory, dict(mark), sid))
+            assert store.kept_as_written([(sid, fid, memory)]) == [listed.kept]
+            assert store.unchanged(listed, Record(sid, fid, memory, mark))
+        assert digests == []
+        # a copy keyed by its own id is not one keyed by another value, either way round
+        sid = owned_id(NS, "f")
+        by_id = store._listed(sid, {"id": sid, "type": "fact", "content": "c", "key": sid})
+        other = store._listed(sid, {"id": sid, "type": "fact", "content": "c", "key": "k"})
+        assert by_id.kept != other.kept
+        assert not store.unchanged(
+            by_id, Record(sid, "f", {"type": "fact", "content": "c", "key": "k"}, {})
+        )
+        assert store.unchanged(by_id, Record(sid, "f", {"type": "fact", "content": "c"}, {}))
+        assert not store.unchanged(other, Record(sid, "f", {"type": "fact", "content": "c"}, {}))
+    finally:
+        await store.aclose()
