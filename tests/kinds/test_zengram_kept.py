@@ -219,3 +219,25 @@ async def test_a_key_holding_the_records_own_id_is_kept_without_a_digest(
         assert not store.unchanged(other, Record(sid, "f", {"type": "fact", "content": "c"}, {}))
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("answer", ["none", "short", "nothing comparable"])
+async def test_without_bytes_for_every_row_each_record_is_asked(
+    store: RunningRefStore, asked: list[str], monkeypatch: pytest.MonkeyPatch, answer: str
+) -> None:
+    """No shortcut, one that answers fewer rows than asked, or no bytes: ``unchanged``
+    decides each record, and a changed one is still written."""
+    await _seed(store.url, CORPUS)
+
+    def kept_as_written(self: ZengramStore, rows: list[Any]) -> list[bytes | None] | None:
+        if answer == "none":
+            return None
+        return [] if answer == "short" else [None] * len(rows)
+
+    monkeypatch.setattr(ZengramStore, "kept_as_written", kept_as_written)
+    changed = [dict(m) for m in CORPUS]
+    changed[7]["content"] += " (edited)"
+    asked.clear()
+    report = await _seed(store.url, changed)
+    assert (report.imported, report.unchanged) == (1, 119)
+    assert sorted(asked) == sorted(m["id"] for m in CORPUS)
