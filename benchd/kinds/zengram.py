@@ -74,6 +74,7 @@ from benchd.store.owned import (
 )
 from benchd.store.protocol import (
     Capabilities,
+    CorpusRow,
     Counts,
     Hits,
     Listed,
@@ -458,7 +459,7 @@ class ZengramStore(StoreOverHttp):
                     sid,
                     written_as,
                     None if plain else holder_of(mark),
-                    wire.kept_of(record) if compare else None,
+                    wire.kept_of(record, sid) if compare else None,
                     wire.epoch_s(stamp) if stamp else None,
                 )
             )
@@ -601,8 +602,18 @@ class ZengramStore(StoreOverHttp):
             return True
         wanted = namespaced_fields(self.config.namespace, record.fixture_id, record.memory)
         return listed.kept is not None and all(
-            wire.same_field(listed.kept, name, value) for name, value in wanted.items()
+            wire.same_field(listed.kept, name, value, listed.id) for name, value in wanted.items()
         )
+
+    def kept_as_written(self, rows: Sequence[CorpusRow]) -> list[bytes | None] | None:
+        """What a listing keeps of each corpus record stored as benchd writes it (its
+        namespaced key or subject): a copy keeping the same is :meth:`unchanged`. None where
+        the store assigns its ids (``unchanged`` is never true then)."""
+        if not self.config.keep_ids:
+            return None
+        ns, kept = self.config.namespace, wire.written_kept
+        # each row's id is owned_id(ns, fixture id): the record's own key or subject
+        return [kept(m, namespaced_fields(ns, f, m, s) if f else {}, s) for s, f, m in rows]
 
     def seeded(self, corpus: SeededCorpus) -> None:
         """Learn the corpus's time (see :meth:`_corpus_time`), sent with date-word queries."""

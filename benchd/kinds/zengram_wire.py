@@ -36,6 +36,7 @@ __all__ = [
     "same_field",
     "search_hits",
     "to_ms",
+    "written_kept",
 ]
 
 _SUB_MS = re.compile(r"[T ]\d\d:\d\d:\d\d[.,]\d{4,}")  # a time finer than milliseconds
@@ -99,29 +100,54 @@ def content_digest(text: str) -> bytes:
 
 _PART = FINGERPRINT_BYTES  # bytes of each fingerprint in what a listing keeps
 _ABSENT = fingerprint(None)  # a field the record does not hold: no digest taken per record
+# A field holding the record's own id (the key or subject benchd fills): no digest taken per
+# record either; no fingerprint's text begins with "i", so none is this constant.
+_SELF = hashlib.blake2b(b"i", digest_size=_PART).digest()
+_KEY, _SUBJECT = GLOBAL_KEYED  # kept in this order
 
 
-def kept_of(record: Mapping[str, Any]) -> bytes | None:
+def kept_of(record: Mapping[str, Any], own_id: str | None = None) -> bytes | None:
     """What benchd compares of a stored record, as a listing keeps it (never its text).
 
     Fingerprints (:func:`~benchd.store.listing.fingerprint`) of what the
     import's dedup compares (content and type), then of each field the server
     keys across tenants (``key``, ``subject``:
     :data:`~benchd.store.owned.GLOBAL_KEYED`), a field the record does not
-    hold as a constant (an event holds neither: one digest a record); None
-    where one cannot be taken (the record is then written again).
+    hold, or that holds its own id (``own_id``, the listed id; by default its
+    ``id``), as a constant (one digest a record where benchd filled the key);
+    None where one cannot be taken (the record is then written again).
     """
     dedup = _dedup(record)
     if dedup is None:
         return None
-    parts = [dedup]
-    for name in GLOBAL_KEYED:
-        value = record.get(name)
-        part = _ABSENT if value is None else fingerprint(value)
-        if part is None:
-            return None
-        parts.append(part)
-    return b"".join(parts)
+    if own_id is None:
+        rid = record.get("id")
+        own_id = None if rid is None else str(rid)
+    key, subject = _slot(record.get(_KEY), own_id), _slot(record.get(_SUBJECT), own_id)
+    if key is None or subject is None:
+        return None
+    return dedup + key + subject
+
+
+def _slot(value: object, own_id: str | None) -> bytes | None:
+    """What a listing keeps of one of :data:`~benchd.store.owned.GLOBAL_KEYED`'s fields."""
+    if value is None:
+        return _ABSENT
+    return _SELF if value == own_id else fingerprint(value)
+
+
+def written_kept(memory: Mapping[str, Any], fields: Mapping[str, str], own_id: str) -> bytes | None:
+    """:func:`kept_of` of ``memory`` stored as benchd writes it under ``own_id``: ``fields``
+    (the namespaced ``key``/``subject``) in place of its own. A listed copy keeping these
+    bytes has the memory's content and type and every one of ``fields``."""
+    dedup = _dedup(memory)
+    if dedup is None:
+        return None
+    key = _slot(fields[_KEY] if _KEY in fields else memory.get(_KEY), own_id)
+    subject = _slot(fields[_SUBJECT] if _SUBJECT in fields else memory.get(_SUBJECT), own_id)
+    if key is None or subject is None:
+        return None
+    return dedup + key + subject
 
 
 def _dedup(record: Mapping[str, Any]) -> bytes | None:
@@ -136,11 +162,11 @@ def same_dedup(kept: bytes, memory: Mapping[str, Any]) -> bool:
     return wanted is not None and kept[:_PART] == wanted
 
 
-def same_field(kept: bytes, name: str, value: object) -> bool:
-    """The stored record (as :func:`kept_of` keeps it) holds ``value`` in field ``name``
-    (one of :data:`~benchd.store.owned.GLOBAL_KEYED`)."""
+def same_field(kept: bytes, name: str, value: object, own_id: str | None = None) -> bool:
+    """The stored record (as :func:`kept_of` keeps it, listed under ``own_id``) holds
+    ``value`` in field ``name`` (one of :data:`~benchd.store.owned.GLOBAL_KEYED`)."""
     at = (1 + GLOBAL_KEYED.index(name)) * _PART
-    wanted = _ABSENT if value is None else fingerprint(value)
+    wanted = _slot(value, own_id)
     return wanted is not None and kept[at : at + _PART] == wanted
 
 

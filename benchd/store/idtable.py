@@ -29,7 +29,7 @@ from benchd.store.protocol import Listed
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["IdSet", "ListedRows", "ListedTable", "Row", "SeenIds"]
+__all__ = ["IdSet", "ListedRows", "ListedTable", "Row", "SeenIds", "zero_positions"]
 
 _LISTED = 1  # the position's record is listed
 _AS_ID = 2  # ... with ``written_as`` its own id (else None)
@@ -39,6 +39,14 @@ _NO_KEPT = 4  # ... with no fingerprint (``kept`` None)
 def _positions(flags: bytes | bytearray) -> Iterator[int]:
     """The positions whose flag byte is not zero, in order."""
     return (at for at, flag in enumerate(flags) if flag)
+
+
+def zero_positions(flags: bytes | bytearray) -> Iterator[int]:
+    """The positions of the zero bytes of ``flags``, ascending."""
+    at = flags.find(0)
+    while at >= 0:
+        yield at
+        at = flags.find(0, at + 1)
 
 
 class ListedTable(Mapping[str, Listed]):
@@ -189,6 +197,25 @@ class ListedTable(Mapping[str, Listed]):
         """How many records are kept by position."""
         return self._count
 
+    def kept_equal(self, start: int, wanted: Sequence[bytes | None]) -> bytes:
+        """One byte per corpus position from ``start`` on, one for each of ``wanted``: 1
+        where the position is listed by position with ``kept`` equal to ``wanted``'s (None
+        equals nothing), else 0. A run where every one is equal is compared in one piece."""
+        n, width = len(wanted), self._width
+        if width <= 0 or start < 0 or start + n > len(self._flags):
+            return bytes(n)
+        comparable = self._flags[start : start + n].translate(_KEPT_LISTED)
+        span = self._kept[start * width : (start + n) * width]
+        whole = comparable.count(0) == 0 and all(w is not None and len(w) == width for w in wanted)
+        if whole and b"".join(wanted) == span:  # type: ignore[arg-type]  # none is None
+            return b"\x01" * n
+        out = bytearray(n)
+        for at in _positions(comparable):
+            one = wanted[at]
+            if one is not None and one == bytes(span[at * width : (at + 1) * width]):
+                out[at] = 1
+        return bytes(out)
+
     def listed_flags(self) -> bytes:
         """One byte per corpus position: 1 where listed by position, else 0."""
         return bytes(self._flags.translate(_ONE_IF_SET))
@@ -229,6 +256,8 @@ class ListedTable(Mapping[str, Listed]):
 
 
 _ONE_IF_SET = bytes([0] + [1] * 255)
+# 1 for a position listed by position with its ``kept`` in the array, else 0
+_KEPT_LISTED = bytes(1 if f & _LISTED and not f & _NO_KEPT else 0 for f in range(256))
 
 Row = tuple[str, str | None, Holder | None, bytes | None, float | None]
 """A listed record without a digest: id, written_as, lease, kept, created_s."""

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Literal
 
-from benchd.store.idtable import IdSet, ListedTable
+from benchd.store.idtable import IdSet, ListedTable, zero_positions
 from benchd.store.lease import Holder
 from benchd.store.owned import OwnedIds, legacy_sentinel_id, sentinel_id, sentinel_text
 from benchd.store.protocol import Listed
@@ -175,7 +175,7 @@ class Listing:
         keeps no table over ``owned``)."""
         if self._table is None:
             return None
-        return _zeros(self._table.listed_flags())
+        return zero_positions(self._table.listed_flags())
 
     def fixture_listed(self, fixture_id: str) -> bool:
         """Whether any listed record of benchd's was written for ``fixture_id``."""
@@ -272,14 +272,6 @@ class _Claimed(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._assigned) + (0 if self._table is None else self._table.by_position)
-
-
-def _zeros(flags: bytes) -> Iterator[int]:
-    """The positions of the zero bytes of ``flags``, ascending."""
-    at = flags.find(0)
-    while at >= 0:
-        yield at
-        at = flags.find(0, at + 1)
 
 
 MIN_LISTING_RECORDS = 20_000

@@ -28,7 +28,7 @@ from benchd.store.owned import (
     owner_mark,
     sentinel_id,
 )
-from benchd.store.protocol import Listed, Record, Store
+from benchd.store.protocol import CorpusRow, Listed, Record, Store
 
 __all__ = ["READ_BACK_LIMIT", "Namespace", "RecordRow", "RecordRows"]
 
@@ -36,7 +36,7 @@ READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
 
 
-RecordRow = tuple[str, str, Mapping[str, Any]]
+RecordRow = CorpusRow
 """A corpus record as a row: benchd's id, the fixture id, the fixture memory."""
 
 

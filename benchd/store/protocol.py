@@ -78,7 +78,11 @@ sentinel, read without listing the whole namespace: the lease is read back
 after every heartbeat and before it is handed back; None where the store
 cannot, and the flow lists the namespace),
 ``unchanged(listed, record)`` (the store would skip this write as a
-duplicate: not sent, costs no write budget), ``seeded(corpus)`` (told the
+duplicate: not sent, costs no write budget), ``kept_as_written(rows)``
+(what a listing would keep, ``Listed.kept``, of each of these corpus
+records stored as benchd writes it: a listed copy keeping the same bytes is
+unchanged without a ``Record`` or ``Listed`` made for it; None where the
+kind has no such shortcut and ``unchanged`` decides each), ``seeded(corpus)`` (told the
 corpus before the first search, :class:`SeededCorpus`: its size and latest
 date known without reading it, each record with its latest listing's
 :class:`Listed` where it was listed, e.g. to anchor date words) and
@@ -113,6 +117,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Capabilities",
+    "CorpusRow",
     "Counts",
     "Hits",
     "Listed",
@@ -129,6 +134,10 @@ __all__ = [
 
 Counts = tuple[int, int, int]
 """A store's (written, skipped, errors) for a batch."""
+
+CorpusRow = tuple[str, str, Mapping[str, Any]]
+"""A corpus record as a row: benchd's id for it, the fixture id, the fixture memory (the
+:class:`Record` it stands for carries benchd's mark made of the namespace and fixture id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +275,8 @@ class Store(Protocol):
 
     def stale(self, listed: Listed, record: Record) -> bool: ...
 
+    def kept_as_written(self, rows: Sequence[CorpusRow]) -> Sequence[bytes | None] | None: ...
+
     def seeded(self, corpus: SeededCorpus) -> None: ...
 
     async def search(self, query: SearchQuery) -> Hits: ...
@@ -322,6 +333,10 @@ class StoreDefaults:
     def stale(self, listed: Listed, record: Record) -> bool:
         """Writing a record over its listed copy replaces it: nothing to delete first."""
         return False
+
+    def kept_as_written(self, rows: Sequence[CorpusRow]) -> Sequence[bytes | None] | None:
+        """No shortcut: ``unchanged`` decides each listed record."""
+        return None
 
     def seeded(self, corpus: SeededCorpus) -> None:
         """Nothing to learn from the corpus."""

@@ -19,12 +19,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from benchd.fixtures.stream import corpus_dates, memories_at
+from benchd.fixtures.stream import corpus_dates, memories_at, memory_ids
 from benchd.progress import report_poll
-from benchd.store.concurrency import run_bounded
+from benchd.store.concurrency import chunks, run_bounded
 from benchd.store.deletion import Deleter
+from benchd.store.idtable import ListedTable, zero_positions
 from benchd.store.listing import Listing
 from benchd.store.namespace import READ_BACK_LIMIT, Namespace, RecordRow, RecordRows
+from benchd.store.owned import owner_mark
 from benchd.store.ownership import Ownership
 from benchd.store.protocol import Counts, Record
 from benchd.store.target import Progress, SearchQuery
@@ -78,22 +80,21 @@ class Seeder:
         keep = bytearray(len(memories))  # 1 at each corpus position found unchanged
         stale: list[str] = []
         held: list[RecordRow] | None = []  # what to write, while few: no second pass for it
-        for n, record in enumerate(self._ns.records(memories)):
-            if n % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
+        table = self._table_over(existing, memories)
+        start = 0
+        for chunk in chunks(self._ns.rows(memories), CHECKPOINT_EVERY):
+            if start:
                 await anyio.lowlevel.checkpoint()  # a pass of 10^6 records: let others run
-            listed = existing.records.get(record.store_id)
-            if listed is not None and self.store.unchanged(listed, record):
-                keep[n] = 1
-                continue
-            if (
-                listed is not None
-                and record.store_id in existing.claimed
-                and self.store.stale(listed, record)
-            ):
-                stale.append(record.store_id)  # only what the listing shows as benchd's
-            if held is not None:
-                held.append((record.store_id, record.fixture_id, record.memory))
-                held = held if len(held) <= HELD_WRITES else None
+            same = self._same_as_listed(table, start, chunk)
+            keep[start : start + len(chunk)] = same
+            for at in zero_positions(same):
+                row = chunk[at]
+                if self._kept_unchanged(existing, row, stale):
+                    keep[start + at] = 1
+                elif held is not None:
+                    held.append(row)
+                    held = held if len(held) <= HELD_WRITES else None
+            start += len(chunk)
         if stale and self._deleter.may_delete():
             # the write would be skipped as a duplicate of the out-of-date copy
             await self._deleter.delete(stale)
@@ -107,6 +108,43 @@ class Seeder:
         )
         counts = await self._write_batches(to_write, len(memories) - kept, progress)
         return counts, kept
+
+    def _table_over(
+        self, existing: Listing, memories: Sequence[Mapping[str, Any]]
+    ) -> ListedTable | None:
+        """``existing``'s table where it keeps the corpus's copies by the positions of
+        ``memories`` (the corpus the namespace owns, in its order), else None."""
+        records, owned = existing.records, self._ns.owned
+        if not isinstance(records, ListedTable) or records.owned is not owned:
+            return None
+        return records if owned.same_ids(memory_ids(memories)) else None
+
+    def _same_as_listed(
+        self, table: ListedTable | None, start: int, rows: Sequence[RecordRow]
+    ) -> bytes:
+        """One byte per row (corpus positions from ``start``): 1 where ``table`` lists its
+        copy with what the store's ``unchanged`` compares equal to the record as benchd
+        writes it (:meth:`Store.kept_as_written`), so it is unchanged; 0: asked one by one."""
+        wanted = None if table is None else self.store.kept_as_written(rows)
+        if table is None or wanted is None or len(wanted) != len(rows):
+            return bytes(len(rows))  # no shortcut (or not one a row): each row is asked
+        return table.kept_equal(start, wanted)
+
+    def _kept_unchanged(self, existing: Listing, row: RecordRow, stale: list[str]) -> bool:
+        """Whether the store would skip ``row``'s record as unchanged beside its listed copy;
+        where it would skip it as a duplicate of an out-of-date copy, that copy's id is added
+        to ``stale`` (only what the listing shows as benchd's)."""
+        store_id, fixture_id, memory = row
+        listed = existing.records.get(store_id)
+        if listed is None:
+            return False
+        mark = owner_mark(self._ns.owned.namespace, fixture_id)
+        record = Record(store_id, fixture_id, memory, mark)
+        if self.store.unchanged(listed, record):
+            return True
+        if store_id in existing.claimed and self.store.stale(listed, record):
+            stale.append(store_id)
+        return False
 
     async def _write_batches(
         self, rows: Iterable[RecordRow], total: int, progress: Progress | None

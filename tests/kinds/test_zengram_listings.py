@@ -202,9 +202,9 @@ async def test_the_read_back_after_a_write_fingerprints_no_record(
     fingerprinted: list[str] = []
     kept_of = wire.kept_of
 
-    def counting(record: Any) -> bytes | None:
+    def counting(record: Any, own_id: str | None = None) -> bytes | None:
         fingerprinted.append(str(record["id"]))
-        return kept_of(record)
+        return kept_of(record, own_id)
 
     monkeypatch.setattr(wire, "kept_of", counting)
     target = _target(real.url, LeaseHolder(instance="pod-0", ttl_s=600.0), None)

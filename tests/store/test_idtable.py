@@ -297,3 +297,38 @@ def test_the_ids_owned_id_hashes_are_mapped_back(namespace: str, fixture_ids: li
         assert owned.index(owned_id(namespace, fid)) == max(
             n for n, f in enumerate(fixture_ids) if f == fid
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(listed(), max_size=40),
+    st.lists(st.one_of(st.none(), st.binary(min_size=24, max_size=24)), max_size=14),
+    st.integers(min_value=0, max_value=len(CORPUS)),
+    st.booleans(),
+)
+def test_the_kept_bytes_compared_at_once_are_those_compared_one_by_one(
+    records: list[Listed], wanted: list[bytes | None], start: int, copy_listed: bool
+) -> None:
+    """A position is equal where the dict holds benchd's id for it with ``kept`` equal to
+    the wanted bytes and the table keeps it by position; ``copy_listed`` makes the wanted
+    bytes those listed (the run compared in one piece)."""
+    table, plain = _table(records)
+    wanted = wanted[: len(CORPUS) - start]
+    if copy_listed:
+        wanted = [
+            (plain[s].kept if (s := OWNED.store_id_at(start + n)) in plain else w)
+            for n, w in enumerate(wanted)
+        ]
+    same = table.kept_equal(start, wanted)
+    assert len(same) == len(wanted)
+    for n, want in enumerate(wanted):
+        at = start + n
+        sid = OWNED.store_id_at(at)
+        listed = plain.get(sid)
+        expected = (
+            table.position(sid) == at
+            and listed is not None
+            and want is not None
+            and listed.kept == want
+        )
+        assert same[n] == expected, (n, listed, want)
