@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import tracemalloc
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_exact import exact
 
 from benchd.errors import TargetProtocolError
 from benchd.http import answers
@@ -35,20 +35,10 @@ def _reference(body: bytes) -> Any:
     return value
 
 
-def _exact(value: Any) -> Any:
-    """``value`` spelled so that equal means identical: types, float bits, key order."""
-    if isinstance(value, dict):
-        return ("dict", [(key, _exact(item)) for key, item in value.items()])
-    if isinstance(value, list):
-        return ("list", [_exact(item) for item in value])
-    if isinstance(value, float):
-        return ("float", "nan" if math.isnan(value) else value.hex())
-    return (type(value).__name__, value)
-
 
 def _outcome(decode: Any, body: bytes) -> tuple[str, Any]:
     try:
-        return "value", _exact(decode(body, WHAT) if decode is loads else decode(body))
+        return "value", exact(decode(body, WHAT) if decode is loads else decode(body))
     except TargetProtocolError as exc:
         return "error", str(exc)
 

@@ -28,6 +28,7 @@ from connection_support import ConnectionSettings
 from fake_store import FakeStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_exact import exact
 
 from benchd.http.client import RetryingClient, RetryPolicy, open_clients
 from benchd.http.jsonbody import json_body
@@ -82,17 +83,6 @@ def httpx_body(value: Any) -> tuple[str, bytes]:
     assert request.headers["content-length"] == str(len(request.content))
     return request.headers["content-type"], request.content
 
-
-def exact(value: Any) -> Any:
-    """``value`` with each float as its bits and each type kept: ``==`` on it tells -0.0
-    from 0.0, 1 from 1.0 and True from 1, and key order counts."""
-    if type(value) is float:
-        return ("float", value.hex())
-    if type(value) is dict:
-        return ("dict", [(k, exact(v)) for k, v in value.items()])
-    if type(value) is list:
-        return ("list", [exact(v) for v in value])
-    return (type(value).__name__, value)
 
 
 def outcome(encode: Any, value: Any) -> tuple[str, Any]:

@@ -21,6 +21,7 @@ from connection_support import ConnectionSettings
 from fake_store import FakeStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from json_exact import exact
 
 from benchd.http.client import Clients, open_clients
 from benchd.http.sender import PoolSender, RequestSpec
@@ -258,16 +259,4 @@ def _assert_same_request(written: RequestSpec, expected: RequestSpec) -> None:
     assert b"\r\nContent-Length: %d\r\n" % len(our_body) in ours + b"\r\n"
     sized = b"Content-Length: %d" % len(their_body)
     assert ours.replace(b"Content-Length: %d" % len(our_body), sized) == theirs
-    assert _exact(json.loads(our_body)) == _exact(json.loads(their_body))
-
-
-def _exact(value: Any) -> Any:
-    """``value`` with each float as its bits and each container's type kept: ``==`` on it
-    tells -0.0 from 0.0 and 1 from 1.0, and key order counts."""
-    if type(value) is float:
-        return ("float", value.hex())
-    if type(value) is dict:
-        return ("dict", [(k, _exact(v)) for k, v in value.items()])
-    if type(value) is list:
-        return ("list", [_exact(v) for v in value])
-    return (type(value).__name__, value)
+    assert exact(json.loads(our_body)) == exact(json.loads(their_body))

@@ -5,11 +5,11 @@ and the store holds the records as sent."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import pytest
 from fake_store import FakeStore
+from json_exact import exact
 
 from benchd.config.secrets import Secret
 from benchd.http.sender import PoolSender
@@ -45,16 +45,6 @@ class _Watch(FakeStore):
         return await self.forward(request)
 
 
-def _exact(value: Any) -> Any:
-    """``value`` with each float as its bits and each type kept (key order counts)."""
-    if type(value) is float:
-        return ("float", value.hex())
-    if type(value) is dict:
-        return ("dict", [(k, _exact(v)) for k, v in value.items()])
-    if type(value) is list:
-        return ("list", [_exact(v) for v in value])
-    return (type(value).__name__, value)
-
 
 async def test_an_import_body_reaches_the_store_as_httpx_would_send_it() -> None:
     config = make_config(api_key=KEY, retriever="bm25", import_pacing=0.0)
@@ -82,9 +72,9 @@ async def test_an_import_body_reaches_the_store_as_httpx_would_send_it() -> None
     assert [(k, v) for k, v in sent.headers.raw if k != b"Content-Length"] == [
         (k, v) for k, v in theirs if k != b"Content-Length"
     ]
-    assert _exact(json.loads(sent.content)) == _exact(json.loads(built.content))
+    assert exact(json.loads(sent.content)) == exact(json.loads(built.content))
     assert sent.content != built.content  # orjson writes 0.00001 where json writes 1e-05
     held = {
         m["id"]: m["metadata"] for m in listed["memories"] if m["id"] in {r["id"] for r in batch}
     }
-    assert [_exact(held[r["id"]]) for r in batch] == [_exact(r["metadata"]) for r in batch]
+    assert [exact(held[r["id"]]) for r in batch] == [exact(r["metadata"]) for r in batch]
