@@ -123,10 +123,15 @@ def kept_of(record: Mapping[str, Any], own_id: str | None = None) -> bytes | Non
     if own_id is None:
         rid = record.get("id")
         own_id = None if rid is None else str(rid)
-    key, subject = _slot(record.get(_KEY), own_id), _slot(record.get(_SUBJECT), own_id)
-    if key is None or subject is None:
+    return _kept(dedup, record.get(_KEY), record.get(_SUBJECT), own_id)
+
+
+def _kept(dedup: bytes, key: object, subject: object, own_id: str | None) -> bytes | None:
+    """What a listing keeps: ``dedup`` and the :func:`_slot` of the key and the subject."""
+    key_part, subject_part = _slot(key, own_id), _slot(subject, own_id)
+    if key_part is None or subject_part is None:
         return None
-    return dedup + key + subject
+    return dedup + key_part + subject_part
 
 
 def _slot(value: object, own_id: str | None) -> bytes | None:
@@ -143,11 +148,9 @@ def written_kept(memory: Mapping[str, Any], fields: Mapping[str, str], own_id: s
     dedup = _dedup(memory)
     if dedup is None:
         return None
-    key = _slot(fields[_KEY] if _KEY in fields else memory.get(_KEY), own_id)
-    subject = _slot(fields[_SUBJECT] if _SUBJECT in fields else memory.get(_SUBJECT), own_id)
-    if key is None or subject is None:
-        return None
-    return dedup + key + subject
+    key = fields[_KEY] if _KEY in fields else memory.get(_KEY)
+    subject = fields[_SUBJECT] if _SUBJECT in fields else memory.get(_SUBJECT)
+    return _kept(dedup, key, subject, own_id)
 
 
 def _dedup(record: Mapping[str, Any]) -> bytes | None:
