@@ -30,7 +30,7 @@ from benchd.store.owned import (
 )
 from benchd.store.protocol import CorpusRow, Listed, Record, Store
 
-__all__ = ["READ_BACK_LIMIT", "Namespace", "RecordRow", "RecordRows"]
+__all__ = ["READ_BACK_LIMIT", "Namespace", "RecordRow", "RecordRows", "row_record"]
 
 READ_BACK_LIMIT = 100
 """At most this many unlisted records are read back one by one per verify (read budget)."""
@@ -38,6 +38,13 @@ READ_BACK_LIMIT = 100
 
 RecordRow = CorpusRow
 """A corpus record as a row: benchd's id, the fixture id, the fixture memory."""
+
+
+def row_record(namespace: str, row: RecordRow) -> Record:
+    """The :class:`Record` a corpus row in ``namespace`` stands for: benchd's mark made from
+    the namespace and the fixture id, nothing listed."""
+    store_id, fixture_id, memory = row
+    return Record(store_id, fixture_id, memory, owner_mark(namespace, fixture_id))
 
 
 class RecordRows(Sequence[Record]):
@@ -57,7 +64,7 @@ class RecordRows(Sequence[Record]):
         """The batch's records (made on the first call)."""
         if self._records is None:
             ns = self.namespace
-            self._records = [Record(s, f, m, owner_mark(ns, f)) for s, f, m in self.rows]
+            self._records = [row_record(ns, row) for row in self.rows]
         return self._records
 
     def __len__(self) -> int:

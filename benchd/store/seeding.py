@@ -25,8 +25,13 @@ from benchd.store.concurrency import chunks, run_bounded
 from benchd.store.deletion import Deleter
 from benchd.store.idtable import ListedTable, zero_positions
 from benchd.store.listing import Listing
-from benchd.store.namespace import READ_BACK_LIMIT, Namespace, RecordRow, RecordRows
-from benchd.store.owned import owner_mark
+from benchd.store.namespace import (
+    READ_BACK_LIMIT,
+    Namespace,
+    RecordRow,
+    RecordRows,
+    row_record,
+)
 from benchd.store.ownership import Ownership
 from benchd.store.protocol import Counts, Record
 from benchd.store.target import Progress, SearchQuery
@@ -134,12 +139,11 @@ class Seeder:
         """Whether the store would skip ``row``'s record as unchanged beside its listed copy;
         where it would skip it as a duplicate of an out-of-date copy, that copy's id is added
         to ``stale`` (only what the listing shows as benchd's)."""
-        store_id, fixture_id, memory = row
+        store_id = row[0]
         listed = existing.records.get(store_id)
         if listed is None:
             return False
-        mark = owner_mark(self._ns.owned.namespace, fixture_id)
-        record = Record(store_id, fixture_id, memory, mark)
+        record = row_record(self._ns.owned.namespace, row)
         if self.store.unchanged(listed, record):
             return True
         if store_id in existing.claimed and self.store.stale(listed, record):
