@@ -232,6 +232,38 @@ class Batches:
             yield batch
 
 
+def marked_fixture(fixture: Path, out: Path) -> Path:
+    """``fixture`` with each memory as benchd's zengram kind writes it into ``NAMESPACE``
+    (its owned id, namespaced key or subject, owner mark and client id), the rest as is.
+
+    The plain client given this file sends the very records benchd sends: the store then
+    does the same work for both, and the ratio is the clients' own.
+    """
+    from benchd.kinds.zengram_wire import to_ms
+    from benchd.store.owned import OWNER_KEY, namespaced_fields, owned_id, owner_mark
+
+    with fixture.open(encoding="utf-8") as lines, out.open("w", encoding="utf-8") as sink:
+        for line in lines:
+            entry = json.loads(line) if line.strip() else None
+            if entry is not None and "memory" in entry:
+                memory = entry["memory"]
+                fid = str(memory["id"])
+                own = owned_id(NAMESPACE, fid)
+                record = dict(memory) | {"client_id": NAMESPACE}
+                record.pop("active", None)
+                record.update(namespaced_fields(NAMESPACE, fid, memory, own))
+                stamp = record.get("created_at")
+                if stamp is not None and (type(stamp) is not str or "." in stamp or "," in stamp):
+                    record["created_at"] = to_ms(stamp)
+                given = memory.get("metadata")
+                mark = {OWNER_KEY: owner_mark(NAMESPACE, fid)}
+                record["metadata"] = {**given, **mark} if isinstance(given, dict) else mark
+                record["id"] = own
+                line = json.dumps({"memory": record}) + "\n"
+            sink.write(line)
+    return out
+
+
 def search_params(q: str) -> dict[str, str | int]:
     return {"q": q, "limit": 10, "format": "index", "client_id": NAMESPACE, "read_only": "true"}
 
@@ -506,8 +538,11 @@ def sequence_text(sequence: list[Span], most: int = 40) -> str:
     return ", ".join(runs[:most]) + more
 
 
-def one_pair(workdir: Path, fixture: Path, args: argparse.Namespace, n: int) -> tuple[Run, Run]:
-    """benchd and the plain client, each on a fresh store; benchd first in odd pairs."""
+def one_pair(
+    workdir: Path, fixture: Path, args: argparse.Namespace, n: int, plain_fixture: Path
+) -> tuple[Run, Run]:
+    """benchd and the plain client (``plain_fixture``: what it imports), each on a fresh
+    store; benchd first in odd pairs."""
     runs: dict[str, Run] = {}
     order = ("benchd", "plain") if n % 2 else ("plain", "benchd")
     for who in order:
@@ -516,7 +551,7 @@ def one_pair(workdir: Path, fixture: Path, args: argparse.Namespace, n: int) -> 
             if who == "benchd":
                 runs[who] = run_benchd(workdir, store, fixture, args.cleanup)
             else:
-                runs[who] = run_plain(store, fixture, args.cleanup, args.plain_python)
+                runs[who] = run_plain(store, plain_fixture, args.cleanup, args.plain_python)
         finally:
             store.stop()
     return runs["benchd"], runs["plain"]
@@ -540,6 +575,13 @@ def main() -> None:
         action="store_true",
         help="also print each run of requests' store CPU and busy seconds (a diagnostic)",
     )
+    parser.add_argument(
+        "--plain-records",
+        default="fixture",
+        choices=["fixture", "benchd"],
+        help="what the plain client imports: the fixture's memories as they are, or each "
+        "as benchd writes it (owned id, namespaced key or subject, owner mark)",
+    )
     parser.add_argument("--serve-store", help=argparse.SUPPRESS)
     parser.add_argument("--plain", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -554,7 +596,10 @@ def main() -> None:
         sizes.append(1_000_000)
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"cleanup = {args.cleanup!r}; benchd's figures as ratios of the plain client's")
+    print(
+        f"cleanup = {args.cleanup!r}, plain records = {args.plain_records!r}; "
+        "benchd's figures as ratios of the plain client's"
+    )
     from load_common import compile_package  # here: not in the plain client's process
 
     print(compile_package())
@@ -568,9 +613,12 @@ def main() -> None:
                  "--queries", str(QUERIES), "--out", str(fixture)],
                 check=True, stdout=subprocess.DEVNULL,
             )  # fmt: skip
+            plain_fixture = fixture
+            if args.plain_records == "benchd":
+                plain_fixture = marked_fixture(fixture, workdir / f"marked-{records}.jsonl")
             pairs = []
             for n in range(1, max(1, args.pairs) + 1):
-                benchd, plain = one_pair(workdir, fixture, args, n)
+                benchd, plain = one_pair(workdir, fixture, args, n, plain_fixture)
                 first = "benchd" if n % 2 else "plain"
                 report_pair(records, n, first, benchd, plain, args.store_times)
                 pairs.append((benchd, plain))
