@@ -12,16 +12,13 @@ import pytest
 from support import BenchdProcess
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import make_config, refstore_fixture
 
 KEY = "daemon-test-key-987654"
 ENV = {"DAEMON_KEY": KEY}
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 @pytest.fixture(scope="module")

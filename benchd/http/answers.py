@@ -172,21 +172,21 @@ def _shallow(value: Any, exact: bool = False) -> bool | None:
         return True if not exact or -_INT64 < value < _INT64 else None
     watched = _WATCHED if exact else _CONTAINERS
     level: list[Any] = [value] if type(value) in _CONTAINERS else []
-    try:
-        for _ in range(MAX_DEPTH):
-            if not level:
-                return True
-            # the next level: the containers, and the floats out of range (few or none)
-            level = [
-                child
-                for node in level
-                for child in (node.values() if type(node) is dict else node)
-                if type(child) in watched
-                and (type(child) is not float or not -_INT64 < child < _INT64)
-            ]
-    except TypeError:  # a float out of range was in the level (iterated as a container)
-        return None
-    return None if float in map(type, level) else not level
+    huge = False  # set by a float out of range (few or none): only a float pays its test
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return True
+        # the next level: the containers (a float out of range ends the walk)
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) in watched
+            and (type(child) is not float or (not -_INT64 < child < _INT64 and (huge := True)))
+        ]
+        if huge:
+            return None
+    return not level
 
 
 _CONTAINERS = frozenset((dict, list))  # what JSON nests: one set lookup a value

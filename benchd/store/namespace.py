@@ -83,7 +83,6 @@ class RecordRows(Sequence[Record]):
         return iter(self.records())
 
 
-
 class Namespace:
     """One namespace of a store as the flow knows it; what the seeder and deleter share."""
 
@@ -216,9 +215,7 @@ class Namespace:
         if fixture_id in self.server_ids:
             return self.server_ids[fixture_id]
         return (
-            self.owned.store_id(fixture_id)
-            if fixture_id in self.owned.fixture_ids
-            else fixture_id
+            self.owned.store_id(fixture_id) if fixture_id in self.owned.fixture_ids else fixture_id
         )
 
     def learn(self, listing: Listing) -> Callable[[str], bool]:

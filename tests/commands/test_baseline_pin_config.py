@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,15 +9,12 @@ import pytest
 from benchd.cli import main
 from benchd.drift.baseline import load_baseline
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "pin-config-key-31337"
 
 
-@pytest.fixture
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", api_key=KEY, retriever="bm25")
 
 
 def test_pinning_ignores_a_baseline_file_that_does_not_exist_yet(

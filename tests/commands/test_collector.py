@@ -7,7 +7,6 @@ import gc
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from benchd.cli import main
 from benchd.commands.collector import YOUNG_THRESHOLD, for_cycles
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "collector-key-97531"
 
@@ -40,10 +39,7 @@ gc.unfreeze = _said("unfreeze", gc.unfreeze)
 """
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 def config(tmp_path: Path, url: str, interval_s: float = 3600.0) -> Path:

@@ -6,13 +6,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "once-test-key-123456"
 
@@ -28,14 +25,7 @@ def benchd(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    thread = RefStoreThread(make_config(api_key=KEY, retriever="bm25"))
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 def config_file(tmp_path: Path, url: str, namespace: str = "benchd-once") -> Path:

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import junitparser
 import pytest
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "once-ci-key-123456789"
 ENV = {"CI_KEY": KEY}
@@ -32,14 +31,7 @@ def benchd(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    thread = RefStoreThread(make_config(api_key=KEY, retriever="bm25"))
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 def config_file(

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,17 +19,14 @@ import pytest
 from support import BenchdProcess
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "run-operator-key-24680"
 ENV = {"OP_KEY": KEY}
 DEAD = "http://127.0.0.1:9"
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 def config(tmp_path: Path, url: str, *, name: str = "op", extra: str = "") -> Path:

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -32,17 +31,14 @@ from tenants_support import benchds, export, owner_records, plant, snapshot
 from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 from benchd.store.owned import owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"  # probe_toml names the namespace drill-<probe name>
 FIXTURE_IDS = sorted(mid for mid, _ in TINY_MEMORIES)
 
 
-@pytest.fixture
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", api_key=KEY, retriever="bm25")
 
 
 def config_for(tmp_path: Path, url: str, extra: str = "", interval: float = 0.2) -> Path:

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,7 +24,7 @@ from support import BenchdProcess
 from tenants_support import benchds, export, plant, snapshot
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 from benchd.store.owned import sentinel_id
 
 NAMESPACE = "drill-owned"
@@ -34,10 +33,7 @@ REPO = HERE.parents[1]
 RUN_ENV = {**ENV, "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}  # noqa: E501
 
 
-@pytest.fixture
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", api_key=KEY, retriever="bm25")
 
 
 def _http(url: str, fixture: Path, cleanup: str) -> str:

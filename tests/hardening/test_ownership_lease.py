@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,14 @@ from tenants_support import export, plant, snapshot
 from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 from benchd.store.lease import OBSERVED
 from benchd.store.owned import OWNER_KEY, owned_id, sentinel_id
 
 NAMESPACE = "drill-owned"
 
 
-@pytest.fixture
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", api_key=KEY, retriever="bm25")
 
 
 def _config(tmp_path: Path, url: str, *, instance: str, extra: str = "", **kw: Any) -> Path:

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from benchd.config.load import load_config
 from benchd.errors import ConfigError
 from benchd.probe import CleanupReport, ProbeRunner
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import make_config, refstore_fixture
 from benchd.store.owned import legacy_sentinel_id, owned_id, sentinel_id
 from benchd.surfacers.prometheus import BookCollector
 from benchd.surfacers.result_book import ResultBook
@@ -34,10 +33,7 @@ from benchd.surfacers.status import status_document
 NAMESPACE = "drill-owned"
 
 
-@pytest.fixture
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", api_key=KEY, retriever="bm25")
 
 
 def _post(url: str, path: str, body: Any) -> Any:

@@ -35,7 +35,6 @@ def _reference(body: bytes) -> Any:
     return value
 
 
-
 def _outcome(decode: Any, body: bytes) -> tuple[str, Any]:
     try:
         return "value", exact(decode(body, WHAT) if decode is loads else decode(body))
@@ -61,17 +60,13 @@ _NUMBERS = st.one_of(
 _LEAVES = st.one_of(st.none(), st.booleans(), _NUMBERS, _TEXT)
 _VALUES = st.recursive(
     _LEAVES,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=5), st.dictionaries(_TEXT, inner, max_size=5)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(_TEXT, inner, max_size=5)),
     max_leaves=30,
 )
 
 
 def _written(value: Any, ascii_only: bool, spaced: bool, coding: str) -> bytes:
-    text = json.dumps(
-        value, ensure_ascii=ascii_only, indent=1 if spaced else None, allow_nan=True
-    )
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=1 if spaced else None, allow_nan=True)
     if coding == "utf-8-sig":
         return codecs.BOM_UTF8 + text.encode("utf-8", "surrogatepass")
     return text.encode(coding, "surrogatepass")

@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from support import BenchdProcess
 
 from benchd.refstore.server import RefStoreThread
-from benchd.refstore.testing import make_config
+from benchd.refstore.testing import refstore_fixture
 
 KEY = "run-endpoint-key-3c9d1e"
 
 
-@pytest.fixture(scope="module")
-def store() -> Iterator[RefStoreThread]:
-    with RefStoreThread(make_config(api_key=KEY, retriever="bm25")) as thread:
-        yield thread
+store = refstore_fixture("store", scope="module", api_key=KEY, retriever="bm25")
 
 
 def many_queries_fixture(path: Path, queries: int) -> Path:
