@@ -24,8 +24,13 @@ each run began at. Run from the repo root::
     .venv/bin/python bench/scale.py --quick          # 10^3 and 10^4 only
     .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --pairs 3
     .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --store-times
+    .venv/bin/python bench/scale.py --cleanup never --sizes 100000 --plain-records benchd
 
-(``--store-times`` also prints, for each run of requests of one route, the store
+(``--plain-records benchd`` has the plain client import each memory as benchd's zengram
+kind writes it, with its owned id, namespaced key or subject and owner mark, so the store
+does the same work for both and the ratios are the clients' own; the default, the
+fixture's memories as they are, also prices the store's work on benchd's marked records.
+``--store-times`` also prints, for each run of requests of one route, the store
 process's CPU seconds and the seconds it had one of them to answer: where the store
 keeps a client waiting and where a client keeps the store idle.)
 
