@@ -8,7 +8,7 @@ and never answers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,8 @@ from benchd.errors import ConfigError
 from benchd.fixtures.model import load_fixture, packaged_fixture
 from benchd.kinds.zengram import ZengramConfig, sentinel_id
 from benchd.probe import ProbeRunner
-from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.server import RunningRefStore
+from benchd.refstore.testing import running_refstore_fixture
 
 pytestmark = pytest.mark.anyio
 KEY = "probe-test-key-0042"
@@ -46,13 +46,7 @@ def probe_for(url: str, *, timeout_s: float = 60.0, **target: Any) -> ProbeConfi
     )
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 async def admin(store: RunningRefStore, **body: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -30,6 +30,7 @@ from benchd.probe import ProbeRunner
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.ratelimit import RateLimiter
 from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.testing import running_refstore_fixture
 
 pytestmark = pytest.mark.anyio
 KEY = "rate-limit-test-key-7"
@@ -130,13 +131,7 @@ class PassClock:
         await anyio.lowlevel.checkpoint()
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 def probe_for(url: str, load: LoadProfile) -> ProbeConfig:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RefStoreThread
+from benchd.refstore.server import RefStoreThread, RunningRefStore, running_refstore
 
 __all__ = [
     "fixture_memories",
@@ -30,6 +30,7 @@ __all__ = [
     "import_records",
     "make_config",
     "refstore_fixture",
+    "running_refstore_fixture",
     "search_ids",
     "started_refstore",
 ]
@@ -67,6 +68,22 @@ def refstore_fixture(name: str = "refstore", scope: str = "function", **override
             yield store
 
     return refstore
+
+
+def running_refstore_fixture(name: str = "store", **overrides: Any) -> Any:
+    """A pytest fixture called ``name`` serving a :class:`RunningRefStore` in the test's own
+    event loop (an async test's), for as long as the test runs.
+
+    ``overrides`` are :class:`RefStoreConfig` fields, as for :func:`refstore_fixture`.
+    """
+    import pytest
+
+    @pytest.fixture(name=name)
+    async def store() -> AsyncIterator[RunningRefStore]:
+        async with running_refstore(make_config(**overrides)) as running:
+            yield running
+
+    return store
 
 
 def import_records(store: RefStoreThread, records: list[dict[str, Any]]) -> dict[str, int]:

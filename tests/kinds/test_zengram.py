@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -21,6 +20,7 @@ from benchd.errors import (
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget, sentinel_id
 from benchd.refstore.config import RefStoreConfig
 from benchd.refstore.server import running_refstore
+from benchd.refstore.testing import running_refstore_fixture
 from benchd.store.owned import owned_id
 from benchd.store.target import SearchQuery
 
@@ -34,13 +34,7 @@ MEMORIES = [
 ]
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[Any]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 def target(url: str, key: str = KEY, **settings: Any) -> ZengramTarget:

@@ -10,7 +10,7 @@ store a changed text, type, key or subject is still written, exactly as ``unchan
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -19,8 +19,8 @@ import pytest
 
 from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramStore, ZengramTarget
-from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.server import RunningRefStore
+from benchd.refstore.testing import running_refstore_fixture
 from benchd.store.owned import owned_id, owner_mark
 from benchd.store.protocol import Listed, Record
 
@@ -49,13 +49,7 @@ def _memory(i: int) -> dict[str, Any]:
 CORPUS = [_memory(i) for i in range(120)]
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 @pytest.fixture

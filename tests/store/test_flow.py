@@ -8,7 +8,7 @@ reports, what verify lists, and which records an unchanged corpus re-sends.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +18,8 @@ import pytest
 
 from benchd.config.secrets import Secret
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget, sentinel_id
-from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.server import RunningRefStore
+from benchd.refstore.testing import running_refstore_fixture
 
 pytestmark = pytest.mark.anyio
 
@@ -48,13 +48,7 @@ class Seen:
         return sorted(str(r["content"]) for batch in self.imports for r in batch)
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 @pytest.fixture

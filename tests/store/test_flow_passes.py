@@ -8,7 +8,7 @@ corpus (:class:`~benchd.fixtures.stream.StreamedMemories`) whose whole passes ar
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,8 @@ from benchd.config.secrets import Secret
 from benchd.fixtures.model import load_fixture
 from benchd.fixtures.stream import StreamedMemories
 from benchd.kinds.zengram import ZengramConfig, ZengramTarget
-from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.server import RunningRefStore
+from benchd.refstore.testing import running_refstore_fixture
 from benchd.store import seeding
 from benchd.store.target import SearchQuery
 
@@ -31,13 +31,7 @@ NS = "benchd-passes"
 BOUND_S = 60  # a bound against a hung test, never a timing assertion
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 @pytest.fixture

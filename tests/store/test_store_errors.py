@@ -6,7 +6,6 @@ cycle's error message), against the reference store on loopback.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -14,8 +13,8 @@ import pytest
 
 from benchd.config.load import load_config
 from benchd.probe import ProbeRunner
-from benchd.refstore.config import RefStoreConfig
-from benchd.refstore.server import RunningRefStore, running_refstore
+from benchd.refstore.server import RunningRefStore
+from benchd.refstore.testing import running_refstore_fixture
 from benchd.result import CycleResult
 
 pytestmark = pytest.mark.anyio
@@ -24,13 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 BOUND_S = 120  # a bound against a hung test, never a timing assertion
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RunningRefStore]:
-    config = RefStoreConfig(
-        api_key=KEY, retriever="bm25", read_limit_per_min=0, write_limit_per_min=0
-    )
-    async with running_refstore(config) as running:
-        yield running
+store = running_refstore_fixture(api_key=KEY, retriever="bm25")
 
 
 def write_config(tmp_path: Path, url: str, key_line: str) -> Path:
