@@ -147,8 +147,8 @@ def outcomes(client: Any) -> dict[str, int]:
 def routes(store: Store) -> dict[str, int]:
     """Requests the store has answered so far, by route."""
     total: dict[str, int] = {}
-    for route, count, _ in store.sequence():
-        total[route] = total.get(route, 0) + count
+    for span in store.sequence():
+        total[span.route] = total.get(span.route, 0) + span.n
     return total
 
 
