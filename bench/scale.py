@@ -242,28 +242,22 @@ def marked_fixture(fixture: Path, out: Path) -> Path:
     (its owned id, namespaced key or subject, owner mark and client id), the rest as is.
 
     The plain client given this file sends the very records benchd sends: the store then
-    does the same work for both, and the ratio is the clients' own.
+    does the same work for both, and the ratio is the clients' own. Each record is made
+    by the kind's own import-record builder, so the copy cannot drift from what it sends.
     """
-    from benchd.kinds.zengram_wire import to_ms
-    from benchd.store.owned import OWNER_KEY, namespaced_fields, owned_id, owner_mark
+    from benchd.kinds.zengram import ZengramConfig, ZengramStore
+    from benchd.store.namespace import row_record
+    from benchd.store.owned import owned_id
 
+    kind = ZengramStore(ZengramConfig(url="http://127.0.0.1:9", namespace=NAMESPACE), None)
     with fixture.open(encoding="utf-8") as lines, out.open("w", encoding="utf-8") as sink:
         for line in lines:
             entry = json.loads(line) if line.strip() else None
             if entry is not None and "memory" in entry:
                 memory = entry["memory"]
                 fid = str(memory["id"])
-                own = owned_id(NAMESPACE, fid)
-                record = dict(memory) | {"client_id": NAMESPACE}
-                record.pop("active", None)
-                record.update(namespaced_fields(NAMESPACE, fid, memory, own))
-                stamp = record.get("created_at")
-                if stamp is not None and (type(stamp) is not str or "." in stamp or "," in stamp):
-                    record["created_at"] = to_ms(stamp)
-                given = memory.get("metadata")
-                mark = {OWNER_KEY: owner_mark(NAMESPACE, fid)}
-                record["metadata"] = {**given, **mark} if isinstance(given, dict) else mark
-                record["id"] = own
+                row = (owned_id(NAMESPACE, fid), fid, memory)
+                record = kind._prepare(row_record(NAMESPACE, row))
                 line = json.dumps({"memory": record}) + "\n"
             sink.write(line)
     return out
