@@ -49,12 +49,16 @@ def bm25_candidates(index: MemoryIndex, query: str, where: SearchFilter, depth: 
 
 
 def _top(scores: npt.NDArray[np.float64], depth: int) -> list[int]:
-    if len(scores) <= depth:
-        order = np.argsort(-scores, kind="stable")
-    else:
-        part = np.argpartition(-scores, depth)[:depth]
-        order = part[np.argsort(-scores[part], kind="stable")]
-    return [int(i) for i in order]
+    """The positions of the ``depth`` best scores, best first, equal scores in position
+    order (as the other retrievers break ties by row id): a stable sort's first ``depth``."""
+    if len(scores) <= depth or depth <= 0:
+        return [int(i) for i in np.argsort(-scores, kind="stable")[: max(depth, 0)]]
+    cut = -np.partition(-scores, depth - 1)[depth - 1]  # the depth-th best score
+    if np.isnan(cut):  # fewer than depth numbers: NaN last, as the stable sort puts it
+        return [int(i) for i in np.argsort(-scores, kind="stable")[:depth]]
+    above = np.flatnonzero(scores > cut)
+    part = np.concatenate((above, np.flatnonzero(scores == cut)[: depth - len(above)]))
+    return [int(i) for i in part[np.argsort(-scores[part], kind="stable")]]
 
 
 def dense_candidates(
